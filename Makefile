@@ -1,0 +1,58 @@
+# batchq — make help lists the targets.
+
+SHELL := /bin/bash
+GO    ?= go
+GOBIN ?= $(shell $(GO) env GOPATH)/bin
+SQLC_VERSION := v1.31.1
+SQLC  := $(GOBIN)/sqlc
+# How long each fuzz target runs in `make fuzz`.
+FUZZTIME ?= 30s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: demo
+demo: ## run the demo against DATABASE_URL (default: postgres on 127.0.0.1:5432)
+	@echo "the demo is not written yet; migrating the database instead"
+	$(GO) run ./cmd/batchq migrate up
+
+.PHONY: test
+test: ## run every test with the race detector (needs Postgres; see README)
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+.PHONY: test-short
+test-short: ## run the tests that need no database
+	$(GO) test -short -race -count=1 ./...
+
+.PHONY: build
+build: ## build bin/batchq
+	$(GO) build -o bin/batchq ./cmd/batchq
+
+.PHONY: bench
+bench: ## run the Go micro-benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+
+.PHONY: generate
+generate: $(SQLC) ## regenerate internal/dbsqlc from migrations/ and db/queries/
+	$(SQLC) generate
+
+.PHONY: verify
+verify: $(SQLC) ## fail if generated code is stale, code is unformatted, or go vet complains
+	$(SQLC) diff
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+$(SQLC):
+	@echo "installing sqlc $(SQLC_VERSION) (built from source with cgo; takes a few minutes once)"
+	CGO_ENABLED=1 $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// defaultDatabaseURL is the local server every command uses when neither
+// --database-url nor DATABASE_URL says otherwise.
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// usageError marks a mistake in how a command was called; it exits with 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// newApp builds the CLI writing to stdout and stderr, so tests can run any
+// command with captured output.
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:                 "batchq",
+		Usage:                "a Postgres-backed fair work queue for LLM batch jobs",
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		EnableBashCompletion: true,
+		HideHelpCommand:      false,
+		Flags: []cli.Flag{
+			&cli.StringFlag{
+				Name:    "database-url",
+				Usage:   "Postgres connection URL",
+				EnvVars: []string{"DATABASE_URL"},
+				Value:   defaultDatabaseURL,
+			},
+		},
+		Commands: []*cli.Command{
+			migrateCommand(),
+		},
+		// Errors are printed once, by exitCode, not by the library.
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{msg: err.Error()}
+		},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "batchq: unknown command %q; run 'batchq help'\n", name)
+		},
+	}
+	for _, cmd := range app.Commands {
+		setUsageErrors(cmd)
+	}
+	return app
+}
+
+// setUsageErrors makes a flag parsing error of any subcommand a usageError.
+func setUsageErrors(cmd *cli.Command) {
+	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+		return usageError{msg: err.Error()}
+	}
+	for _, sub := range cmd.Subcommands {
+		setUsageErrors(sub)
+	}
+}
+
+// exitCode prints err on one line and maps it to the process exit code:
+// 0 success, 2 usage, 1 anything else.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+	if !strings.HasPrefix(msg, "batchq") {
+		msg = "batchq: " + msg
+	}
+	fmt.Fprintln(stderr, msg)
+	var u usageError
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/urfave/cli/v2"
+
+	"github.com/batchq/batchq/migrations"
+)
+
+func migrateCommand() *cli.Command {
+	to := &cli.Int64Flag{Name: "to", Usage: "stop at this version (default: all the way)"}
+	return &cli.Command{
+		Name:  "migrate",
+		Usage: "apply, revert and inspect batchq's schema migrations",
+		Subcommands: []*cli.Command{
+			{
+				Name:   "up",
+				Usage:  "apply pending migrations (up to --to)",
+				Flags:  []cli.Flag{to},
+				Action: withProvider(migrateUp),
+			},
+			{
+				Name:   "down",
+				Usage:  "revert the latest migration (or down to --to, exclusive)",
+				Flags:  []cli.Flag{to},
+				Action: withProvider(migrateDown),
+			},
+			{
+				Name:   "status",
+				Usage:  "list migrations and whether each is applied",
+				Action: withProvider(migrateStatus),
+			},
+			{
+				Name:  "get",
+				Usage: "print the SQL of one migration, for users who apply it with their own tooling",
+				Flags: []cli.Flag{
+					&cli.Int64Flag{Name: "version", Usage: "the migration's version number", Required: true},
+					&cli.BoolFlag{Name: "up", Usage: "print the Up section"},
+					&cli.BoolFlag{Name: "down", Usage: "print the Down section"},
+				},
+				Action: migrateGet,
+			},
+		},
+	}
+}
+
+func withProvider(run func(*cli.Context, *goose.Provider) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		db, err := openSQL(c.String("database-url"))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		p, err := migrations.NewProvider(db)
+		if err != nil {
+			return err
+		}
+		return run(c, p)
+	}
+}
+
+func openSQL(url string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: --database-url: %w", err)
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
+func migrateUp(c *cli.Context, p *goose.Provider) error {
+	var res []*goose.MigrationResult
+	var err error
+	if c.IsSet("to") {
+		res, err = p.UpTo(c.Context, c.Int64("to"))
+	} else {
+		res, err = p.Up(c.Context)
+	}
+	for _, r := range res {
+		fmt.Fprintf(c.App.Writer, "applied %s (%s)\n", r.Source.Path, r.Duration.Round(1e6))
+	}
+	if err != nil {
+		return fmt.Errorf("batchq: migrate up: %w", err)
+	}
+	return printVersion(c, p)
+}
+
+func migrateDown(c *cli.Context, p *goose.Provider) error {
+	var res []*goose.MigrationResult
+	var err error
+	if c.IsSet("to") {
+		res, err = p.DownTo(c.Context, c.Int64("to"))
+	} else {
+		var r *goose.MigrationResult
+		r, err = p.Down(c.Context)
+		if r != nil {
+			res = append(res, r)
+		}
+	}
+	for _, r := range res {
+		fmt.Fprintf(c.App.Writer, "reverted %s (%s)\n", r.Source.Path, r.Duration.Round(1e6))
+	}
+	if errors.Is(err, goose.ErrNoNextVersion) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("batchq: migrate down: %w", err)
+	}
+	return printVersion(c, p)
+}
+
+func printVersion(c *cli.Context, p *goose.Provider) error {
+	v, err := p.GetDBVersion(c.Context)
+	if err != nil {
+		return fmt.Errorf("batchq: schema version: %w", err)
+	}
+	fmt.Fprintf(c.App.Writer, "schema version %d\n", v)
+	return nil
+}
+
+func migrateStatus(c *cli.Context, p *goose.Provider) error {
+	st, err := p.Status(c.Context)
+	if err != nil {
+		return fmt.Errorf("batchq: migrate status: %w", err)
+	}
+	w := newTable(c.App.Writer, "VERSION", "STATE", "APPLIED AT", "FILE")
+	for _, s := range st {
+		at := ""
+		if !s.AppliedAt.IsZero() {
+			at = s.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		w.row(fmt.Sprint(s.Source.Version), string(s.State), at, s.Source.Path)
+	}
+	return w.flush()
+}
+
+// migrateGet prints one section of a migration file as it is embedded.
+func migrateGet(c *cli.Context) error {
+	up, down := c.Bool("up"), c.Bool("down")
+	if up == down {
+		return usagef("migrate get: give exactly one of --up or --down")
+	}
+	v := c.Int64("version")
+	names, err := fs.Glob(migrations.FS, fmt.Sprintf("%05d_*.sql", v))
+	if err != nil || len(names) != 1 {
+		return fmt.Errorf("batchq: migrate get: --version %d: no such migration", v)
+	}
+	b, err := fs.ReadFile(migrations.FS, names[0])
+	if err != nil {
+		return err
+	}
+	want := "-- +goose Up"
+	if down {
+		want = "-- +goose Down"
+	}
+	fmt.Fprint(c.App.Writer, section(string(b), want))
+	return nil
+}
+
+// section returns the lines of a goose file from the marker line to the next
+// Up/Down marker, marker included.
+func section(src, marker string) string {
+	var out strings.Builder
+	in := false
+	sc := bufio.NewScanner(strings.NewReader(src))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "-- +goose Up" || trimmed == "-- +goose Down" {
+			in = trimmed == marker
+		}
+		if in {
+			out.WriteString(line)
+			out.WriteByte('\n')
+		}
+	}
+	return out.String()
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/pgtest"
+)
+
+func TestMigrateUpStatusDown(t *testing.T) {
+	t.Parallel()
+	url := pgtest.EmptyURL(t)
+
+	r := runCLI(t, url, "migrate", "up")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "applied 00001_schema.sql")
+	require.Contains(t, r.stdout, "applied 00002_queue.sql")
+
+	r = runCLI(t, url, "migrate", "status")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^1\s+applied\s+\S+ \S+\s+00001_schema.sql$`, r.stdout)
+	require.Regexp(t, `(?m)^2\s+applied\s+\S+ \S+\s+00002_queue.sql$`, r.stdout)
+
+	r = runCLI(t, url, "migrate", "down")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "reverted 00002_queue.sql")
+	require.Contains(t, r.stdout, "schema version 1")
+
+	r = runCLI(t, url, "migrate", "status")
+	require.Regexp(t, `(?m)^2\s+pending\s+00002_queue.sql$`, r.stdout)
+
+	r = runCLI(t, url, "migrate", "down", "--to", "0")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "schema version 0")
+
+	r = runCLI(t, url, "migrate", "up", "--to", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "schema version 1")
+}
+
+func TestMigrateGet(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "migrate", "get", "--version", "1", "--up")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "CREATE SCHEMA IF NOT EXISTS batchq;")
+	require.NotContains(t, r.stdout, "DROP SCHEMA")
+
+	r = runCLI(t, "", "migrate", "get", "--version", "1", "--down")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "DROP SCHEMA IF EXISTS batchq CASCADE;")
+	require.NotContains(t, r.stdout, "CREATE SCHEMA")
+
+	r = runCLI(t, "", "migrate", "get", "--version", "1")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "exactly one of --up or --down")
+
+	r = runCLI(t, "", "migrate", "get", "--version", "999", "--up")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "--version 999: no such migration")
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "migrate", "get", "--version", "x", "--up")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "batchq: ")
+	require.Contains(t, r.stderr, `"x"`)
+}

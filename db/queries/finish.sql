@@ -1,0 +1,105 @@
+-- name: Complete :many
+-- Finishes running jobs whose lease token still matches: removes each job and
+-- writes its 'succeeded' outcome, and records actual cost minus estimate in
+-- the tenant's ledger. Returns the ids it finished; the rest lost their lease.
+WITH input AS (
+    SELECT i.id, (@tokens::uuid[])[i.n] AS token,
+           nullif((@actual_costs::bigint[])[i.n], -1) AS actual_cost,
+           nullif((@results::text[])[i.n], '')::jsonb AS result
+    FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
+), done AS (
+    DELETE FROM batchq.jobs j
+    WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'running'
+      AND j.lease_token = (SELECT i.token FROM input i WHERE i.id = j.id)
+    RETURNING j.*
+), written AS (
+    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts,
+                                 max_attempts, deadline, enqueued_at, first_claimed_at, worker, result, unique_key)
+    SELECT d.id, d.queue, d.tenant, d.kind, 'succeeded', d.cost, i.actual_cost, d.attempt, d.max_attempts,
+           d.deadline, d.enqueued_at, d.first_claimed_at, d.worker, i.result, d.unique_key
+    FROM done d JOIN input i ON i.id = d.id
+), corrections AS (
+    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, delta)
+    SELECT d.queue, d.tenant, d.pos, sum(i.actual_cost - d.cost)
+    FROM done d JOIN input i ON i.id = d.id
+    WHERE i.actual_cost IS NOT NULL AND i.actual_cost <> d.cost
+    GROUP BY d.queue, d.tenant, d.pos
+)
+SELECT d.id FROM done d;
+
+-- name: Fail :many
+-- Records a failed attempt of running jobs whose lease token still matches.
+-- A job with attempts left whose retry time falls before its deadline waits
+-- in 'retrying' until @retry_at; any other (and any marked final) is removed
+-- with outcome 'failed'. Returns each handled id and what became of it.
+WITH input AS (
+    SELECT i.id, (@tokens::uuid[])[i.n] AS token, (@errors::text[])[i.n] AS error,
+           (@retry_at::timestamptz[])[i.n] AS retry_at, (@final::boolean[])[i.n] AS final
+    FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
+), target AS (
+    SELECT j.id, (NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline) AS retry
+    FROM batchq.jobs j JOIN input i ON i.id = j.id
+    WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'running' AND j.lease_token = i.token
+    FOR UPDATE OF j
+), retried AS (
+    UPDATE batchq.jobs j
+    SET state = 'retrying', run_after = i.retry_at, last_error = i.error,
+        lease_token = NULL, lease_expires_at = NULL, worker = NULL
+    FROM input i
+    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE t.retry)) AND i.id = j.id
+    RETURNING j.id
+), dead AS (
+    DELETE FROM batchq.jobs j
+    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE NOT t.retry))
+    RETURNING j.*
+), written AS (
+    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
+                                 deadline, enqueued_at, first_claimed_at, worker, error, payload, unique_key)
+    SELECT d.id, d.queue, d.tenant, d.kind, 'failed', d.cost, d.attempt, d.max_attempts, d.deadline,
+           d.enqueued_at, d.first_claimed_at, d.worker, i.error, d.payload, d.unique_key
+    FROM dead d JOIN input i ON i.id = d.id
+)
+SELECT r.id, true AS retrying FROM retried r
+UNION ALL
+SELECT d.id, false AS retrying FROM dead d;
+
+-- name: Release :many
+-- Hands running jobs back without using an attempt (the provider refused to
+-- start them): they wait in 'retrying' until @run_after, then rejoin their
+-- tenants' queues. Returns the ids released; the rest lost their lease.
+UPDATE batchq.jobs j
+SET state = 'retrying', run_after = @run_after, attempt = j.attempt - 1,
+    lease_token = NULL, lease_expires_at = NULL, worker = NULL
+FROM (SELECT i.id, (@tokens::uuid[])[i.n] AS token
+      FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)) i
+WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
+RETURNING j.id;
+
+-- name: Heartbeat :many
+-- Extends the leases of running jobs whose token still matches by the
+-- queue's lease length. Returns the ids extended.
+UPDATE batchq.jobs j
+SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = j.queue)
+FROM (SELECT i.id, (@tokens::uuid[])[i.n] AS token
+      FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)) i
+WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
+RETURNING j.id, j.lease_expires_at::timestamptz AS lease_expires_at;
+
+-- name: Cancel :one
+-- Removes a job that has not started (queued or retrying) with outcome
+-- 'cancelled' and hands its cost back to its tenant's ledger.
+WITH gone AS (
+    DELETE FROM batchq.jobs j
+    WHERE j.id = @id AND j.state <> 'running'
+    RETURNING j.*
+), written AS (
+    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
+                                 deadline, enqueued_at, first_claimed_at, error, payload, unique_key)
+    SELECT g.id, g.queue, g.tenant, g.kind, 'cancelled', g.cost, g.attempt, g.max_attempts, g.deadline,
+           g.enqueued_at, g.first_claimed_at, @reason, g.payload, g.unique_key
+    FROM gone g
+), refund AS (
+    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, delta)
+    SELECT g.queue, g.tenant, g.pos, -g.cost FROM gone g WHERE g.state = 'queued'
+)
+SELECT g.id FROM gone g;

@@ -1,0 +1,71 @@
+-- name: RescueLostLeases :many
+-- Running jobs of a queue whose lease expired (their worker died or stalled)
+-- go back to 'retrying', due now, while attempts and deadline allow; the
+-- others are removed with outcome 'failed' or 'expired'.
+WITH lost AS (
+    SELECT j.id, (j.attempt < j.max_attempts AND j.deadline > now()) AS retry
+    FROM batchq.jobs j
+    WHERE j.queue = @queue AND j.state = 'running' AND j.lease_expires_at < now()
+    ORDER BY j.lease_expires_at
+    LIMIT @max_jobs
+    FOR UPDATE SKIP LOCKED
+), retried AS (
+    UPDATE batchq.jobs j
+    SET state = 'retrying', run_after = now(), last_error = 'lease expired while running',
+        lease_token = NULL, lease_expires_at = NULL, worker = NULL
+    WHERE j.id = ANY (ARRAY(SELECT l.id FROM lost l WHERE l.retry))
+    RETURNING j.id
+), dead AS (
+    DELETE FROM batchq.jobs j
+    WHERE j.id = ANY (ARRAY(SELECT l.id FROM lost l WHERE NOT l.retry))
+    RETURNING j.*
+), written AS (
+    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
+                                 deadline, enqueued_at, first_claimed_at, worker, error, payload, unique_key)
+    SELECT d.id, d.queue, d.tenant, d.kind,
+           CASE WHEN d.deadline <= now() THEN 'expired' ELSE 'failed' END::batchq.job_outcome,
+           d.cost, d.attempt, d.max_attempts, d.deadline, d.enqueued_at, d.first_claimed_at, d.worker,
+           CASE WHEN d.deadline <= now() THEN 'lease expired while running, and the deadline passed'
+                ELSE 'lease expired while running, and no attempts are left' END,
+           d.payload, d.unique_key
+    FROM dead d
+)
+SELECT r.id, true AS retrying FROM retried r
+UNION ALL
+SELECT d.id, false AS retrying FROM dead d;
+
+-- name: ExpireOverdue :one
+-- Removes queued and retrying jobs of a queue whose deadline has passed, with
+-- outcome 'expired', wherever they stand in the backlog, and hands the cost
+-- of the queued ones back to their tenants' ledgers.
+WITH gone AS (
+    DELETE FROM batchq.jobs j
+    WHERE j.id = ANY (ARRAY(
+        SELECT o.id FROM batchq.jobs o
+        WHERE o.queue = @queue AND o.state <> 'running' AND o.deadline <= now()
+        ORDER BY o.deadline
+        LIMIT @max_jobs
+        FOR UPDATE SKIP LOCKED))
+    RETURNING j.*
+), written AS (
+    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
+                                 deadline, enqueued_at, first_claimed_at, error, payload, unique_key)
+    SELECT g.id, g.queue, g.tenant, g.kind, 'expired', g.cost, g.attempt, g.max_attempts, g.deadline,
+           g.enqueued_at, g.first_claimed_at, 'deadline passed while waiting', g.payload, g.unique_key
+    FROM gone g
+), refunds AS (
+    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, delta)
+    SELECT g.queue, g.tenant, g.pos, -sum(g.cost) FROM gone g WHERE g.state = 'queued'
+    GROUP BY g.queue, g.tenant, g.pos
+)
+SELECT count(*) FROM gone;
+
+-- name: Requeue :one
+SELECT batchq.requeue(@queue, @max_jobs)::integer AS requeued;
+
+-- name: ApplyAdjustments :one
+SELECT batchq.apply_adjustments(@queue)::integer AS adjusted;
+
+-- name: TryMaintenanceLock :one
+-- One maintainer per queue at a time; the lock ends with the transaction.
+SELECT pg_try_advisory_xact_lock(hashtextextended('batchq.maintain:' || @queue::text, 0));

@@ -1,0 +1,48 @@
+-- name: CreateQueue :exec
+INSERT INTO batchq.queues (name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for)
+VALUES (@name, @quantum, @max_per_tenant, @default_ttl, @lease, @max_attempts, @unique_for);
+
+-- name: UpdateQueue :one
+UPDATE batchq.queues
+SET quantum        = coalesce(sqlc.narg(quantum), quantum),
+    max_per_tenant = coalesce(sqlc.narg(max_per_tenant), max_per_tenant),
+    default_ttl    = coalesce(sqlc.narg(default_ttl), default_ttl),
+    lease          = coalesce(sqlc.narg(lease), lease),
+    max_attempts   = coalesce(sqlc.narg(max_attempts), max_attempts),
+    unique_for     = coalesce(sqlc.narg(unique_for), unique_for),
+    updated_at     = now()
+WHERE name = @name
+RETURNING *;
+
+-- name: GetQueue :one
+SELECT * FROM batchq.queues WHERE name = @name;
+
+-- name: ListQueues :many
+SELECT * FROM batchq.queues ORDER BY name;
+
+-- name: UpsertTenant :one
+INSERT INTO batchq.tenants (name, weight, max_queued)
+VALUES (@name, @weight, sqlc.narg(max_queued))
+ON CONFLICT (name) DO UPDATE
+SET weight = excluded.weight, max_queued = excluded.max_queued, updated_at = now()
+RETURNING *;
+
+-- name: ListTenants :many
+SELECT * FROM batchq.tenants ORDER BY name;
+
+-- name: RingTenants :many
+-- The tenants of a queue's ring that have queued jobs, for re-keying.
+SELECT r.tenant FROM batchq.tenant_ring r
+WHERE r.queue = @queue
+  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.tenant = r.tenant AND j.state = 'queued')
+ORDER BY r.tenant;
+
+-- name: TenantQueues :many
+-- The queues in whose ring a tenant has queued jobs.
+SELECT r.queue FROM batchq.tenant_ring r
+WHERE r.tenant = @tenant
+  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.tenant = r.tenant AND j.state = 'queued')
+ORDER BY r.queue;
+
+-- name: Rekey :exec
+SELECT batchq.rekey(@queue, @tenant);

@@ -1,0 +1,494 @@
+-- +goose Up
+
+-- Queues carry the settings every process of a fleet schedules with, and the
+-- round of the latest claim: a tenant that joins the ring starts in that round,
+-- behind every tenant already in it.
+CREATE TABLE batchq.queues (
+    name           text PRIMARY KEY
+                   CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
+    quantum        bigint   NOT NULL DEFAULT 1000 CHECK (quantum > 0),
+    max_per_tenant integer  NOT NULL DEFAULT 10000 CHECK (max_per_tenant > 0),
+    default_ttl    interval NOT NULL DEFAULT '24 hours' CHECK (default_ttl > '0'),
+    lease          interval NOT NULL DEFAULT '5 minutes' CHECK (lease > '0'),
+    max_attempts   integer  NOT NULL DEFAULT 5 CHECK (max_attempts > 0),
+    unique_for     interval NOT NULL DEFAULT '0' CHECK (unique_for >= '0'),
+    cursor_round   bigint   NOT NULL DEFAULT 0,
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    updated_at     timestamptz NOT NULL DEFAULT now()
+);
+
+-- Tenants are shared by all queues: a weight (a plan) and an optional bound
+-- that overrides the queue's max_per_tenant.
+CREATE TABLE batchq.tenants (
+    name       text PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 256),
+    weight     double precision NOT NULL DEFAULT 1
+               CHECK (weight > 0 AND weight < 'Infinity'::double precision),
+    max_queued integer CHECK (max_queued > 0),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- The deficit-round-robin state of one tenant in one queue. A tenant is in the
+-- ring while it has queued jobs; each time it (re)joins it gets a new ring
+-- position (pos, from ring_pos) and starts in the queue's cursor round with an
+-- empty ledger (cum = 0). share is its grant per visit: round(quantum × weight),
+-- at least 1. A job whose cumulative cost in this membership is C is served on
+-- visit ceil(C / share), in round join_round + ceil(C / share) - 1, so the claim
+-- order is simply (round, pos, id). Only enqueuers and maintenance lock this
+-- row; claims never touch it.
+CREATE SEQUENCE batchq.ring_pos;
+
+CREATE TABLE batchq.tenant_ring (
+    queue      text   NOT NULL REFERENCES batchq.queues (name) ON DELETE CASCADE,
+    tenant     text   NOT NULL,
+    pos        bigint NOT NULL DEFAULT 0,
+    join_round bigint NOT NULL DEFAULT 0,
+    share      bigint NOT NULL DEFAULT 1 CHECK (share > 0),
+    cum        bigint NOT NULL DEFAULT 0,
+    enq_seq    bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, tenant)
+);
+
+CREATE TYPE batchq.job_state AS ENUM ('queued', 'running', 'retrying');
+
+-- One row per unfinished job. queued: waiting its turn, keyed by (round, pos,
+-- id); running: claimed under a lease; retrying: waiting for run_after before
+-- it rejoins its tenant's queue (after a failure, a release or a lost lease).
+CREATE TABLE batchq.jobs (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue            text   NOT NULL REFERENCES batchq.queues (name),
+    tenant           text   NOT NULL,
+    kind             text   NOT NULL,
+    cost             bigint NOT NULL CHECK (cost > 0),
+    deadline         timestamptz NOT NULL,
+    payload          jsonb  NOT NULL,
+    unique_key       text,
+    state            batchq.job_state NOT NULL,
+    attempt          integer NOT NULL DEFAULT 0,
+    max_attempts     integer NOT NULL CHECK (max_attempts > 0),
+    round            bigint NOT NULL,
+    pos              bigint NOT NULL,
+    cum              bigint NOT NULL,
+    seq              bigint NOT NULL,
+    run_after        timestamptz,
+    lease_token      uuid,
+    lease_expires_at timestamptz,
+    worker           text,
+    enqueued_at      timestamptz NOT NULL DEFAULT now(),
+    first_claimed_at timestamptz,
+    claimed_at       timestamptz,
+    last_error       text
+) WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
+
+-- The claim: one range scan in DRR order.
+CREATE INDEX jobs_claim ON batchq.jobs (queue, round, pos, id) WHERE state = 'queued';
+-- A tenant's queue in arrival order: its head, its length, its re-keying.
+CREATE INDEX jobs_tenant_queue ON batchq.jobs (queue, tenant, seq) WHERE state = 'queued';
+CREATE INDEX jobs_lease ON batchq.jobs (lease_expires_at) WHERE state = 'running';
+CREATE INDEX jobs_retry ON batchq.jobs (queue, run_after) WHERE state = 'retrying';
+CREATE INDEX jobs_deadline ON batchq.jobs (deadline) WHERE state <> 'running';
+CREATE UNIQUE INDEX jobs_unique ON batchq.jobs (queue, unique_key) WHERE unique_key IS NOT NULL;
+
+CREATE TYPE batchq.job_outcome AS ENUM ('succeeded', 'failed', 'expired', 'cancelled', 'discarded');
+
+-- The audit trail: exactly one row per finished job (the primary key is the
+-- job's id), written in the transaction that removes the job.
+CREATE TABLE batchq.outcomes (
+    job_id           bigint PRIMARY KEY,
+    queue            text   NOT NULL,
+    tenant           text   NOT NULL,
+    kind             text   NOT NULL,
+    outcome          batchq.job_outcome NOT NULL,
+    estimated_cost   bigint NOT NULL,
+    actual_cost      bigint,
+    attempts         integer NOT NULL,
+    max_attempts     integer NOT NULL,
+    deadline         timestamptz NOT NULL,
+    enqueued_at      timestamptz NOT NULL,
+    first_claimed_at timestamptz,
+    finished_at      timestamptz NOT NULL DEFAULT now(),
+    worker           text,
+    error            text,
+    result           jsonb,
+    payload          jsonb,
+    unique_key       text
+);
+
+CREATE INDEX outcomes_finished ON batchq.outcomes (finished_at);
+CREATE INDEX outcomes_queue_tenant ON batchq.outcomes (queue, tenant, finished_at);
+CREATE INDEX outcomes_unique ON batchq.outcomes (queue, unique_key, finished_at) WHERE unique_key IS NOT NULL;
+
+-- Corrections to a tenant's ledger that the completion path records without
+-- touching the ring: actual cost minus estimate, or minus the cost of a job
+-- dropped before it ran. Maintenance folds them into the tenant's queued keys.
+-- Insert-only for writers, so completions never wait on a lock here.
+CREATE TABLE batchq.ledger_adjustments (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue  text   NOT NULL,
+    tenant text   NOT NULL,
+    pos    bigint NOT NULL,
+    delta  bigint NOT NULL
+);
+
+CREATE INDEX ledger_adjustments_tenant ON batchq.ledger_adjustments (queue, tenant);
+
+-- The round in which a job is served: on visit ceil(cum / share) of a
+-- membership that began in join_round; never before the first visit.
+CREATE FUNCTION batchq.drr_round(join_round bigint, cum bigint, share bigint) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN join_round + greatest((cum + share - 1) / share, 1) - 1;
+
+-- The per-visit grant of a tenant: round(quantum × weight), at least 1.
+CREATE FUNCTION batchq.drr_share(quantum bigint, weight double precision) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN greatest(1, round((quantum * weight)::numeric))::bigint;
+
+-- ring_join locks the ring rows of p_tenants (creating missing ones), in name
+-- order so concurrent callers cannot deadlock, and starts a new membership for
+-- each tenant that has no queued job: a new position at the end of the ring,
+-- in order of p_tenants, in the queue's cursor round, with an empty ledger.
+-- With p_skip_locked it passes over rows another transaction holds and returns
+-- only the tenants it locked.
+-- +goose StatementBegin
+CREATE FUNCTION batchq.ring_join(p_queue text, p_tenants text[], p_skip_locked boolean)
+RETURNS SETOF text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_locked text[];
+    v_tenant text;
+    v_round  bigint;
+    v_quantum bigint;
+BEGIN
+    INSERT INTO batchq.tenant_ring (queue, tenant)
+    SELECT p_queue, t FROM (SELECT DISTINCT t FROM unnest(p_tenants) AS t ORDER BY t) s
+    ON CONFLICT DO NOTHING;
+
+    IF p_skip_locked THEN
+        SELECT array_agg(r.tenant) INTO v_locked FROM (
+            SELECT r.tenant FROM batchq.tenant_ring r
+            WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
+            ORDER BY r.tenant FOR UPDATE SKIP LOCKED) r;
+    ELSE
+        SELECT array_agg(r.tenant) INTO v_locked FROM (
+            SELECT r.tenant FROM batchq.tenant_ring r
+            WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
+            ORDER BY r.tenant FOR UPDATE) r;
+    END IF;
+    IF v_locked IS NULL THEN
+        RETURN;
+    END IF;
+
+    SELECT q.cursor_round, q.quantum INTO v_round, v_quantum FROM batchq.queues q WHERE q.name = p_queue;
+
+    -- Rejoin in the order given: that is the order the tenants became active.
+    FOR v_tenant IN
+        SELECT t.tenant FROM unnest(p_tenants) WITH ORDINALITY AS t (tenant, ord)
+        WHERE t.tenant = ANY (v_locked)
+          AND NOT EXISTS (SELECT 1 FROM batchq.jobs j
+                          WHERE j.queue = p_queue AND j.tenant = t.tenant AND j.state = 'queued')
+        GROUP BY t.tenant ORDER BY min(t.ord)
+    LOOP
+        UPDATE batchq.tenant_ring r
+        SET pos = nextval('batchq.ring_pos'),
+            join_round = v_round,
+            share = batchq.drr_share(v_quantum, coalesce(
+                (SELECT w.weight FROM batchq.tenants w WHERE w.name = v_tenant), 1)),
+            cum = 0
+        WHERE r.queue = p_queue AND r.tenant = v_tenant;
+    END LOOP;
+
+    RETURN QUERY SELECT unnest(v_locked);
+END
+$$;
+-- +goose StatementEnd
+
+-- enqueue inserts a batch of jobs into one queue, all or nothing, and returns
+-- one row per input (ord is its 1-based position): status 'inserted' with the
+-- new id, or 'duplicate' with the id of the job that already holds its unique
+-- key. When a tenant would exceed its bound it writes no job and returns a
+-- single row with status 'queue_full', the tenant, the bound and how many jobs
+-- it has queued; an unknown queue returns 'unknown_queue'. Neither raises, so
+-- the caller's transaction stays usable. The statements after ring_join run
+-- with fresh snapshots while this transaction holds the tenants' ring rows,
+-- which is what makes the bound exact under concurrent enqueues.
+CREATE VIEW batchq.enqueue_results AS
+SELECT NULL::integer AS ord, NULL::bigint AS job_id, NULL::text AS status,
+       NULL::text AS tenant, NULL::integer AS bound, NULL::integer AS queued
+WHERE false;
+COMMENT ON VIEW batchq.enqueue_results IS 'The row type batchq.enqueue() returns; always empty.';
+
+-- +goose StatementBegin
+CREATE FUNCTION batchq.enqueue(
+    p_queue        text,
+    p_tenant       text[],
+    p_kind         text[],
+    p_cost         bigint[],
+    p_deadline     timestamptz[],
+    p_max_attempts integer[],
+    p_payload      jsonb[],
+    p_unique_key   text[]
+) RETURNS SETOF batchq.enqueue_results
+LANGUAGE plpgsql AS $$
+DECLARE
+    q        batchq.queues;
+    v_n      integer := coalesce(cardinality(p_tenant), 0);
+    v_dup    bigint[];
+    v_first  integer[];
+    v_full   record;
+    v_exact  integer;
+    v_ins_ord integer[];
+    v_ins_id  bigint[];
+BEGIN
+    SELECT * INTO q FROM batchq.queues WHERE name = p_queue;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 0, NULL::bigint, 'unknown_queue'::text, NULL::text, NULL::integer, NULL::integer;
+        RETURN;
+    END IF;
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+
+    PERFORM batchq.ring_join(p_queue, p_tenant, false);
+
+    -- Unique keys: a job already unfinished, or finished within unique_for,
+    -- or an earlier line of this batch, holds the key.
+    v_dup := array_fill(NULL::bigint, ARRAY[v_n]);
+    v_first := array_fill(NULL::integer, ARRAY[v_n]);
+    IF EXISTS (SELECT 1 FROM unnest(p_unique_key) k WHERE k IS NOT NULL) THEN
+        SELECT array_agg(d.existing ORDER BY d.ord), array_agg(d.first_ord ORDER BY d.ord)
+        INTO v_dup, v_first
+        FROM (
+            SELECT i.ord,
+                   CASE WHEN i.k IS NULL THEN NULL ELSE min(i.ord) OVER (PARTITION BY i.k) END AS first_ord,
+                   CASE WHEN i.k IS NULL THEN NULL ELSE coalesce(
+                       (SELECT j.id FROM batchq.jobs j WHERE j.queue = p_queue AND j.unique_key = i.k),
+                       (SELECT o.job_id FROM batchq.outcomes o
+                        WHERE o.queue = p_queue AND o.unique_key = i.k AND o.finished_at > now() - q.unique_for
+                        ORDER BY o.finished_at DESC LIMIT 1)) END AS existing
+            FROM unnest(p_unique_key) WITH ORDINALITY AS i (k, ord)
+        ) d;
+    END IF;
+
+    -- Bounds. The fast path counts a tenant's queue as the span of sequence
+    -- numbers from its head to its newest job, which is never less than the
+    -- true length (jobs removed from the middle leave gaps); only a tenant
+    -- that looks full is counted exactly.
+    FOR v_full IN
+        SELECT n.tenant, n.n, coalesce(w.max_queued, q.max_per_tenant) AS bound,
+               CASE WHEN h.seq IS NULL THEN 0 ELSE r.enq_seq - h.seq + 1 END AS upper
+        FROM (SELECT x.tenant, count(*)::integer AS n
+              FROM unnest(p_tenant, v_dup, v_first) WITH ORDINALITY AS x (tenant, dup, first_ord, ord)
+              WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)
+              GROUP BY x.tenant) n
+        JOIN batchq.tenant_ring r ON r.queue = p_queue AND r.tenant = n.tenant
+        LEFT JOIN batchq.tenants w ON w.name = n.tenant
+        LEFT JOIN LATERAL (SELECT j.seq FROM batchq.jobs j
+                           WHERE j.queue = p_queue AND j.tenant = n.tenant AND j.state = 'queued'
+                           ORDER BY j.seq LIMIT 1) h ON true
+        ORDER BY n.tenant
+    LOOP
+        CONTINUE WHEN v_full.upper + v_full.n <= v_full.bound;
+        SELECT count(*) INTO v_exact FROM (
+            SELECT 1 FROM batchq.jobs j
+            WHERE j.queue = p_queue AND j.tenant = v_full.tenant AND j.state = 'queued'
+            LIMIT v_full.bound) c;
+        IF v_exact + v_full.n > v_full.bound THEN
+            RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    -- Keys: each tenant's new jobs continue its ledger in input order.
+    WITH src AS (
+        SELECT x.ord::integer AS ord, x.tenant, x.kind, x.cost, x.deadline, x.max_attempts,
+               x.payload, x.unique_key, r.pos, r.join_round, r.share,
+               (r.cum + sum(x.cost) OVER w)::bigint AS cum,
+               r.enq_seq + row_number() OVER w AS seq
+        FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_max_attempts, p_payload, p_unique_key, v_dup, v_first)
+             WITH ORDINALITY AS x (tenant, kind, cost, deadline, max_attempts, payload, unique_key, dup, first_ord, ord)
+        JOIN batchq.tenant_ring r ON r.queue = p_queue AND r.tenant = x.tenant
+        WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)
+        WINDOW w AS (PARTITION BY x.tenant ORDER BY x.ord)
+    ), ins AS (
+        INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, unique_key, state,
+                                 max_attempts, round, pos, cum, seq)
+        SELECT p_queue, s.tenant, s.kind, s.cost, s.deadline, s.payload, s.unique_key, 'queued',
+               s.max_attempts, batchq.drr_round(s.join_round, s.cum, s.share), s.pos, s.cum, s.seq
+        FROM src s ORDER BY s.ord
+        ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+        RETURNING id, jobs.tenant, jobs.seq, jobs.cum
+    ), ring AS (
+        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq
+        FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq FROM ins i GROUP BY i.tenant) a
+        WHERE r.queue = p_queue AND r.tenant = a.tenant
+    )
+    SELECT array_agg(s.ord), array_agg(i.id) INTO v_ins_ord, v_ins_id
+    FROM src s JOIN ins i ON i.tenant = s.tenant AND i.seq = s.seq;
+
+    IF v_ins_id IS NOT NULL THEN
+        PERFORM pg_notify('batchq_jobs', p_queue);
+    END IF;
+
+    -- Lines not inserted held a unique key already taken, possibly by a
+    -- concurrent transaction that committed meanwhile: report its job.
+    RETURN QUERY
+    SELECT x.ord::integer,
+           coalesce(ins.id, x.dup,
+                    (SELECT j.id FROM batchq.jobs j WHERE j.queue = p_queue AND j.unique_key = x.unique_key)),
+           CASE WHEN ins.id IS NULL THEN 'duplicate' ELSE 'inserted' END,
+           x.tenant, NULL::integer, NULL::integer
+    FROM unnest(p_tenant, p_unique_key, v_dup) WITH ORDINALITY AS x (tenant, unique_key, dup, ord)
+    LEFT JOIN unnest(v_ins_ord, v_ins_id) AS ins (ord, id) ON ins.ord = x.ord
+    ORDER BY x.ord;
+END
+$$;
+-- +goose StatementEnd
+
+-- requeue returns up to p_limit due 'retrying' jobs of a queue to their
+-- tenants' queues, at the tail, as if enqueued now (a tenant whose queue had
+-- emptied rejoins the ring). Tenants whose ring row an open enqueue holds are
+-- left for a later call. Returns how many jobs it requeued.
+-- +goose StatementBegin
+CREATE FUNCTION batchq.requeue(p_queue text, p_limit integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids     bigint[];
+    v_tenants text[];
+    v_locked  text[];
+    v_n       integer;
+BEGIN
+    SELECT array_agg(d.id ORDER BY d.run_after, d.id), array_agg(d.tenant ORDER BY d.run_after, d.id)
+    INTO v_ids, v_tenants
+    FROM (SELECT j.id, j.tenant, j.run_after FROM batchq.jobs j
+          WHERE j.queue = p_queue AND j.state = 'retrying' AND j.run_after <= now()
+          ORDER BY j.run_after, j.id LIMIT p_limit
+          FOR UPDATE SKIP LOCKED) d;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    v_locked := ARRAY(SELECT batchq.ring_join(p_queue, v_tenants, true));
+
+    WITH src AS (
+        SELECT j.id, r.pos, r.join_round, r.share,
+               (r.cum + sum(j.cost) OVER w)::bigint AS cum,
+               r.enq_seq + row_number() OVER w AS seq
+        FROM unnest(v_ids) WITH ORDINALITY AS x (id, ord)
+        JOIN batchq.jobs j ON j.id = x.id
+        JOIN batchq.tenant_ring r ON r.queue = p_queue AND r.tenant = j.tenant
+        WHERE j.tenant = ANY (v_locked)
+        WINDOW w AS (PARTITION BY j.tenant ORDER BY x.ord)
+    ), upd AS (
+        UPDATE batchq.jobs j
+        SET state = 'queued', run_after = NULL, pos = s.pos, cum = s.cum, seq = s.seq,
+            round = batchq.drr_round(s.join_round, s.cum, s.share)
+        FROM src s WHERE j.id = s.id
+        RETURNING j.tenant, j.cum, j.seq
+    ), ring AS (
+        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq
+        FROM (SELECT u.tenant, max(u.cum) AS cum, max(u.seq) AS seq FROM upd u GROUP BY u.tenant) a
+        WHERE r.queue = p_queue AND r.tenant = a.tenant
+    )
+    SELECT count(*) INTO v_n FROM upd;
+
+    IF v_n > 0 THEN
+        PERFORM pg_notify('batchq_jobs', p_queue);
+    END IF;
+    RETURN v_n;
+END
+$$;
+-- +goose StatementEnd
+
+-- apply_adjustments folds pending ledger adjustments into the keys of each
+-- tenant's queued jobs: a tenant that spent more than it estimated waits
+-- longer, one that spent less (or lost a job to its deadline) comes sooner.
+-- Adjustments of an earlier membership are dropped: a tenant whose queue
+-- emptied starts afresh. Tenants whose ring row is locked are left for later.
+-- Returns how many tenants it adjusted.
+-- +goose StatementBegin
+CREATE FUNCTION batchq.apply_adjustments(p_queue text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v       record;
+    v_delta bigint;
+    v_n     integer := 0;
+BEGIN
+    FOR v IN
+        SELECT r.tenant, r.pos, r.join_round, r.share FROM batchq.tenant_ring r
+        WHERE r.queue = p_queue
+          AND r.tenant IN (SELECT DISTINCT a.tenant FROM batchq.ledger_adjustments a WHERE a.queue = p_queue)
+        ORDER BY r.tenant
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        WITH consumed AS (
+            DELETE FROM batchq.ledger_adjustments a
+            WHERE a.queue = p_queue AND a.tenant = v.tenant
+            RETURNING a.pos, a.delta
+        )
+        SELECT coalesce(sum(c.delta) FILTER (WHERE c.pos = v.pos), 0) INTO v_delta FROM consumed c;
+        CONTINUE WHEN v_delta = 0;
+        UPDATE batchq.jobs j
+        SET cum = j.cum + v_delta, round = batchq.drr_round(v.join_round, j.cum + v_delta, v.share)
+        WHERE j.queue = p_queue AND j.tenant = v.tenant AND j.state = 'queued' AND j.pos = v.pos;
+        UPDATE batchq.tenant_ring r SET cum = r.cum + v_delta
+        WHERE r.queue = p_queue AND r.tenant = v.tenant;
+        v_n := v_n + 1;
+    END LOOP;
+    RETURN v_n;
+END
+$$;
+-- +goose StatementEnd
+
+-- rekey re-schedules a tenant's queued jobs in a queue after its weight or
+-- the queue's quantum changed: the head keeps its round, and the jobs behind
+-- it follow at the new share per visit. The tenant keeps its ring position.
+-- +goose StatementBegin
+CREATE FUNCTION batchq.rekey(p_queue text, p_tenant text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_share bigint;
+    v_start bigint;
+BEGIN
+    PERFORM 1 FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = p_tenant FOR UPDATE;
+    SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)) INTO v_share
+    FROM batchq.queues q LEFT JOIN batchq.tenants w ON w.name = p_tenant
+    WHERE q.name = p_queue;
+    SELECT j.round INTO v_start FROM batchq.jobs j
+    WHERE j.queue = p_queue AND j.tenant = p_tenant AND j.state = 'queued'
+    ORDER BY j.seq LIMIT 1;
+    IF v_start IS NULL THEN
+        UPDATE batchq.tenant_ring r SET share = v_share WHERE r.queue = p_queue AND r.tenant = p_tenant;
+        RETURN;
+    END IF;
+    WITH src AS (
+        SELECT j.id, (sum(j.cost) OVER (ORDER BY j.seq))::bigint AS cum
+        FROM batchq.jobs j
+        WHERE j.queue = p_queue AND j.tenant = p_tenant AND j.state = 'queued'
+    ), upd AS (
+        UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(v_start, s.cum, v_share)
+        FROM src s WHERE j.id = s.id
+        RETURNING j.cum
+    )
+    UPDATE batchq.tenant_ring r
+    SET join_round = v_start, share = v_share, cum = (SELECT max(u.cum) FROM upd u)
+    WHERE r.queue = p_queue AND r.tenant = p_tenant;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+DROP FUNCTION batchq.rekey;
+DROP FUNCTION batchq.apply_adjustments;
+DROP FUNCTION batchq.requeue;
+DROP FUNCTION batchq.enqueue;
+DROP VIEW batchq.enqueue_results;
+DROP FUNCTION batchq.ring_join;
+DROP FUNCTION batchq.drr_share;
+DROP FUNCTION batchq.drr_round;
+DROP TABLE batchq.ledger_adjustments;
+DROP TABLE batchq.outcomes;
+DROP TYPE batchq.job_outcome;
+DROP TABLE batchq.jobs;
+DROP TYPE batchq.job_state;
+DROP TABLE batchq.tenant_ring;
+DROP SEQUENCE batchq.ring_pos;
+DROP TABLE batchq.tenants;
+DROP TABLE batchq.queues;
