@@ -1,0 +1,437 @@
+package throttle
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/batchq/batchq/quotaheaders"
+)
+
+// State is everything a fleet shares about one quota key. A [Store] loads and
+// saves it whole; the throttle's decisions are pure functions of a State, the
+// time and the call, so a store needs no logic of its own.
+//
+// All times are whole microseconds with no monotonic clock reading, so they
+// survive a round trip through a Postgres timestamptz (or JSON) unchanged; a
+// store may return them in any location. The zero State means nothing is
+// known: every call may start.
+type State struct {
+	// Requests and Tokens are what the provider last said about each unit.
+	Requests Quota `json:"requests"`
+	Tokens   Quota `json:"tokens"`
+
+	// Admitted lists the calls admitted since the oldest kept observation
+	// was sent, oldest first, at most [MaxAdmitted] entries. A response
+	// counts the calls sent before it, not those sent after, so these are
+	// subtracted from what it reports.
+	Admitted []Admission `json:"admitted,omitempty"`
+
+	// PausedUntil stops every start, interactive included, after a 429.
+	PausedUntil time.Time `json:"paused_until"`
+	// Backoff is the current pause for a 429 without Retry-After: it starts
+	// at Config.DefaultPause, doubles on each repeated 429 up to
+	// Config.MaxPause, and returns to zero after a success.
+	Backoff time.Duration `json:"backoff"`
+	// BackoffAt is when the 429 that set Backoff was received. A 429 for a
+	// call sent before it belongs to the same episode and does not double the
+	// pause; a success for a call sent before it does not end the episode.
+	BackoffAt time.Time `json:"backoff_at"`
+
+	// ProbeAt is when one call may start to learn more, while a unit is short
+	// and nothing says when it will refill. Zero when no probe is pending.
+	ProbeAt time.Time `json:"probe_at"`
+}
+
+// Quota is what is known about one unit (requests or tokens) of a quota key:
+// the observation from the latest-sent request that has answered, plus the
+// limit and the window's reset time as learned from any response.
+type Quota struct {
+	// Observed reports whether any response reported this unit. The other
+	// fields mean something only when it is set.
+	Observed bool `json:"observed"`
+
+	Limit    int64 `json:"limit"`
+	HasLimit bool  `json:"has_limit"`
+
+	// Remaining is what the kept observation reported.
+	Remaining int64 `json:"remaining"`
+	// SentAt is when the kept observation's call was admitted (sent):
+	// Remaining counts the calls admitted up to then, that one included, and
+	// not those admitted after. A call admitted in the same microsecond is
+	// taken to be that one (or one the provider saw first).
+	SentAt time.Time `json:"sent_at"`
+	// ReceivedAt is when its response arrived; a token bucket's refill is
+	// counted from here, since the provider measured no later than this.
+	ReceivedAt time.Time `json:"received_at"`
+
+	// HasReset reports whether the provider gave a reset time. The provider
+	// measured somewhere between a request's send and its response, so its
+	// reset lies in [ResetFrom, ResetAt]. For a window, responses of the same
+	// window narrow the interval; the throttle trusts the new window only from
+	// ResetAt, and counts against it what was admitted from ResetFrom on.
+	// With a token bucket, the reset is when the bucket will be full again.
+	HasReset  bool      `json:"has_reset"`
+	ResetFrom time.Time `json:"reset_from"`
+	ResetAt   time.Time `json:"reset_at"`
+}
+
+// Admission is what the throttle let through at one instant.
+type Admission struct {
+	At     time.Time `json:"at"`
+	Calls  int64     `json:"calls"`
+	Tokens int64     `json:"tokens"`
+}
+
+// MaxAdmitted bounds State.Admitted. When more entries are needed, the oldest
+// two are merged at the later one's time: that counts the older calls as sent
+// later than they were, which only ever makes the throttle more careful.
+const MaxAdmitted = 64
+
+// policy is a Config with its defaults applied.
+type policy struct {
+	reserve       float64
+	refill        Refill
+	probeInterval time.Duration
+	defaultPause  time.Duration
+	maxPause      time.Duration
+}
+
+// reserveOf is how much of limit a call of priority p may not use.
+func (pol policy) reserveOf(limit int64, p Priority) int64 {
+	if p == Interactive || limit <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(float64(limit) * pol.reserve))
+}
+
+// decide answers one call and, if it may start, counts it. never is set when
+// the decision is Never.
+func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Decision, never *NeverError) {
+	cost = max(cost, 0)
+	units := [...]struct {
+		unit quotaheaders.Unit
+		q    *Quota
+		cost int64
+	}{
+		{quotaheaders.Requests, &s.Requests, 1},
+		{quotaheaders.Tokens, &s.Tokens, cost},
+	}
+
+	for _, u := range units {
+		if !u.q.Observed || !u.q.HasLimit {
+			continue
+		}
+		if reserve := pol.reserveOf(u.q.Limit, p); u.cost > u.q.Limit-reserve {
+			return Decision{Never: true}, &NeverError{
+				Priority: p, Unit: u.unit, Cost: u.cost, Limit: u.q.Limit, Reserve: reserve,
+			}
+		}
+	}
+
+	if now.Before(s.PausedUntil) {
+		return Decision{Wait: waitFor(s.PausedUntil.Sub(now))}, nil
+	}
+
+	var wait time.Duration
+	short, probe := false, false
+	for _, u := range units {
+		v := view(u.q, pol.refill, s.Admitted, u.unit, now)
+		if !v.known {
+			continue
+		}
+		need := u.cost + pol.reserveOf(u.q.Limit, p) - v.avail
+		if need <= 0 {
+			continue
+		}
+		short = true
+		if w, ok := v.waitFor(need, now); ok {
+			wait = max(wait, w)
+		} else {
+			probe = true
+		}
+	}
+
+	switch {
+	case !short:
+		s.ProbeAt = time.Time{}
+	case wait > 0:
+		// Something known will refill; ask again then.
+		return Decision{Wait: wait}, nil
+	case probe && s.ProbeAt.IsZero():
+		s.ProbeAt = ceilMicro(now.Add(pol.probeInterval))
+		return Decision{Wait: pol.probeInterval}, nil
+	case now.Before(s.ProbeAt):
+		return Decision{Wait: waitFor(s.ProbeAt.Sub(now))}, nil
+	default:
+		// The probe: one call through, the next one an interval later.
+		s.ProbeAt = ceilMicro(now.Add(pol.probeInterval))
+	}
+	s.admit(now, 1, cost)
+	return Decision{OK: true}, nil
+}
+
+// unitView is what one unit allows at one instant.
+type unitView struct {
+	known bool  // false: nothing is known, so the unit admits anything
+	avail int64 // what is left now, after the calls admitted since the observation
+	rate  float64
+	until time.Time // when a window resets; zero if no refill is expected
+}
+
+// view computes what q allows at now.
+func view(q *Quota, refill Refill, log []Admission, unit quotaheaders.Unit, now time.Time) unitView {
+	if !q.Observed {
+		return unitView{}
+	}
+	if refill == TokenBucket {
+		if rate, ok := q.bucketRate(); ok {
+			return unitView{known: true, avail: bucketLevel(q, rate, log, unit, now), rate: rate}
+		}
+	}
+	// A window (or a bucket whose rate cannot be told): what was reported,
+	// until the reset; after it, the full limit less what was admitted since.
+	if q.HasReset && !now.Before(q.ResetAt) {
+		if !q.HasLimit {
+			return unitView{} // rolled over and nothing known: go
+		}
+		// A window forgets what was admitted before it rolled over; a bucket,
+		// full at its reset but for what was taken since, does not.
+		since, inclusive := q.ResetFrom, true
+		if refill == TokenBucket {
+			since, inclusive = q.SentAt, false
+		}
+		return unitView{known: true, avail: q.Limit - admitted(log, since, inclusive, unit)}
+	}
+	v := unitView{known: true, avail: q.Remaining - admitted(log, q.SentAt, false, unit)}
+	if q.HasReset {
+		v.until = q.ResetAt
+	}
+	return v
+}
+
+// waitFor is how long until need more is available, or false if nothing
+// known will bring it.
+func (v unitView) waitFor(need int64, now time.Time) (time.Duration, bool) {
+	if v.rate > 0 {
+		// A nanosecond more, so rounding cannot leave the refill a hair short.
+		secs := float64(need) / v.rate
+		return waitFor(time.Duration(math.Ceil(secs*float64(time.Second))) + 1), true
+	}
+	if !v.until.IsZero() && now.Before(v.until) {
+		return waitFor(v.until.Sub(now)), true
+	}
+	return 0, false
+}
+
+// bucketRate is a lower bound on the provider's refill rate per second: the
+// provider may have rounded remaining down by up to one and the reset up.
+func (q *Quota) bucketRate() (float64, bool) {
+	if !q.HasLimit || !q.HasReset {
+		return 0, false
+	}
+	gap := q.Limit - q.Remaining - 1
+	span := q.ResetAt.Sub(q.ReceivedAt)
+	if gap <= 0 || span <= 0 {
+		return 0, false
+	}
+	return float64(gap) / span.Seconds(), true
+}
+
+// bucketLevel replays a token bucket from the kept observation: it holds
+// Remaining at ReceivedAt, refills at rate up to the limit, and loses each
+// call admitted since the observation's request was sent.
+func bucketLevel(q *Quota, rate float64, log []Admission, unit quotaheaders.Unit, now time.Time) int64 {
+	limit := float64(q.Limit)
+	level, at := float64(q.Remaining), q.ReceivedAt
+	refill := func(to time.Time) {
+		if to.After(at) {
+			level = min(limit, level+rate*to.Sub(at).Seconds())
+			at = to
+		}
+	}
+	for _, a := range log {
+		if !a.At.After(q.SentAt) {
+			continue
+		}
+		refill(a.At)
+		level -= float64(a.cost(unit))
+	}
+	refill(now)
+	return int64(math.Floor(level))
+}
+
+func (a Admission) cost(unit quotaheaders.Unit) int64 {
+	if unit == quotaheaders.Requests {
+		return a.Calls
+	}
+	return a.Tokens
+}
+
+// admitted sums the admissions after since, or at or after it if inclusive.
+func admitted(log []Admission, since time.Time, inclusive bool, unit quotaheaders.Unit) int64 {
+	i := sort.Search(len(log), func(i int) bool {
+		if inclusive {
+			return !log[i].At.Before(since)
+		}
+		return log[i].At.After(since)
+	})
+	var n int64
+	for _, a := range log[i:] {
+		n += a.cost(unit)
+	}
+	return n
+}
+
+// admit records a call in the log, keeping it sorted (processes of a fleet
+// may decide slightly out of time order) and bounded.
+func (s *State) admit(now time.Time, calls, tokens int64) {
+	at := floorMicro(now)
+	i := sort.Search(len(s.Admitted), func(i int) bool { return !s.Admitted[i].At.Before(at) })
+	switch {
+	case i < len(s.Admitted) && s.Admitted[i].At.Equal(at):
+		s.Admitted[i].Calls += calls
+		s.Admitted[i].Tokens += tokens
+	default:
+		s.Admitted = append(s.Admitted, Admission{})
+		copy(s.Admitted[i+1:], s.Admitted[i:])
+		s.Admitted[i] = Admission{At: at, Calls: calls, Tokens: tokens}
+	}
+	for len(s.Admitted) > MaxAdmitted {
+		s.Admitted[1].Calls += s.Admitted[0].Calls
+		s.Admitted[1].Tokens += s.Admitted[0].Tokens
+		s.Admitted = append(s.Admitted[:0], s.Admitted[1:]...)
+	}
+}
+
+// prune drops admissions that no kept observation needs: those before the
+// oldest SentAt of the observed units.
+func (s *State) prune() {
+	var oldest time.Time
+	for _, q := range [...]*Quota{&s.Requests, &s.Tokens} {
+		if q.Observed && (oldest.IsZero() || q.SentAt.Before(oldest)) {
+			oldest = q.SentAt
+		}
+	}
+	if oldest.IsZero() {
+		return
+	}
+	i := sort.Search(len(s.Admitted), func(i int) bool { return !s.Admitted[i].At.Before(oldest) })
+	s.Admitted = append(s.Admitted[:0], s.Admitted[i:]...)
+}
+
+func (s *State) quota(unit quotaheaders.Unit) *Quota {
+	switch unit {
+	case quotaheaders.Requests:
+		return &s.Requests
+	case quotaheaders.Tokens:
+		return &s.Tokens
+	}
+	return nil
+}
+
+// observe records what a response said about one unit. The observation from
+// the latest-sent request is kept; an older one can still teach the limit
+// and, for a window, narrow the reset.
+func observe(s *State, pol policy, sentAt, receivedAt time.Time, unit quotaheaders.Unit, snap quotaheaders.Snapshot) {
+	q := s.quota(unit)
+	if q == nil {
+		return
+	}
+	if receivedAt.Before(sentAt) {
+		receivedAt = sentAt
+	}
+	var from, until time.Time
+	if snap.HasReset {
+		reset := max(snap.Reset, 0)
+		from, until = floorMicro(sentAt.Add(reset)), ceilMicro(receivedAt.Add(reset))
+	}
+	sentAt, receivedAt = floorMicro(sentAt), ceilMicro(receivedAt)
+	sameWindow := pol.refill == Window && snap.HasReset && q.Observed && q.HasReset &&
+		!from.After(q.ResetAt) && !q.ResetFrom.After(until)
+
+	fresher := !q.Observed || sentAt.After(q.SentAt) ||
+		(sentAt.Equal(q.SentAt) && snap.Remaining < q.Remaining)
+	if !fresher {
+		if snap.HasLimit && !q.HasLimit {
+			q.Limit, q.HasLimit = snap.Limit, true
+		}
+		if sameWindow {
+			q.ResetFrom, q.ResetAt = maxTime(q.ResetFrom, from), minTime(q.ResetAt, until)
+		}
+		return
+	}
+
+	old := *q
+	q.Observed = true
+	q.Remaining = snap.Remaining
+	q.SentAt, q.ReceivedAt = sentAt, receivedAt
+	if snap.HasLimit {
+		q.Limit, q.HasLimit = snap.Limit, true
+	}
+	q.HasReset, q.ResetFrom, q.ResetAt = snap.HasReset, from, until
+	if sameWindow {
+		q.ResetFrom, q.ResetAt = maxTime(old.ResetFrom, from), minTime(old.ResetAt, until)
+	}
+	s.ProbeAt = time.Time{}
+	s.prune()
+}
+
+// succeeded ends a 429 episode when a call sent after it got through.
+func succeeded(s *State, sentAt time.Time) {
+	if !floorMicro(sentAt).Before(s.BackoffAt) {
+		s.Backoff, s.BackoffAt = 0, time.Time{}
+	}
+}
+
+// tooMany pauses every start after a 429: for retryAfter if the provider gave
+// one, else for the backoff, which doubles only when the call was sent after
+// the previous 429 arrived (calls already in flight belong to the same
+// episode).
+func tooMany(s *State, pol policy, sentAt, receivedAt time.Time, retryAfter time.Duration) {
+	if retryAfter > 0 {
+		s.PausedUntil = maxTime(s.PausedUntil, ceilMicro(receivedAt.Add(retryAfter)))
+		return
+	}
+	receivedAt = ceilMicro(receivedAt)
+	switch {
+	case s.Backoff <= 0:
+		s.Backoff, s.BackoffAt = pol.defaultPause, receivedAt
+	case !floorMicro(sentAt).Before(s.BackoffAt):
+		s.Backoff, s.BackoffAt = min(2*s.Backoff, pol.maxPause), receivedAt
+	}
+	s.PausedUntil = maxTime(s.PausedUntil, receivedAt.Add(s.Backoff))
+}
+
+// waitFor rounds a wait up to a whole, positive number of microseconds, the
+// precision of the state, so asking again after it is never a moment early.
+func waitFor(d time.Duration) time.Duration {
+	if r := d % time.Microsecond; r != 0 {
+		d += time.Microsecond - r
+	}
+	return max(d, time.Microsecond)
+}
+
+func floorMicro(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+
+func ceilMicro(t time.Time) time.Time {
+	f := t.Truncate(time.Microsecond)
+	if f.Equal(t) {
+		return f
+	}
+	return f.Add(time.Microsecond)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

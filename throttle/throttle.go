@@ -1,0 +1,389 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/batchq/batchq/quotaheaders"
+)
+
+// Priority says whether a call may use the reserve.
+type Priority int
+
+const (
+	// Batch calls leave the reserve alone.
+	Batch Priority = iota
+	// Interactive calls come from a user who is waiting; they may use the
+	// reserve and never queue behind batch work.
+	Interactive
+)
+
+func (p Priority) String() string {
+	if p == Interactive {
+		return "interactive"
+	}
+	return "batch"
+}
+
+// Refill is how the provider refills a quota. Choose the one the provider
+// documents: the window model, on a bucket, forgets calls the bucket has not
+// yet refilled once the reset passes; the bucket model, on a window, expects
+// a refill before the reset that never comes. Either can then over-admit
+// until the next response corrects it.
+type Refill int
+
+const (
+	// Window: remaining stays what the provider said until the reset, then
+	// the whole limit is back and what was admitted before is forgotten. The
+	// article's model, and the default.
+	Window Refill = iota
+	// TokenBucket: the quota refills continuously, and the reset is when it
+	// will be full again (OpenAI and Anthropic document their limits this
+	// way). Calls start as soon as the refill covers them instead of at the
+	// reset.
+	TokenBucket
+)
+
+func (r Refill) String() string {
+	switch r {
+	case Window:
+		return "window"
+	case TokenBucket:
+		return "token bucket"
+	}
+	return fmt.Sprintf("Refill(%d)", int(r))
+}
+
+// Decision is the answer to one call.
+type Decision struct {
+	OK    bool          // start now; the cost has been counted
+	Wait  time.Duration // when !OK: how long before asking again is worthwhile
+	Never bool          // this cost can never be granted at this priority (cost > limit − reserve)
+}
+
+// ErrNever is wrapped by the *NeverError that Wait returns when a call costs
+// more than the limit (less the reserve, for batch) of a unit: it would wait
+// forever.
+var ErrNever = errors.New("batchq: throttle: call can never start")
+
+// NeverError says which unit a call can never fit. It unwraps to ErrNever.
+type NeverError struct {
+	Priority Priority
+	Unit     quotaheaders.Unit
+	Cost     int64 // what the call needs of Unit
+	Limit    int64
+	Reserve  int64 // the part of Limit this priority may not use
+}
+
+func (e *NeverError) Error() string {
+	return fmt.Sprintf("batchq: throttle: %s call needs %d %s, more than the limit of %d less a reserve of %d",
+		e.Priority, e.Cost, unitName(e.Unit), e.Limit, e.Reserve)
+}
+
+func (e *NeverError) Unwrap() error { return ErrNever }
+
+func unitName(u quotaheaders.Unit) string {
+	if u == quotaheaders.Requests {
+		return "requests"
+	}
+	return "tokens"
+}
+
+// Config configures a Throttle. The zero Config is valid.
+type Config struct {
+	// Reserve is the fraction of the limit that only interactive calls may
+	// use, in [0, 1): batch calls start only while remaining − cost ≥
+	// ceil(limit × Reserve), for requests and for tokens. Default 0.
+	Reserve float64
+
+	// Refill is how the provider refills its quota. Default Window.
+	Refill Refill
+
+	// ProbeInterval is how long to wait, when a unit is short and nothing
+	// says when it will refill, before letting one call through to learn
+	// more; and then between such calls. Default 1s.
+	ProbeInterval time.Duration
+
+	// DefaultPause is how long a 429 without Retry-After stops every start.
+	// It doubles on each repeated 429, up to MaxPause, and starts over after a
+	// success. Default 1s.
+	DefaultPause time.Duration
+
+	// MaxPause caps the doubled pause; it must be at least DefaultPause.
+	// Retry-After is honoured as given. Default 60s.
+	MaxPause time.Duration
+
+	// Store holds the state shared by every Throttle with the same Key, across
+	// processes if the store is shared (the queue's store is a Postgres
+	// table). Default: a new MemoryStore, private to this Throttle.
+	Store Store
+
+	// Key names the quota in Store, for example provider and model.
+	// Default "".
+	Key string
+}
+
+const (
+	defaultProbeInterval = time.Second
+	defaultPause         = time.Second
+	defaultMaxPause      = time.Minute
+)
+
+func (c Config) policy() (policy, error) {
+	pol := policy{
+		reserve:       c.Reserve,
+		refill:        c.Refill,
+		probeInterval: c.ProbeInterval,
+		defaultPause:  c.DefaultPause,
+		maxPause:      c.MaxPause,
+	}
+	if math.IsNaN(c.Reserve) || c.Reserve < 0 || c.Reserve >= 1 {
+		return policy{}, fmt.Errorf("batchq: throttle: Config.Reserve must be in [0, 1), got %v", c.Reserve)
+	}
+	if c.Refill != Window && c.Refill != TokenBucket {
+		return policy{}, fmt.Errorf("batchq: throttle: Config.Refill must be Window or TokenBucket, got %d", int(c.Refill))
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"ProbeInterval", &pol.probeInterval, defaultProbeInterval},
+		{"DefaultPause", &pol.defaultPause, defaultPause},
+		{"MaxPause", &pol.maxPause, defaultMaxPause},
+	} {
+		switch {
+		case *d.v < 0:
+			return policy{}, fmt.Errorf("batchq: throttle: Config.%s must not be negative, got %v", d.name, *d.v)
+		case *d.v == 0:
+			*d.v = d.def
+		}
+		*d.v = waitFor(*d.v) // whole microseconds, like the state
+	}
+	if pol.maxPause < pol.defaultPause {
+		return policy{}, fmt.Errorf("batchq: throttle: Config.MaxPause (%v) must be at least DefaultPause (%v)",
+			pol.maxPause, pol.defaultPause)
+	}
+	return pol, nil
+}
+
+// Throttle paces calls to one provider quota from what the provider says is
+// left. It is safe for concurrent use; Throttles built with the same Store and
+// Key act as one.
+//
+// The zero value is usable and acts as New(Config{}): no reserve, the window
+// model, state in a private MemoryStore. A Throttle must not be copied after
+// first use.
+type Throttle struct {
+	once  sync.Once
+	built bool
+	pol   policy
+	store Store
+	key   string
+
+	// The seam for Wait: the clock and the timer factory.
+	now      func() time.Time
+	newTimer func(time.Duration) (<-chan time.Time, func() bool)
+}
+
+// New returns a Throttle for cfg, or an error naming the invalid field.
+func New(cfg Config) (*Throttle, error) {
+	pol, err := cfg.policy()
+	if err != nil {
+		return nil, err
+	}
+	t := &Throttle{built: true, pol: pol, store: cfg.Store, key: cfg.Key}
+	t.init()
+	return t, nil
+}
+
+func (t *Throttle) init() {
+	t.once.Do(func() {
+		if !t.built {
+			t.pol, _ = Config{}.policy()
+		}
+		if t.store == nil {
+			t.store = &MemoryStore{}
+		}
+		t.now = time.Now
+		t.newTimer = func(d time.Duration) (<-chan time.Time, func() bool) {
+			tm := time.NewTimer(d)
+			return tm.C, tm.Stop
+		}
+	})
+}
+
+func (t *Throttle) update(ctx context.Context, fn func(*State)) error {
+	t.init()
+	err := t.store.Update(ctx, t.key, func(s *State) error { fn(s); return nil })
+	if err != nil {
+		return fmt.Errorf("batchq: throttle: update quota %q: %w", t.key, err)
+	}
+	return nil
+}
+
+// CanStart is CanStartAt(time.Now(), cost, p).
+func (t *Throttle) CanStart(cost int64, p Priority) Decision {
+	return t.CanStartAt(time.Now(), cost, p)
+}
+
+// CanStartAt answers whether a call costing cost tokens (and one request) may
+// start at now, and if so counts it. A call starts only when both units admit
+// it; nothing known about a unit means it admits anything. Negative costs
+// count as zero; any priority other than Interactive is Batch.
+//
+// A Store error makes the decision "wait ProbeInterval"; use CanStartContext
+// to see it.
+func (t *Throttle) CanStartAt(now time.Time, cost int64, p Priority) Decision {
+	d, err := t.CanStartContext(context.Background(), now, cost, p)
+	if err != nil {
+		return Decision{Wait: t.pol.probeInterval}
+	}
+	return d
+}
+
+// CanStartContext is CanStartAt with a context for the Store and its error.
+func (t *Throttle) CanStartContext(ctx context.Context, now time.Time, cost int64, p Priority) (Decision, error) {
+	d, _, err := t.decide(ctx, now, cost, p)
+	return d, err
+}
+
+func (t *Throttle) decide(ctx context.Context, now time.Time, cost int64, p Priority) (d Decision, never *NeverError, err error) {
+	err = t.update(ctx, func(s *State) { d, never = decide(s, t.pol, now, cost, p) })
+	if err != nil {
+		return Decision{}, nil, err
+	}
+	return d, never, nil
+}
+
+// ObserveSnapshotAt records what the response to a call sent at sentAt,
+// received at receivedAt, said about one unit. A response counts the calls
+// sent up to its own, not those sent after; so the observation of the
+// latest-sent call is kept and the calls admitted after its sentAt are
+// subtracted from it. An observation older than the kept one only teaches
+// the limit and, for a window, narrows the reset.
+//
+// sentAt is best the instant the call was admitted: the time CanStartAt was
+// given when it said OK, or the time Admit returned. An earlier time is safe
+// (calls are subtracted twice); a later one may take calls admitted in
+// between as already counted.
+//
+// An observation for a request sent after the latest 429 arrived is a
+// success: it ends the doubling of the default pause. For a 429, call
+// TooManyRequestsAt first, or use ObserveResponseAt.
+//
+// Store errors are dropped; use ObserveSnapshotContext to see them.
+func (t *Throttle) ObserveSnapshotAt(sentAt, receivedAt time.Time, unit quotaheaders.Unit, s quotaheaders.Snapshot) {
+	_ = t.ObserveSnapshotContext(context.Background(), sentAt, receivedAt, unit, s)
+}
+
+// ObserveSnapshotContext is ObserveSnapshotAt with a context for the Store
+// and its error.
+func (t *Throttle) ObserveSnapshotContext(ctx context.Context, sentAt, receivedAt time.Time, unit quotaheaders.Unit, s quotaheaders.Snapshot) error {
+	return t.update(ctx, func(st *State) {
+		observe(st, t.pol, sentAt, receivedAt, unit, s)
+		succeeded(st, sentAt)
+	})
+}
+
+// ObserveResponseAt records a response: the quota headers of both units (as
+// ObserveSnapshotAt), and for a 429 a pause of Retry-After, or of the default
+// pause when it has none. The default pause doubles only for a 429 to a call
+// sent after the previous 429 arrived; calls in flight at that time belong to
+// the same episode. Any other status is a success. A nil resp is ignored.
+//
+// Store errors are dropped; use ObserveResponseContext to see them.
+func (t *Throttle) ObserveResponseAt(sentAt, receivedAt time.Time, resp *http.Response) {
+	_ = t.ObserveResponseContext(context.Background(), sentAt, receivedAt, resp)
+}
+
+// ObserveResponseContext is ObserveResponseAt with a context for the Store
+// and its error.
+func (t *Throttle) ObserveResponseContext(ctx context.Context, sentAt, receivedAt time.Time, resp *http.Response) error {
+	if resp == nil {
+		return nil
+	}
+	var snaps [2]quotaheaders.Snapshot
+	var has [2]bool
+	units := [2]quotaheaders.Unit{quotaheaders.Requests, quotaheaders.Tokens}
+	for i, u := range units {
+		snaps[i], has[i] = quotaheaders.Parse(resp.Header, receivedAt, u)
+	}
+	var retryAfter time.Duration
+	limited := resp.StatusCode == http.StatusTooManyRequests
+	if limited {
+		if d, ok := quotaheaders.RetryAfter(resp.Header, receivedAt); ok {
+			retryAfter = d
+		}
+	}
+	return t.update(ctx, func(st *State) {
+		// The pause first: the 429's own headers must not count as a success.
+		if limited {
+			tooMany(st, t.pol, sentAt, receivedAt, retryAfter)
+		} else {
+			succeeded(st, sentAt)
+		}
+		for i, u := range units {
+			if has[i] {
+				observe(st, t.pol, sentAt, receivedAt, u, snaps[i])
+			}
+		}
+	})
+}
+
+// TooManyRequestsAt records a 429 received at receivedAt: every start,
+// interactive included, stops for retryAfter, or if it is 0 for the default
+// pause, which doubles on each call (the call is taken to have been sent
+// just now; ObserveResponseAt knows better).
+//
+// Store errors are dropped; use TooManyRequestsContext to see them.
+func (t *Throttle) TooManyRequestsAt(receivedAt time.Time, retryAfter time.Duration) {
+	_ = t.TooManyRequestsContext(context.Background(), receivedAt, retryAfter)
+}
+
+// TooManyRequestsContext is TooManyRequestsAt with a context for the Store
+// and its error.
+func (t *Throttle) TooManyRequestsContext(ctx context.Context, receivedAt time.Time, retryAfter time.Duration) error {
+	return t.update(ctx, func(st *State) { tooMany(st, t.pol, receivedAt, receivedAt, retryAfter) })
+}
+
+// Wait blocks until a call costing cost may start, and counts it. It returns
+// a *NeverError (wrapping ErrNever) if the call can never start at priority
+// p, ctx.Err() if ctx is done first, or the Store's error.
+func (t *Throttle) Wait(ctx context.Context, cost int64, p Priority) error {
+	_, err := t.Admit(ctx, cost, p)
+	return err
+}
+
+// Admit is Wait that also returns the instant the call was admitted: the
+// sentAt to pass when its response is observed.
+func (t *Throttle) Admit(ctx context.Context, cost int64, p Priority) (time.Time, error) {
+	t.init()
+	for {
+		if err := ctx.Err(); err != nil {
+			return time.Time{}, err
+		}
+		now := t.now()
+		d, never, err := t.decide(ctx, now, cost, p)
+		switch {
+		case err != nil:
+			return time.Time{}, err
+		case d.OK:
+			return now, nil
+		case d.Never:
+			return time.Time{}, never
+		}
+		c, stop := t.newTimer(d.Wait)
+		select {
+		case <-ctx.Done():
+			stop()
+			return time.Time{}, ctx.Err()
+		case <-c:
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/quotaheaders"
+	"github.com/batchq/batchq/throttle"
+)
+
+var t0 = time.Date(2025, 5, 26, 5, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func snap(remaining, limit int64, reset time.Duration) quotaheaders.Snapshot {
+	return quotaheaders.Snapshot{Remaining: remaining, Limit: limit, HasLimit: true, Reset: reset, HasReset: true}
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg   throttle.Config
+		field string
+	}{
+		{throttle.Config{Reserve: 1}, "Reserve"},
+		{throttle.Config{Reserve: -0.1}, "Reserve"},
+		{throttle.Config{Reserve: nan()}, "Reserve"},
+		{throttle.Config{Refill: 7}, "Refill"},
+		{throttle.Config{ProbeInterval: -time.Second}, "ProbeInterval"},
+		{throttle.Config{DefaultPause: -time.Second}, "DefaultPause"},
+		{throttle.Config{MaxPause: -time.Second}, "MaxPause"},
+		{throttle.Config{DefaultPause: 2 * time.Minute}, "MaxPause"},
+		{throttle.Config{DefaultPause: 2 * time.Second, MaxPause: time.Second}, "MaxPause"},
+	} {
+		_, err := throttle.New(tc.cfg)
+		require.Error(t, err, "%+v", tc.cfg)
+		require.Contains(t, err.Error(), "Config."+tc.field)
+		require.True(t, strings.HasPrefix(err.Error(), "batchq: "), err.Error())
+	}
+	_, err := throttle.New(throttle.Config{Reserve: 0.999, Refill: throttle.TokenBucket, DefaultPause: time.Minute})
+	require.NoError(t, err)
+}
+
+func nan() float64 { return math.NaN() }
+
+func TestZeroValueThrottle(t *testing.T) {
+	t.Parallel()
+	// The zero value is New(Config{}): no reserve, window, defaults.
+	var th throttle.Throttle
+	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(0), 1_000_000, throttle.Batch))
+	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(100, 100, time.Minute))
+	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(time.Second), 100, throttle.Batch))
+	require.Equal(t, throttle.Decision{Wait: 59 * time.Second}, th.CanStartAt(at(time.Second), 1, throttle.Batch))
+	th.TooManyRequestsAt(at(2*time.Second), 0)
+	require.Equal(t, throttle.Decision{Wait: time.Second}, th.CanStartAt(at(2*time.Second), 0, throttle.Interactive))
+}
+
+func TestDefaultsApply(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{})
+	require.NoError(t, err)
+	// MaxPause 60s: 1, 2, 4, ..., 32, then 60.
+	pause := time.Second
+	now := at(0)
+	for range 8 {
+		th.TooManyRequestsAt(now, 0)
+		require.Equal(t, throttle.Decision{Wait: min(pause, time.Minute)}, th.CanStartAt(now, 1, throttle.Batch))
+		now = now.Add(min(pause, time.Minute))
+		pause *= 2
+	}
+	// ProbeInterval 1s.
+	th2, err := throttle.New(throttle.Config{})
+	require.NoError(t, err)
+	th2.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 0})
+	require.Equal(t, throttle.Decision{Wait: time.Second}, th2.CanStartAt(at(0), 1, throttle.Batch))
+}
+
+func TestPriorityAndRefillStrings(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "batch", throttle.Batch.String())
+	require.Equal(t, "interactive", throttle.Interactive.String())
+	require.Equal(t, "token bucket", throttle.TokenBucket.String())
+	require.Equal(t, "window", throttle.Window.String())
+}
+
+// fakeTimers is Wait's clock for tests: a timer fires when the test says.
+type fakeTimers struct {
+	now    time.Time
+	timers chan fakeTimer
+}
+
+type fakeTimer struct {
+	d time.Duration
+	c chan time.Time
+}
+
+func newFakeTimers(th *throttle.Throttle, now time.Time) *fakeTimers {
+	f := &fakeTimers{now: now, timers: make(chan fakeTimer)}
+	throttle.SetClock(th, func() time.Time { return f.now },
+		func(d time.Duration) (<-chan time.Time, func() bool) {
+			tm := fakeTimer{d: d, c: make(chan time.Time, 1)}
+			f.timers <- tm
+			return tm.c, func() bool { return true }
+		})
+	return f
+}
+
+func TestWaitBlocksUntilOK(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{Reserve: 0.5})
+	require.NoError(t, err)
+	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(600, 1000, 10*time.Second))
+	clock := newFakeTimers(th, at(time.Second))
+
+	done := make(chan error, 1)
+	go func() { done <- th.Wait(context.Background(), 200, throttle.Batch) }()
+	// 600 − 200 < 500: wait for the reset, 9s away.
+	tm := <-clock.timers
+	require.Equal(t, 9*time.Second, tm.d)
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v before its timer fired", err)
+	default:
+	}
+	clock.now = at(10 * time.Second) // written before the timer fires, read after
+	tm.c <- clock.now
+	require.NoError(t, <-done)
+	// It was counted.
+	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(10*time.Second), 300, throttle.Batch))
+	require.Equal(t, throttle.Decision{Wait: time.Second}, th.CanStartAt(at(10*time.Second), 1, throttle.Batch))
+}
+
+func TestWaitReturnsContextError(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{})
+	require.NoError(t, err)
+	th.TooManyRequestsAt(time.Now(), time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, th.Wait(ctx, 1, throttle.Interactive), context.DeadlineExceeded)
+
+	// A done context admits nothing.
+	var free throttle.Throttle
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, free.Wait(ctx, 1, throttle.Batch), context.Canceled)
+}
+
+func TestWaitNever(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{Reserve: 0.25})
+	require.NoError(t, err)
+	th.ObserveSnapshotAt(time.Now(), time.Now(), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
+	err = th.Wait(context.Background(), 751, throttle.Batch)
+	require.ErrorIs(t, err, throttle.ErrNever)
+	var ne *throttle.NeverError
+	require.ErrorAs(t, err, &ne)
+	require.Equal(t, throttle.NeverError{Priority: throttle.Batch, Unit: quotaheaders.Tokens, Cost: 751, Limit: 1000, Reserve: 250}, *ne)
+	require.Equal(t, "batchq: throttle: batch call needs 751 tokens, more than the limit of 1000 less a reserve of 250", err.Error())
+	require.NoError(t, th.Wait(context.Background(), 750, throttle.Batch))
+}
+
+// failingStore fails every update.
+type failingStore struct{ err error }
+
+func (s failingStore) Update(context.Context, string, func(*throttle.State) error) error {
+	return s.err
+}
+
+func TestStoreErrors(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("connection refused")
+	th, err := throttle.New(throttle.Config{Store: failingStore{boom}, Key: "openai/gpt", ProbeInterval: 3 * time.Second})
+	require.NoError(t, err)
+	_, err = th.CanStartContext(context.Background(), at(0), 1, throttle.Batch)
+	require.ErrorIs(t, err, boom)
+	require.Contains(t, err.Error(), `"openai/gpt"`)
+	// Without a context, a store error means: wait and ask again.
+	require.Equal(t, throttle.Decision{Wait: 3 * time.Second}, th.CanStartAt(at(0), 1, throttle.Batch))
+	require.ErrorIs(t, th.Wait(context.Background(), 1, throttle.Batch), boom)
+	require.ErrorIs(t, th.ObserveSnapshotContext(context.Background(), at(0), at(0), quotaheaders.Tokens, snap(1, 1, 0)), boom)
+	require.ErrorIs(t, th.ObserveResponseContext(context.Background(), at(0), at(0), &http.Response{StatusCode: 200}), boom)
+	require.ErrorIs(t, th.TooManyRequestsContext(context.Background(), at(0), 0), boom)
+}
+
+// openAIHeaders is what OpenAI sends: x-ratelimit-* with Go durations.
+func openAIHeaders(limitReq, remainingReq int64, resetReq string, limitTok, remainingTok int64, resetTok string) http.Header {
+	h := http.Header{}
+	h.Set("x-ratelimit-limit-requests", itoa(limitReq))
+	h.Set("x-ratelimit-remaining-requests", itoa(remainingReq))
+	h.Set("x-ratelimit-reset-requests", resetReq)
+	h.Set("x-ratelimit-limit-tokens", itoa(limitTok))
+	h.Set("x-ratelimit-remaining-tokens", itoa(remainingTok))
+	h.Set("x-ratelimit-reset-tokens", resetTok)
+	return h
+}
+
+// These tests read real headers through quotaheaders.Parse.
+
+func TestObserveResponseReadsBothUnits(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{Reserve: 0.2})
+	require.NoError(t, err)
+	resp := &http.Response{StatusCode: http.StatusOK, Header: openAIHeaders(10, 3, "20s", 100_000, 90_000, "6m0s")}
+	th.ObserveResponseAt(at(0), at(time.Second), resp)
+	// Requests: 3 left, 2 reserved: one batch call, then wait for the reset.
+	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(2*time.Second), 1000, throttle.Batch))
+	require.Equal(t, throttle.Decision{Wait: 19 * time.Second}, th.CanStartAt(at(2*time.Second), 1000, throttle.Batch))
+	// Tokens: limit 100000 less a reserve of 20000.
+	require.Equal(t, throttle.Decision{Never: true}, th.CanStartAt(at(2*time.Second), 80_001, throttle.Batch))
+	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(2*time.Second), 89_000, throttle.Interactive))
+	require.Equal(t, throttle.Decision{Wait: 6*time.Minute - time.Second}, th.CanStartAt(at(2*time.Second), 1, throttle.Interactive))
+}
+
+func TestObserveResponseTooManyRequestsRetryAfter(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{})
+	require.NoError(t, err)
+	h := openAIHeaders(500, 0, "17.5s", 30_000, 29_100, "1.8s")
+	h.Set("Retry-After", "2")
+	th.ObserveResponseAt(at(0), at(time.Second), &http.Response{StatusCode: http.StatusTooManyRequests, Header: h})
+	// Every start stops for Retry-After, interactive included ...
+	require.Equal(t, throttle.Decision{Wait: 2 * time.Second}, th.CanStartAt(at(time.Second), 1, throttle.Interactive))
+	require.Equal(t, throttle.Decision{Wait: time.Second}, th.CanStartAt(at(2*time.Second), 1, throttle.Batch))
+	// ... and then the headers say no request is left until 17.5s after
+	// the response.
+	require.Equal(t, throttle.Decision{Wait: 15500 * time.Millisecond}, th.CanStartAt(at(3*time.Second), 1, throttle.Interactive))
+	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(18500*time.Millisecond), 1, throttle.Interactive))
+}
+
+func TestObserveResponseWithoutQuotaHeaders(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{})
+	require.NoError(t, err)
+	th.ObserveResponseAt(at(0), at(time.Second), nil)
+	th.ObserveResponseAt(at(0), at(time.Second), &http.Response{StatusCode: http.StatusOK, Header: http.Header{}})
+	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(time.Second), 1_000_000, throttle.Batch))
+	// A 429 without Retry-After: the default pause.
+	th.ObserveResponseAt(at(time.Second), at(2*time.Second), &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}})
+	require.Equal(t, throttle.Decision{Wait: time.Second}, th.CanStartAt(at(2*time.Second), 1, throttle.Interactive))
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
