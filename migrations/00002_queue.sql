@@ -249,6 +249,9 @@ BEGIN
 
     PERFORM batchq.ring_join(p_queue, p_tenant, false);
 
+    -- An empty unique key is no key.
+    p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
+
     -- Unique keys: a job already unfinished, or finished within unique_for,
     -- or an earlier line of this batch, holds the key.
     v_dup := array_fill(NULL::bigint, ARRAY[v_n]);
@@ -299,7 +302,10 @@ BEGIN
 
     -- Keys: each tenant's new jobs continue its ledger in input order.
     WITH src AS (
-        SELECT x.ord::integer AS ord, x.tenant, x.kind, x.cost, x.deadline, x.max_attempts,
+        SELECT x.ord::integer AS ord, x.tenant, x.kind, x.cost,
+               -- The zero time asks for the queue's default TTL, 0 for its max attempts.
+               CASE WHEN x.deadline < '0002-01-01' THEN now() + q.default_ttl ELSE x.deadline END AS deadline,
+               coalesce(nullif(x.max_attempts, 0), q.max_attempts) AS max_attempts,
                x.payload, x.unique_key, r.pos, r.join_round, r.share,
                (r.cum + sum(x.cost) OVER w)::bigint AS cum,
                r.enq_seq + row_number() OVER w AS seq

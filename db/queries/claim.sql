@@ -1,23 +1,28 @@
 -- name: Claim :many
--- Claims up to @max_jobs queued jobs in DRR order, stopping before the first
--- job that would take the total cost past @budget. Jobs past their deadline
--- among them are removed with outcome 'expired' instead, and their cost is
+-- Claims up to @max_jobs live queued jobs in DRR order, stopping before the
+-- first job that would take the total cost past @budget. Expired jobs the scan
+-- passes over (up to the round of the last job claimed, or all of them when
+-- nothing live is left) are removed with outcome 'expired' and their cost is
 -- handed back to their tenant's ledger. Rows other claimers hold are skipped.
 WITH cand AS (
-    SELECT j.id, j.cost, j.deadline, j.round, j.pos
+    SELECT j.id, j.cost, j.round, j.pos
     FROM batchq.jobs j
-    WHERE j.queue = @queue AND j.state = 'queued'
+    WHERE j.queue = @queue AND j.state = 'queued' AND j.deadline > now()
     ORDER BY j.round, j.pos, j.id
     LIMIT @max_jobs
     FOR UPDATE SKIP LOCKED
 ), ordered AS (
-    SELECT c.id, c.deadline <= now() AS expired,
-           sum(CASE WHEN c.deadline > now() THEN c.cost ELSE 0 END)
-               OVER (ORDER BY c.round, c.pos, c.id) AS spent
+    SELECT c.id, c.round, sum(c.cost) OVER (ORDER BY c.round, c.pos, c.id) AS spent
     FROM cand c
 ), expired AS (
     DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE o.expired))
+    WHERE j.id = ANY (ARRAY(
+        SELECT x.id FROM batchq.jobs x
+        WHERE x.queue = @queue AND x.state = 'queued' AND x.deadline <= now()
+          AND x.round <= coalesce((SELECT max(c.round) FROM cand c), 9223372036854775807)
+        ORDER BY x.round, x.pos, x.id
+        LIMIT 1000
+        FOR UPDATE SKIP LOCKED))
     RETURNING j.*
 ), expired_outcomes AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
@@ -34,10 +39,10 @@ WITH cand AS (
         attempt = j.attempt + 1,
         lease_token = gen_random_uuid(),
         lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = @queue),
-        worker = @worker,
+        worker = @worker::text,
         claimed_at = now(),
         first_claimed_at = coalesce(j.first_claimed_at, now())
-    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE NOT o.expired AND o.spent <= @budget::bigint))
+    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE o.spent <= @budget::bigint))
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
               j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos
 ), advanced AS (

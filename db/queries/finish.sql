@@ -68,7 +68,7 @@ SELECT d.id, false AS retrying FROM dead d;
 -- start them): they wait in 'retrying' until @run_after, then rejoin their
 -- tenants' queues. Returns the ids released; the rest lost their lease.
 UPDATE batchq.jobs j
-SET state = 'retrying', run_after = @run_after, attempt = j.attempt - 1,
+SET state = 'retrying', run_after = @run_after::timestamptz, attempt = j.attempt - 1,
     lease_token = NULL, lease_expires_at = NULL, worker = NULL
 FROM (SELECT i.id, (@tokens::uuid[])[i.n] AS token
       FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)) i

@@ -65,7 +65,3 @@ SELECT batchq.requeue(@queue, @max_jobs)::integer AS requeued;
 
 -- name: ApplyAdjustments :one
 SELECT batchq.apply_adjustments(@queue)::integer AS adjusted;
-
--- name: TryMaintenanceLock :one
--- One maintainer per queue at a time; the lock ends with the transaction.
-SELECT pg_try_advisory_xact_lock(hashtextextended('batchq.maintain:' || @queue::text, 0));

@@ -14,20 +14,24 @@ import (
 
 const claim = `-- name: Claim :many
 WITH cand AS (
-    SELECT j.id, j.cost, j.deadline, j.round, j.pos
+    SELECT j.id, j.cost, j.round, j.pos
     FROM batchq.jobs j
-    WHERE j.queue = $1 AND j.state = 'queued'
+    WHERE j.queue = $1 AND j.state = 'queued' AND j.deadline > now()
     ORDER BY j.round, j.pos, j.id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), ordered AS (
-    SELECT c.id, c.deadline <= now() AS expired,
-           sum(CASE WHEN c.deadline > now() THEN c.cost ELSE 0 END)
-               OVER (ORDER BY c.round, c.pos, c.id) AS spent
+    SELECT c.id, c.round, sum(c.cost) OVER (ORDER BY c.round, c.pos, c.id) AS spent
     FROM cand c
 ), expired AS (
     DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE o.expired))
+    WHERE j.id = ANY (ARRAY(
+        SELECT x.id FROM batchq.jobs x
+        WHERE x.queue = $1 AND x.state = 'queued' AND x.deadline <= now()
+          AND x.round <= coalesce((SELECT max(c.round) FROM cand c), 9223372036854775807)
+        ORDER BY x.round, x.pos, x.id
+        LIMIT 1000
+        FOR UPDATE SKIP LOCKED))
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.round, j.pos, j.cum, j.seq, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
 ), expired_outcomes AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
@@ -44,10 +48,10 @@ WITH cand AS (
         attempt = j.attempt + 1,
         lease_token = gen_random_uuid(),
         lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = $1),
-        worker = $3,
+        worker = $3::text,
         claimed_at = now(),
         first_claimed_at = coalesce(j.first_claimed_at, now())
-    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE NOT o.expired AND o.spent <= $4::bigint))
+    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE o.spent <= $4::bigint))
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
               j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos
 ), advanced AS (
@@ -64,7 +68,7 @@ ORDER BY c.round, c.pos, c.id
 type ClaimParams struct {
 	Queue   string
 	MaxJobs int32
-	Worker  *string
+	Worker  string
 	Budget  int64
 }
 
@@ -83,9 +87,10 @@ type ClaimRow struct {
 	EnqueuedAt     time.Time
 }
 
-// Claims up to @max_jobs queued jobs in DRR order, stopping before the first
-// job that would take the total cost past @budget. Jobs past their deadline
-// among them are removed with outcome 'expired' instead, and their cost is
+// Claims up to @max_jobs live queued jobs in DRR order, stopping before the
+// first job that would take the total cost past @budget. Expired jobs the scan
+// passes over (up to the round of the last job claimed, or all of them when
+// nothing live is left) are removed with outcome 'expired' and their cost is
 // handed back to their tenant's ledger. Rows other claimers hold are skipped.
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimRow, error) {
 	rows, err := db.Query(ctx, claim,

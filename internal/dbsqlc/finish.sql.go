@@ -225,7 +225,7 @@ func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) (
 
 const release = `-- name: Release :many
 UPDATE batchq.jobs j
-SET state = 'retrying', run_after = $1, attempt = j.attempt - 1,
+SET state = 'retrying', run_after = $1::timestamptz, attempt = j.attempt - 1,
     lease_token = NULL, lease_expires_at = NULL, worker = NULL
 FROM (SELECT i.id, ($3::uuid[])[i.n] AS token
       FROM unnest($2::bigint[]) WITH ORDINALITY AS i (id, n)) i
@@ -234,7 +234,7 @@ RETURNING j.id
 `
 
 type ReleaseParams struct {
-	RunAfter *time.Time
+	RunAfter time.Time
 	Ids      []int64
 	Tokens   []uuid.UUID
 }

@@ -141,15 +141,3 @@ func (q *Queries) RescueLostLeases(ctx context.Context, db DBTX, arg RescueLostL
 	}
 	return items, nil
 }
-
-const tryMaintenanceLock = `-- name: TryMaintenanceLock :one
-SELECT pg_try_advisory_xact_lock(hashtextextended('batchq.maintain:' || $1::text, 0))
-`
-
-// One maintainer per queue at a time; the lock ends with the transaction.
-func (q *Queries) TryMaintenanceLock(ctx context.Context, db DBTX, queue string) (bool, error) {
-	row := db.QueryRow(ctx, tryMaintenanceLock, queue)
-	var pg_try_advisory_xact_lock bool
-	err := row.Scan(&pg_try_advisory_xact_lock)
-	return pg_try_advisory_xact_lock, err
-}

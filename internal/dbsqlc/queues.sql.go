@@ -8,7 +8,6 @@ package dbsqlc
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"time"
 )
 
@@ -212,10 +211,10 @@ RETURNING name, quantum, max_per_tenant, default_ttl, lease, max_attempts, uniqu
 type UpdateQueueParams struct {
 	Quantum      *int64
 	MaxPerTenant *int32
-	DefaultTtl   pgtype.Interval
-	Lease        pgtype.Interval
+	DefaultTtl   *time.Duration
+	Lease        *time.Duration
 	MaxAttempts  *int32
-	UniqueFor    pgtype.Interval
+	UniqueFor    *time.Duration
 	Name         string
 }
 

@@ -1,0 +1,373 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchq/batchq/internal/dbsqlc"
+)
+
+// Defaults for a queue's settings; a zero field in QueueConfig takes these.
+const (
+	DefaultQuantum      int64         = 1000
+	DefaultMaxPerTenant               = 10000
+	DefaultTTL          time.Duration = 24 * time.Hour
+	DefaultLease        time.Duration = 5 * time.Minute
+	DefaultMaxAttempts                = 5
+)
+
+// Limits on what a job may carry.
+const (
+	// MaxCost is the largest estimated cost a job may have (a trillion
+	// tokens), so a tenant's cumulative ledger cannot overflow.
+	MaxCost int64 = 1_000_000_000_000
+	// DefaultMaxPayloadBytes bounds a job's JSON payload unless
+	// Config.MaxPayloadBytes says otherwise.
+	DefaultMaxPayloadBytes = 1 << 20
+	// DefaultMaxResultBytes bounds the result stored with an outcome unless
+	// Config.MaxResultBytes says otherwise.
+	DefaultMaxResultBytes = 64 << 10
+	maxNameBytes          = 256
+	maxAttemptsLimit      = 1000
+)
+
+// Config configures a Client. The zero value is ready to use.
+type Config struct {
+	// MaxPayloadBytes bounds a job's payload. 0: DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+	// MaxResultBytes bounds a stored result; a larger one is kept as a
+	// truncated summary. 0: DefaultMaxResultBytes.
+	MaxResultBytes int
+	// Logger receives what maintenance and workers have to say.
+	// nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Client is batchq's handle on a database. It is safe for concurrent use.
+type Client struct {
+	pool *pgxpool.Pool
+	q    *dbsqlc.Queries
+	cfg  Config
+	log  *slog.Logger
+}
+
+// NewClient returns a Client over pool. The pool's database must be migrated
+// (batchq migrate up, or migrations.FS).
+func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
+	if pool == nil {
+		return nil, errors.New("batchq: NewClient: pool is nil")
+	}
+	if cfg.MaxPayloadBytes < 0 || cfg.MaxResultBytes < 0 {
+		return nil, errors.New("batchq: NewClient: MaxPayloadBytes and MaxResultBytes must be >= 0")
+	}
+	if cfg.MaxPayloadBytes == 0 {
+		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if cfg.MaxResultBytes == 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Client{pool: pool, q: dbsqlc.New(), cfg: cfg, log: log}, nil
+}
+
+// Pool returns the pool the client uses.
+func (c *Client) Pool() *pgxpool.Pool { return c.pool }
+
+// QueueConfig holds a queue's shared settings. Every process of a fleet reads
+// them from the database, so all schedule with the same numbers.
+type QueueConfig struct {
+	Name string // 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit
+	// Quantum is the cost a tenant of weight 1 is granted per round.
+	// 0: DefaultQuantum.
+	Quantum int64
+	// MaxPerTenant bounds each tenant's queued jobs, unless the tenant has a
+	// bound of its own. 0: DefaultMaxPerTenant.
+	MaxPerTenant int
+	// DefaultTTL is the deadline of a job enqueued without one. 0: DefaultTTL.
+	DefaultTTL time.Duration
+	// Lease is how long a claim holds a job before it may be rescued; workers
+	// heartbeat long jobs. 0: DefaultLease.
+	Lease time.Duration
+	// MaxAttempts is the attempts of a job enqueued without its own.
+	// 0: DefaultMaxAttempts.
+	MaxAttempts int
+	// UniqueFor is how long after a job finished its unique key still
+	// deduplicates enqueues. 0: only while the job is unfinished.
+	UniqueFor time.Duration
+}
+
+var queueName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+func (qc *QueueConfig) withDefaults() {
+	if qc.Quantum == 0 {
+		qc.Quantum = DefaultQuantum
+	}
+	if qc.MaxPerTenant == 0 {
+		qc.MaxPerTenant = DefaultMaxPerTenant
+	}
+	if qc.DefaultTTL == 0 {
+		qc.DefaultTTL = DefaultTTL
+	}
+	if qc.Lease == 0 {
+		qc.Lease = DefaultLease
+	}
+	if qc.MaxAttempts == 0 {
+		qc.MaxAttempts = DefaultMaxAttempts
+	}
+}
+
+func (qc QueueConfig) validate() error {
+	switch {
+	case !queueName.MatchString(qc.Name):
+		return &SettingError{"name", fmt.Sprintf("must be 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit (got %q)", qc.Name)}
+	case qc.Quantum <= 0 || qc.Quantum > MaxCost:
+		return &SettingError{"quantum", fmt.Sprintf("must be in 1..%d (got %d)", MaxCost, qc.Quantum)}
+	case qc.MaxPerTenant <= 0 || qc.MaxPerTenant > math.MaxInt32:
+		return &SettingError{"max_per_tenant", fmt.Sprintf("must be > 0 (got %d)", qc.MaxPerTenant)}
+	case qc.DefaultTTL <= 0:
+		return &SettingError{"default_ttl", fmt.Sprintf("must be > 0 (got %s)", qc.DefaultTTL)}
+	case qc.Lease < time.Second:
+		return &SettingError{"lease", fmt.Sprintf("must be at least 1s (got %s)", qc.Lease)}
+	case qc.MaxAttempts <= 0 || qc.MaxAttempts > maxAttemptsLimit:
+		return &SettingError{"max_attempts", fmt.Sprintf("must be in 1..%d (got %d)", maxAttemptsLimit, qc.MaxAttempts)}
+	case qc.UniqueFor < 0:
+		return &SettingError{"unique_for", fmt.Sprintf("must be >= 0 (got %s)", qc.UniqueFor)}
+	}
+	return nil
+}
+
+// CreateQueue creates a queue; zero fields take the defaults. It returns
+// ErrQueueExists if the name is taken.
+func (c *Client) CreateQueue(ctx context.Context, qc QueueConfig) error {
+	qc.withDefaults()
+	if err := qc.validate(); err != nil {
+		return err
+	}
+	err := c.q.CreateQueue(ctx, c.pool, dbsqlc.CreateQueueParams{
+		Name:         qc.Name,
+		Quantum:      qc.Quantum,
+		MaxPerTenant: int32(qc.MaxPerTenant),
+		DefaultTtl:   qc.DefaultTTL,
+		Lease:        qc.Lease,
+		MaxAttempts:  int32(qc.MaxAttempts),
+		UniqueFor:    qc.UniqueFor,
+	})
+	if isUniqueViolation(err) {
+		return fmt.Errorf("%w: %q", ErrQueueExists, qc.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("batchq: create queue %q: %w", qc.Name, err)
+	}
+	return nil
+}
+
+// QueueUpdate changes some settings of a queue; nil fields stay as they are.
+type QueueUpdate struct {
+	Quantum      *int64
+	MaxPerTenant *int
+	DefaultTTL   *time.Duration
+	Lease        *time.Duration
+	MaxAttempts  *int
+	UniqueFor    *time.Duration
+}
+
+// UpdateQueue changes a queue's settings and returns them. A new quantum
+// re-schedules every queued job of the queue from its tenant's next round.
+func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (QueueConfig, error) {
+	cur, err := c.Queue(ctx, name)
+	if err != nil {
+		return QueueConfig{}, err
+	}
+	next := cur
+	if u.Quantum != nil {
+		next.Quantum = *u.Quantum
+	}
+	if u.MaxPerTenant != nil {
+		next.MaxPerTenant = *u.MaxPerTenant
+	}
+	if u.DefaultTTL != nil {
+		next.DefaultTTL = *u.DefaultTTL
+	}
+	if u.Lease != nil {
+		next.Lease = *u.Lease
+	}
+	if u.MaxAttempts != nil {
+		next.MaxAttempts = *u.MaxAttempts
+	}
+	if u.UniqueFor != nil {
+		next.UniqueFor = *u.UniqueFor
+	}
+	if err := next.validate(); err != nil {
+		return QueueConfig{}, err
+	}
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		maxPer, maxAtt := int32(next.MaxPerTenant), int32(next.MaxAttempts)
+		if _, err := c.q.UpdateQueue(ctx, tx, dbsqlc.UpdateQueueParams{
+			Name:         name,
+			Quantum:      &next.Quantum,
+			MaxPerTenant: &maxPer,
+			DefaultTtl:   &next.DefaultTTL,
+			Lease:        &next.Lease,
+			MaxAttempts:  &maxAtt,
+			UniqueFor:    &next.UniqueFor,
+		}); err != nil {
+			return err
+		}
+		if next.Quantum == cur.Quantum {
+			return nil
+		}
+		tenants, err := c.q.RingTenants(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		for _, t := range tenants {
+			if err := c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queue: name, Tenant: t}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return QueueConfig{}, fmt.Errorf("batchq: update queue %q: %w", name, err)
+	}
+	return next, nil
+}
+
+// Queue returns a queue's settings, or ErrUnknownQueue.
+func (c *Client) Queue(ctx context.Context, name string) (QueueConfig, error) {
+	row, err := c.q.GetQueue(ctx, c.pool, name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return QueueConfig{}, fmt.Errorf("%w: %q", ErrUnknownQueue, name)
+	}
+	if err != nil {
+		return QueueConfig{}, fmt.Errorf("batchq: queue %q: %w", name, err)
+	}
+	return queueConfigOf(row), nil
+}
+
+// Queues returns every queue's settings, by name.
+func (c *Client) Queues(ctx context.Context) ([]QueueConfig, error) {
+	rows, err := c.q.ListQueues(ctx, c.pool)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: list queues: %w", err)
+	}
+	out := make([]QueueConfig, len(rows))
+	for i, r := range rows {
+		out[i] = queueConfigOf(r)
+	}
+	return out, nil
+}
+
+func queueConfigOf(r dbsqlc.BatchqQueue) QueueConfig {
+	return QueueConfig{
+		Name:         r.Name,
+		Quantum:      r.Quantum,
+		MaxPerTenant: int(r.MaxPerTenant),
+		DefaultTTL:   r.DefaultTtl,
+		Lease:        r.Lease,
+		MaxAttempts:  int(r.MaxAttempts),
+		UniqueFor:    r.UniqueFor,
+	}
+}
+
+// Tenant holds a tenant's settings, shared by all queues.
+type Tenant struct {
+	Name string
+	// Weight scales the tenant's share of each round: a tenant of weight 3
+	// gets three times the cost per round of a tenant of weight 1. It must be
+	// finite and > 0; fractions are allowed. Tenants never set weigh 1.
+	Weight float64
+	// MaxQueued bounds the tenant's queued jobs in each queue, instead of the
+	// queue's MaxPerTenant. 0: the queue's bound.
+	MaxQueued int
+}
+
+// SetTenant creates or changes a tenant's settings. A new weight takes effect
+// from the tenant's next round in every queue where it has queued jobs.
+func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
+	if err := checkName("name", t.Name); err != nil {
+		return &SettingError{err.Field, err.Rule}
+	}
+	if math.IsNaN(t.Weight) || math.IsInf(t.Weight, 0) || t.Weight <= 0 {
+		return &SettingError{"weight", fmt.Sprintf("must be a finite number > 0 (got %v)", t.Weight)}
+	}
+	if t.MaxQueued < 0 || t.MaxQueued > math.MaxInt32 {
+		return &SettingError{"max_queued", fmt.Sprintf("must be >= 0, 0 meaning the queue's bound (got %d)", t.MaxQueued)}
+	}
+	var bound *int32
+	if t.MaxQueued > 0 {
+		b := int32(t.MaxQueued)
+		bound = &b
+	}
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := c.q.UpsertTenant(ctx, tx, dbsqlc.UpsertTenantParams{Name: t.Name, Weight: t.Weight, MaxQueued: bound}); err != nil {
+			return err
+		}
+		queues, err := c.q.TenantQueues(ctx, tx, t.Name)
+		if err != nil {
+			return err
+		}
+		for _, q := range queues {
+			if err := c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queue: q, Tenant: t.Name}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("batchq: set tenant %q: %w", t.Name, err)
+	}
+	return nil
+}
+
+// Tenants returns every tenant with settings, by name.
+func (c *Client) Tenants(ctx context.Context) ([]Tenant, error) {
+	rows, err := c.q.ListTenants(ctx, c.pool)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: list tenants: %w", err)
+	}
+	out := make([]Tenant, len(rows))
+	for i, r := range rows {
+		out[i] = Tenant{Name: r.Name, Weight: r.Weight}
+		if r.MaxQueued != nil {
+			out[i].MaxQueued = int(*r.MaxQueued)
+		}
+	}
+	return out, nil
+}
+
+// checkName applies the rules every tenant, kind and key follows.
+func checkName(field, s string) *InvalidJobError {
+	switch {
+	case s == "":
+		return &InvalidJobError{Field: field, Rule: "must not be empty"}
+	case len(s) > maxNameBytes:
+		return &InvalidJobError{Field: field, Rule: fmt.Sprintf("must be at most %d bytes (got %d)", maxNameBytes, len(s))}
+	case !utf8.ValidString(s):
+		return &InvalidJobError{Field: field, Rule: "must be valid UTF-8"}
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return &InvalidJobError{Field: field, Rule: fmt.Sprintf("must not contain control characters (got %q)", s)}
+		}
+	}
+	return nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}

@@ -1,0 +1,46 @@
+// Package queue is batchq's Postgres-backed fair work queue.
+//
+// Jobs are rows in the batchq schema. Each has a queue, a tenant, a kind, an
+// estimated cost (tokens), a deadline and a JSON payload. Applications insert
+// them inside their own transaction (EnqueueTx), so a job exists exactly when
+// the change that wanted it commits; each tenant's backlog is bounded, and a
+// full tenant gets a *QueueFullError while other tenants carry on.
+//
+// # Fair order
+//
+// Workers claim jobs in deficit-round-robin order across tenants, by cost and
+// by weight: a tenant with ten thousand queued jobs gets the same share of each
+// round as a tenant with one. The order is a sort key computed when a job is
+// queued. A tenant that joins the ring (has queued jobs again) gets the next
+// ring position and starts in the round of the latest claim; its job whose
+// cumulative cost since joining is C is served on its visit ceil(C / share),
+// where share is round(quantum × weight), at least 1. Claiming is then one
+// index range scan over (round, position, id) with FOR UPDATE SKIP LOCKED:
+// any number of workers in any number of processes claim at once, the scan
+// never waits on a row an application's open transaction holds, and a job
+// costing far more than the quantum needs no futile rounds. With one claimer
+// taking one job at a time, the order is exactly that of package drr.
+//
+// Actual costs reported at completion, and the cost of jobs dropped before
+// they ran, are recorded as ledger adjustments that Maintain folds into the
+// tenant's queued keys, so fairness follows real tokens without the
+// completion path contending with claims. A tenant whose queue empties leaves
+// the ring and starts afresh when it returns: idle tenants bank no credit.
+//
+// # Lifecycle
+//
+// A claimed job is running under a lease. Complete, Fail, Release and Cancel
+// each remove or update the job and write its outcome row in one transaction;
+// every finished job has exactly one row in batchq.outcomes. A finish whose
+// lease token is stale (the lease expired and the job was rescued) returns
+// ErrLeaseLost and changes nothing. Failed attempts wait in the 'retrying'
+// state with exponential backoff, then rejoin their tenant's queue; Release
+// does the same without using an attempt. Jobs past their deadline are never
+// claimed: a claim that reaches one records it as expired, and Maintain also
+// expires jobs deep in a backlog and rescues jobs whose lease expired.
+//
+// # Concurrency
+//
+// A Client is safe for concurrent use by any number of goroutines; all of its
+// state is in the database.
+package queue

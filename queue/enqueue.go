@@ -1,0 +1,226 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchq/batchq/internal/dbsqlc"
+)
+
+// NewJob is a job to enqueue.
+type NewJob struct {
+	Queue  string // an existing queue
+	Tenant string // 1-256 bytes of UTF-8, no control characters
+	Kind   string // what the job does, for handlers and reports; "" is "default"
+	Cost   int64  // estimated cost (e.g. tokens), 1..MaxCost
+	// Deadline is when the job stops being worth running; it must be in the
+	// future. Zero: now + TTL, or the queue's default TTL when TTL is zero.
+	Deadline time.Time
+	TTL      time.Duration
+	// MaxAttempts bounds how often the job runs. 0: the queue's setting.
+	MaxAttempts int
+	// Payload is the job's input, a JSON value. nil: {}.
+	Payload json.RawMessage
+	// UniqueKey, when set, makes the enqueue idempotent: while a job with the
+	// same queue and key is unfinished (or finished within the queue's
+	// UniqueFor), enqueueing returns that job's id instead of a new job.
+	UniqueKey string
+}
+
+// Enqueued is what became of one NewJob.
+type Enqueued struct {
+	ID        int64
+	Duplicate bool // a job with the same unique key existed; ID is that job's
+}
+
+// Enqueue inserts one job in its own transaction.
+func (c *Client) Enqueue(ctx context.Context, j NewJob) (Enqueued, error) {
+	var res []Enqueued
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = c.enqueue(ctx, tx, []NewJob{j}, false)
+		return err
+	})
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueTx inserts one job inside the caller's transaction: it exists when
+// tx commits and never if it rolls back. A *QueueFullError or
+// *InvalidJobError leaves tx usable.
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, j NewJob) (Enqueued, error) {
+	res, err := c.enqueue(ctx, tx, []NewJob{j}, false)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueMany inserts jobs in one transaction, all or nothing: one round trip
+// per queue named. Results are in the order of jobs.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]Enqueued, error) {
+	var res []Enqueued
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = c.enqueue(ctx, tx, jobs, true)
+		return err
+	})
+	return res, err
+}
+
+// EnqueueManyTx inserts jobs inside the caller's transaction, all or nothing.
+// A *QueueFullError or *InvalidJobError leaves tx usable and writes nothing;
+// when jobs span several queues and a later queue is full, the caller's
+// transaction holds the earlier queues' jobs until it rolls back, so roll
+// back on any error.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, jobs []NewJob) ([]Enqueued, error) {
+	return c.enqueue(ctx, tx, jobs, true)
+}
+
+// enqueue validates every job, then inserts them queue by queue.
+func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many bool) ([]Enqueued, error) {
+	now := time.Now()
+	type batch struct {
+		idx []int
+		p   dbsqlc.EnqueueParams
+	}
+	var order []string
+	batches := map[string]*batch{}
+	for i := range jobs {
+		j := jobs[i]
+		if err := c.validate(&j, now); err != nil {
+			if many {
+				err.Index = i + 1
+			}
+			return nil, err
+		}
+		b := batches[j.Queue]
+		if b == nil {
+			b = &batch{p: dbsqlc.EnqueueParams{Queue: j.Queue}}
+			batches[j.Queue] = b
+			order = append(order, j.Queue)
+		}
+		b.idx = append(b.idx, i)
+		b.p.Tenants = append(b.p.Tenants, j.Tenant)
+		b.p.Kinds = append(b.p.Kinds, j.Kind)
+		b.p.Costs = append(b.p.Costs, j.Cost)
+		b.p.Deadlines = append(b.p.Deadlines, j.Deadline)
+		b.p.MaxAttempts = append(b.p.MaxAttempts, int32(j.MaxAttempts))
+		b.p.Payloads = append(b.p.Payloads, j.Payload)
+		b.p.UniqueKeys = append(b.p.UniqueKeys, j.UniqueKey)
+	}
+	out := make([]Enqueued, len(jobs))
+	for _, name := range order {
+		b := batches[name]
+		rows, err := c.q.Enqueue(ctx, tx, b.p)
+		if err != nil {
+			return nil, fmt.Errorf("batchq: enqueue into %q: %w", name, err)
+		}
+		for _, r := range rows {
+			switch deref(r.Status) {
+			case "unknown_queue":
+				return nil, fmt.Errorf("%w: %q", ErrUnknownQueue, name)
+			case "queue_full":
+				return nil, &QueueFullError{
+					Queue: name, Tenant: deref(r.Tenant), Bound: int(deref(r.Bound)), Queued: int(deref(r.Queued)),
+					Adding: count(b.p.Tenants, deref(r.Tenant)),
+				}
+			case "inserted", "duplicate":
+				out[b.idx[deref(r.Ord)-1]] = Enqueued{ID: deref(r.JobID), Duplicate: deref(r.Status) == "duplicate"}
+			default:
+				return nil, fmt.Errorf("batchq: enqueue into %q: unexpected status %q", name, deref(r.Status))
+			}
+		}
+	}
+	return out, nil
+}
+
+// validate checks j and fills in what the database cannot: the default kind
+// and payload, and a deadline from a TTL. It leaves the queue's defaults to
+// the database (zero deadline, zero attempts), so every process applies the
+// same settings.
+func (c *Client) validate(j *NewJob, now time.Time) *InvalidJobError {
+	if !queueName.MatchString(j.Queue) {
+		return &InvalidJobError{Field: "queue", Rule: fmt.Sprintf("must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - (got %q)", j.Queue)}
+	}
+	if err := checkName("tenant", j.Tenant); err != nil {
+		return err
+	}
+	if j.Kind == "" {
+		j.Kind = "default"
+	}
+	if err := checkName("kind", j.Kind); err != nil {
+		return err
+	}
+	if j.Cost <= 0 || j.Cost > MaxCost {
+		return &InvalidJobError{Field: "cost", Rule: fmt.Sprintf("must be in 1..%d (got %d)", MaxCost, j.Cost)}
+	}
+	switch {
+	case j.TTL < 0:
+		return &InvalidJobError{Field: "ttl", Rule: fmt.Sprintf("must be > 0 (got %s)", j.TTL)}
+	case j.TTL > 0 && !j.Deadline.IsZero():
+		return &InvalidJobError{Field: "deadline", Rule: "give a deadline or a ttl, not both"}
+	case j.TTL > 0:
+		j.Deadline = now.Add(j.TTL)
+	case !j.Deadline.IsZero() && !j.Deadline.After(now):
+		return &InvalidJobError{Field: "deadline", Rule: fmt.Sprintf("must be in the future (got %s, now %s)",
+			j.Deadline.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))}
+	case !j.Deadline.IsZero() && j.Deadline.Year() > 9999:
+		return &InvalidJobError{Field: "deadline", Rule: "must be before year 10000"}
+	}
+	if j.MaxAttempts < 0 || j.MaxAttempts > maxAttemptsLimit {
+		return &InvalidJobError{Field: "max_attempts", Rule: fmt.Sprintf("must be in 1..%d, or 0 for the queue's setting (got %d)", maxAttemptsLimit, j.MaxAttempts)}
+	}
+	if err := c.checkPayload(j); err != nil {
+		return err
+	}
+	if j.UniqueKey != "" {
+		if err := checkName("unique_key", j.UniqueKey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) checkPayload(j *NewJob) *InvalidJobError {
+	if len(bytes.TrimSpace(j.Payload)) == 0 {
+		j.Payload = json.RawMessage(`{}`)
+		return nil
+	}
+	if len(j.Payload) > c.cfg.MaxPayloadBytes {
+		return &InvalidJobError{Field: "payload", Rule: fmt.Sprintf("must be at most %d bytes (got %d)", c.cfg.MaxPayloadBytes, len(j.Payload))}
+	}
+	if !json.Valid(j.Payload) {
+		return &InvalidJobError{Field: "payload", Rule: "must be valid JSON"}
+	}
+	// jsonb cannot store the NUL character; say so instead of failing in SQL.
+	if bytes.Contains(j.Payload, []byte(`\u0000`)) {
+		return &InvalidJobError{Field: "payload", Rule: `must not contain \u0000 (PostgreSQL's jsonb cannot store it)`}
+	}
+	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func count(ss []string, s string) int {
+	n := 0
+	for _, x := range ss {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}

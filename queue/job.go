@@ -1,0 +1,314 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchq/batchq/internal/dbsqlc"
+)
+
+// Job is a claimed job, running under a lease until it is finished.
+type Job struct {
+	ID          int64
+	Queue       string
+	Tenant      string
+	Kind        string
+	Cost        int64 // estimated
+	Deadline    time.Time
+	Payload     json.RawMessage
+	Attempt     int // 1 on the first run
+	MaxAttempts int
+	EnqueuedAt  time.Time
+	// LeaseExpiresAt is when the job may be rescued unless Heartbeat extends it.
+	LeaseExpiresAt time.Time
+
+	token uuid.UUID
+}
+
+// ClaimOpts shapes a claim. nil means defaults.
+type ClaimOpts struct {
+	// Limit is the most jobs to claim. 0: 1.
+	Limit int
+	// Budget, when > 0, stops the claim before the first job that would take
+	// the claimed cost past it: what the throttle can grant now.
+	Budget int64
+	// Worker names the claimer in outcomes and reports. "": unnamed.
+	Worker string
+}
+
+// Claim claims up to opts.Limit queued jobs of a queue in fair order.
+// It returns no jobs, and no error, when none is ready.
+func (c *Client) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]*Job, error) {
+	var o ClaimOpts
+	if opts != nil {
+		o = *opts
+	}
+	if o.Limit <= 0 {
+		o.Limit = 1
+	}
+	if o.Budget <= 0 {
+		o.Budget = math.MaxInt64
+	}
+	rows, err := c.q.Claim(ctx, c.pool, dbsqlc.ClaimParams{
+		Queue: queue, MaxJobs: int32(min(o.Limit, math.MaxInt32)), Worker: o.Worker, Budget: o.Budget,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: claim from %q: %w", queue, err)
+	}
+	jobs := make([]*Job, len(rows))
+	for i, r := range rows {
+		jobs[i] = &Job{
+			ID: r.ID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Cost: r.Cost, Deadline: r.Deadline,
+			Payload: r.Payload, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts), EnqueuedAt: r.EnqueuedAt,
+			LeaseExpiresAt: r.LeaseExpiresAt, token: r.LeaseToken,
+		}
+	}
+	return jobs, nil
+}
+
+// NextCost returns the estimated cost of the job a claim would start with,
+// and false when nothing is queued: what a worker must wait for quota for.
+func (c *Client) NextCost(ctx context.Context, queue string) (int64, bool, error) {
+	cost, err := c.q.NextCost(ctx, c.pool, queue)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("batchq: next cost in %q: %w", queue, err)
+	}
+	return cost, true, nil
+}
+
+// Result is what a finished job reports.
+type Result struct {
+	// ActualCost is what the job really cost (e.g. the provider's
+	// usage.total_tokens); the tenant's ledger is corrected by the difference
+	// from the estimate. 0: unknown, the estimate stands.
+	ActualCost int64
+	// Output is stored with the outcome. It should be JSON; anything else is
+	// stored as a JSON string, and anything larger than the client's
+	// MaxResultBytes as a truncated summary.
+	Output []byte
+}
+
+// Completion pairs a job with its result, for CompleteMany.
+type Completion struct {
+	Job    *Job
+	Result Result
+}
+
+// Complete finishes a job as succeeded and records its outcome.
+func (c *Client) Complete(ctx context.Context, j *Job, r Result) error {
+	lost, err := c.CompleteMany(ctx, []Completion{{Job: j, Result: r}})
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("%w: job %d", ErrLeaseLost, j.ID)
+	}
+	return nil
+}
+
+// CompleteMany finishes jobs as succeeded in one statement and one
+// transaction. It returns the ids of jobs whose lease was lost, which it left
+// alone.
+func (c *Client) CompleteMany(ctx context.Context, done []Completion) (lost []int64, err error) {
+	if len(done) == 0 {
+		return nil, nil
+	}
+	p := dbsqlc.CompleteParams{
+		Ids:         make([]int64, len(done)),
+		Tokens:      make([]uuid.UUID, len(done)),
+		ActualCosts: make([]int64, len(done)),
+		Results:     make([]string, len(done)),
+	}
+	for i, d := range done {
+		p.Ids[i], p.Tokens[i] = d.Job.ID, d.Job.token
+		p.ActualCosts[i] = -1
+		if d.Result.ActualCost > 0 {
+			p.ActualCosts[i] = min(d.Result.ActualCost, MaxCost)
+		}
+		p.Results[i] = c.boundResult(d.Result.Output)
+	}
+	ids, err := c.q.Complete(ctx, c.pool, p)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: complete %d jobs: %w", len(done), err)
+	}
+	return missing(p.Ids, ids), nil
+}
+
+// boundResult turns a handler's output into the JSON text stored with the
+// outcome ("" for none), within MaxResultBytes.
+func (c *Client) boundResult(out []byte) string {
+	if len(out) == 0 {
+		return ""
+	}
+	if len(out) <= c.cfg.MaxResultBytes && json.Valid(out) && !containsNUL(out) {
+		return string(out)
+	}
+	head := out
+	if len(head) > c.cfg.MaxResultBytes/2 {
+		head = head[:c.cfg.MaxResultBytes/2]
+	}
+	for len(head) > 0 && !utf8.Valid(head) {
+		head = head[:len(head)-1]
+	}
+	b, _ := json.Marshal(struct {
+		Truncated bool   `json:"truncated"`
+		Bytes     int    `json:"bytes"`
+		Head      string `json:"head"`
+	}{len(head) < len(out), len(out), string(head)})
+	return string(b)
+}
+
+func containsNUL(b []byte) bool {
+	for i := 0; i+5 < len(b); i++ {
+		if b[i] == '\\' && string(b[i:i+6]) == `\u0000` {
+			return true
+		}
+	}
+	return false
+}
+
+// FailOpts shapes a failure. nil means defaults.
+type FailOpts struct {
+	// RetryIn is how long to wait before the next attempt.
+	// 0: exponential backoff, 1s × 2^(attempt-1) up to 10m, with jitter.
+	RetryIn time.Duration
+	// Final fails the job for good, whatever attempts are left.
+	Final bool
+}
+
+// Fail records a failed attempt. The job is retried after a backoff while it
+// has attempts left and the retry falls before its deadline; otherwise it is
+// finished with outcome 'failed'. It reports whether the job will be retried.
+func (c *Client) Fail(ctx context.Context, j *Job, cause error, opts *FailOpts) (retrying bool, err error) {
+	var o FailOpts
+	if opts != nil {
+		o = *opts
+	}
+	msg := "failed"
+	if cause != nil {
+		msg = cause.Error()
+	}
+	if len(msg) > 4096 {
+		msg = msg[:4096]
+	}
+	msg = strings.ToValidUTF8(strings.ReplaceAll(msg, "\x00", ""), "\uFFFD")
+	in := o.RetryIn
+	if in <= 0 {
+		in = Backoff(j.Attempt)
+	}
+	rows, err := c.q.Fail(ctx, c.pool, dbsqlc.FailParams{
+		Ids: []int64{j.ID}, Tokens: []uuid.UUID{j.token}, Errors: []string{msg},
+		RetryAt: []time.Time{time.Now().Add(in)}, Final: []bool{o.Final},
+	})
+	if err != nil {
+		return false, fmt.Errorf("batchq: fail job %d: %w", j.ID, err)
+	}
+	if len(rows) == 0 {
+		return false, fmt.Errorf("%w: job %d", ErrLeaseLost, j.ID)
+	}
+	return rows[0].Retrying, nil
+}
+
+// Backoff is the wait before retrying after the given attempt failed:
+// 1s × 2^(attempt-1), at most 10 minutes, less up to 20% jitter so a burst of
+// failures does not come back at once.
+func Backoff(attempt int) time.Duration {
+	d := 10 * time.Minute
+	if attempt >= 1 && attempt <= 10 {
+		d = min(d, time.Second<<(attempt-1))
+	}
+	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+// Release hands a claimed job back without using an attempt, for when the
+// provider refused to start it (a 429): it rejoins its tenant's queue after
+// delay.
+func (c *Client) Release(ctx context.Context, j *Job, delay time.Duration) error {
+	ids, err := c.q.Release(ctx, c.pool, dbsqlc.ReleaseParams{
+		Ids: []int64{j.ID}, Tokens: []uuid.UUID{j.token}, RunAfter: time.Now().Add(max(delay, 0)),
+	})
+	if err != nil {
+		return fmt.Errorf("batchq: release job %d: %w", j.ID, err)
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("%w: job %d", ErrLeaseLost, j.ID)
+	}
+	return nil
+}
+
+// Heartbeat extends the leases of running jobs by their queue's lease length.
+// It updates each job's LeaseExpiresAt and returns ErrLeaseLost naming the
+// jobs whose lease was already lost.
+func (c *Client) Heartbeat(ctx context.Context, jobs ...*Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	p := dbsqlc.HeartbeatParams{Ids: make([]int64, len(jobs)), Tokens: make([]uuid.UUID, len(jobs))}
+	byID := make(map[int64]*Job, len(jobs))
+	for i, j := range jobs {
+		p.Ids[i], p.Tokens[i] = j.ID, j.token
+		byID[j.ID] = j
+	}
+	rows, err := c.q.Heartbeat(ctx, c.pool, p)
+	if err != nil {
+		return fmt.Errorf("batchq: heartbeat: %w", err)
+	}
+	got := make([]int64, len(rows))
+	for i, r := range rows {
+		byID[r.ID].LeaseExpiresAt = r.LeaseExpiresAt
+		got[i] = r.ID
+	}
+	if lost := missing(p.Ids, got); len(lost) > 0 {
+		return fmt.Errorf("%w: jobs %v", ErrLeaseLost, lost)
+	}
+	return nil
+}
+
+// Cancel finishes a job that has not started (queued, or waiting to retry)
+// with outcome 'cancelled'. A running job cannot be cancelled; it returns
+// ErrNotFound for it and for ids of no unfinished job.
+func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	r := strings.ToValidUTF8(strings.ReplaceAll(reason, "\x00", ""), "\uFFFD")
+	_, err := c.q.Cancel(ctx, c.pool, dbsqlc.CancelParams{ID: id, Reason: &r})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: no queued or retrying job %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return fmt.Errorf("batchq: cancel job %d: %w", id, err)
+	}
+	return nil
+}
+
+// missing returns the ids of want that got lacks.
+func missing(want, got []int64) []int64 {
+	if len(got) == len(want) {
+		return nil
+	}
+	seen := make(map[int64]bool, len(got))
+	for _, id := range got {
+		seen[id] = true
+	}
+	var out []int64
+	for _, id := range want {
+		if !seen[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,469 @@
+package queue_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+func TestEnqueueClaimCompleteRecordsOneOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	res, err := b.client.Enqueue(b.ctx, queue.NewJob{
+		Queue: b.queue, Tenant: "acme", Kind: "summarize", Cost: 1200, Payload: json.RawMessage(`{"doc":7}`),
+	})
+	require.NoError(t, err)
+
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 10, Worker: "w1"})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	j := jobs[0]
+	require.Equal(t, res.ID, j.ID)
+	require.Equal(t, "acme", j.Tenant)
+	require.Equal(t, "summarize", j.Kind)
+	require.JSONEq(t, `{"doc":7}`, string(j.Payload))
+	require.Equal(t, 1, j.Attempt)
+	require.Equal(t, queue.DefaultMaxAttempts, j.MaxAttempts)
+	require.WithinDuration(t, time.Now().Add(queue.DefaultTTL), j.Deadline, time.Minute)
+	require.WithinDuration(t, time.Now().Add(queue.DefaultLease), j.LeaseExpiresAt, time.Minute)
+
+	require.NoError(t, b.client.Complete(b.ctx, j, queue.Result{ActualCost: 1500, Output: []byte(`{"summary":"ok"}`)}))
+	require.ErrorIs(t, b.client.Complete(b.ctx, j, queue.Result{}), queue.ErrLeaseLost, "a second completion")
+
+	var outcome, worker, result string
+	var est, actual int64
+	var attempts int
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT outcome::text, estimated_cost, actual_cost, attempts, worker, result::text
+		FROM batchq.outcomes WHERE job_id = $1`, j.ID).Scan(&outcome, &est, &actual, &attempts, &worker, &result))
+	require.Equal(t, "succeeded", outcome)
+	require.Equal(t, int64(1200), est)
+	require.Equal(t, int64(1500), actual)
+	require.Equal(t, 1, attempts)
+	require.Equal(t, "w1", worker)
+	require.JSONEq(t, `{"summary":"ok"}`, result)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
+func TestQueueFullRejectsOnlyThatTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxPerTenant: 3})
+	b.enqueueN(t, "runaway", 3, 10)
+
+	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "runaway", Cost: 10})
+	var full *queue.QueueFullError
+	require.ErrorAs(t, err, &full)
+	require.ErrorIs(t, err, queue.ErrQueueFull)
+	require.Equal(t, queue.QueueFullError{Queue: "q", Tenant: "runaway", Bound: 3, Queued: 3, Adding: 1}, *full)
+	require.Contains(t, err.Error(), `tenant "runaway"`)
+	require.Contains(t, err.Error(), "bound 3")
+
+	b.enqueue(t, "other", 10) // unaffected
+	require.Equal(t, int64(4), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+
+	// A tenant's own bound overrides the queue's.
+	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "runaway", Weight: 1, MaxQueued: 5}))
+	b.enqueueN(t, "runaway", 2, 10)
+
+	// A batch that does not fit writes nothing, not even its first jobs.
+	_, err = b.client.EnqueueMany(b.ctx, []queue.NewJob{
+		{Queue: b.queue, Tenant: "other", Cost: 1}, {Queue: b.queue, Tenant: "runaway", Cost: 1},
+	})
+	require.ErrorIs(t, err, queue.ErrQueueFull)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'other'`))
+
+	// Claiming makes room.
+	b.drainOrder(t, 2)
+	b.enqueue(t, "runaway", 10)
+}
+
+func TestQueueFullLeavesCallerTransactionUsable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxPerTenant: 1})
+	b.enqueue(t, "t", 1)
+	err := pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1})
+		require.ErrorIs(t, err, queue.ErrQueueFull)
+		_, err = tx.Exec(b.ctx, `INSERT INTO batchq.tenants (name) VALUES ('still-usable')`)
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.tenants WHERE name = 'still-usable'`))
+}
+
+func TestRolledBackEnqueueLeavesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "t", 5)
+	ring := func() string {
+		var s string
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT string_agg(format('%s/%s/%s/%s/%s', tenant, pos, join_round, cum, enq_seq), ',' ORDER BY tenant) FROM batchq.tenant_ring`).Scan(&s))
+		return s
+	}
+	before := ring()
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 7})
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(b.ctx))
+
+	require.Equal(t, before, ring())
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
+func TestExpiredJobsAreRecordedAndSkipped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	stale := b.enqueue(t, "t", 10)
+	live := b.enqueue(t, "t", 10)
+	b.expire(t, stale)
+
+	order := b.drainOrder(t, 5)
+	require.Len(t, order, 1)
+	require.Equal(t, live, order[0].ID)
+	require.Equal(t, "expired", b.outcome(t, stale))
+	require.Equal(t, "succeeded", b.outcome(t, live))
+}
+
+func TestSweepExpiresDeepInBacklog(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "t", 10, 10)
+	deep := b.scalar(t, `SELECT max(id) FROM batchq.jobs`)
+	b.expire(t, deep)
+
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Expired)
+	require.Equal(t, "expired", b.outcome(t, deep))
+	require.Equal(t, int64(9), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`))
+}
+
+func TestDeadlineInThePastIsRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Deadline: time.Now().Add(-time.Second)})
+	var inv *queue.InvalidJobError
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, "deadline", inv.Field)
+	require.Contains(t, err.Error(), "must be in the future")
+}
+
+func TestFailRetriesWithBackoffThenFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 2})
+	id := b.enqueue(t, "t", 10)
+
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	retrying, err := b.client.Fail(b.ctx, jobs[0], errors.New("provider said 503"), &queue.FailOpts{RetryIn: time.Hour})
+	require.NoError(t, err)
+	require.True(t, retrying)
+
+	// Not due yet: nothing to claim, and maintenance leaves it waiting.
+	again, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Empty(t, again)
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Zero(t, st.Requeued)
+
+	b.exec(t, `UPDATE batchq.jobs SET run_after = now() WHERE id = $1`, id)
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Requeued)
+
+	jobs, err = b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, 2, jobs[0].Attempt)
+	retrying, err = b.client.Fail(b.ctx, jobs[0], errors.New("503 again"), nil)
+	require.NoError(t, err)
+	require.False(t, retrying, "no attempts left")
+
+	var msg string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT error FROM batchq.outcomes WHERE job_id = $1 AND outcome = 'failed'`, id).Scan(&msg))
+	require.Equal(t, "503 again", msg)
+}
+
+func TestFailFinalAndRetryPastDeadlineFail(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "t", 1)
+	short, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, TTL: time.Minute})
+	require.NoError(t, err)
+
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	retrying, err := b.client.Fail(b.ctx, jobs[0], errors.New("bad request"), &queue.FailOpts{Final: true})
+	require.NoError(t, err)
+	require.False(t, retrying)
+	require.Equal(t, short.ID, jobs[1].ID)
+	retrying, err = b.client.Fail(b.ctx, jobs[1], errors.New("timeout"), &queue.FailOpts{RetryIn: time.Hour})
+	require.NoError(t, err)
+	require.False(t, retrying, "a retry after the deadline is pointless")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'failed'`))
+}
+
+func TestReleaseDoesNotUseAnAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 1})
+	b.enqueue(t, "t", 1)
+	for range 3 {
+		jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		require.Equal(t, 1, jobs[0].Attempt)
+		require.NoError(t, b.client.Release(b.ctx, jobs[0], 0))
+		require.ErrorIs(t, b.client.Release(b.ctx, jobs[0], 0), queue.ErrLeaseLost)
+		_, err = b.client.Maintain(b.ctx, b.queue)
+		require.NoError(t, err)
+	}
+	require.NotNil(t, b.claimOne(t))
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	id := b.enqueue(t, "t", 1)
+	require.NoError(t, b.client.Cancel(b.ctx, id, "operator asked"))
+	require.Equal(t, "cancelled", b.outcome(t, id))
+	require.ErrorIs(t, b.client.Cancel(b.ctx, id, ""), queue.ErrNotFound)
+
+	running := b.enqueue(t, "t", 1)
+	_, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, b.client.Cancel(b.ctx, running, ""), queue.ErrNotFound)
+}
+
+func TestRescuedJobsOldTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	id := b.enqueue(t, "t", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "crashed"})
+	require.NoError(t, err)
+	old := jobs[0]
+
+	b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Rescued)
+	require.Equal(t, 1, st.Requeued)
+
+	jobs, err = b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "healthy"})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, 2, jobs[0].Attempt)
+
+	require.ErrorIs(t, b.client.Complete(b.ctx, old, queue.Result{}), queue.ErrLeaseLost)
+	require.ErrorIs(t, b.client.Heartbeat(b.ctx, old), queue.ErrLeaseLost)
+	_, err = b.client.Fail(b.ctx, old, errors.New("late"), nil)
+	require.ErrorIs(t, err, queue.ErrLeaseLost)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id))
+}
+
+func TestHeartbeatExtendsLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: time.Minute})
+	b.enqueue(t, "t", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() + interval '1 second'`)
+	require.NoError(t, b.client.Heartbeat(b.ctx, jobs...))
+	require.WithinDuration(t, time.Now().Add(time.Minute), jobs[0].LeaseExpiresAt, 10*time.Second)
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Zero(t, st.Rescued)
+}
+
+func TestLeaseLostWithoutAttemptsFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 1})
+	id := b.enqueue(t, "t", 1)
+	_, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second'`)
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Lost)
+	require.Equal(t, "failed", b.outcome(t, id))
+}
+
+func TestUniqueKeyMakesEnqueueIdempotent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{UniqueFor: time.Hour})
+	job := queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, UniqueKey: "import-42/doc-7"}
+	first, err := b.client.Enqueue(b.ctx, job)
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+
+	again, err := b.client.Enqueue(b.ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, queue.Enqueued{ID: first.ID, Duplicate: true}, again)
+
+	// Within one batch, and mixed with new jobs.
+	res, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{
+		{Queue: b.queue, Tenant: "t", Cost: 1, UniqueKey: "k2"}, job, {Queue: b.queue, Tenant: "t", Cost: 1, UniqueKey: "k2"},
+	})
+	require.NoError(t, err)
+	require.False(t, res[0].Duplicate)
+	require.Equal(t, queue.Enqueued{ID: first.ID, Duplicate: true}, res[1])
+	require.Equal(t, queue.Enqueued{ID: res[0].ID, Duplicate: true}, res[2])
+
+	// After it finished, within UniqueFor, still the same job.
+	b.drainOrder(t, 10)
+	again, err = b.client.Enqueue(b.ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, queue.Enqueued{ID: first.ID, Duplicate: true}, again)
+
+	// Past UniqueFor, a new job.
+	b.exec(t, `UPDATE batchq.outcomes SET finished_at = now() - interval '2 hours'`)
+	fresh, err := b.client.Enqueue(b.ctx, job)
+	require.NoError(t, err)
+	require.False(t, fresh.Duplicate)
+	require.NotEqual(t, first.ID, fresh.ID)
+}
+
+func TestConcurrentEnqueuersNeverExceedTheBound(t *testing.T) {
+	t.Parallel()
+	const bound = 50
+	b := setup(t, queue.QueueConfig{MaxPerTenant: bound})
+	var ok, full atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 10 {
+				_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "hot", Cost: 1})
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, queue.ErrQueueFull):
+					full.Add(1)
+				default:
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(bound), ok.Load())
+	require.Equal(t, int64(160-bound), full.Load())
+	require.Equal(t, int64(bound), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'hot'`))
+}
+
+func TestOpenEnqueueTransactionNeverBlocksClaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "busy", 20, 10)
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	opened := time.Now()
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "busy", Cost: 10})
+	require.NoError(t, err)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "newcomer", Cost: 10})
+	require.NoError(t, err)
+
+	// A second client whose every statement fails instead of waiting for a
+	// lock: if anything it does touched a row the open transaction holds,
+	// it would get an error, however fast or slow the machine is.
+	cfg := b.pool.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "200ms"
+	impatient, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	require.NoError(t, err)
+	defer impatient.Close()
+	other, err := queue.NewClient(impatient, queue.Config{})
+	require.NoError(t, err)
+
+	_, err = other.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "third", Cost: 10})
+	require.NoError(t, err)
+	var got []string
+	for {
+		jobs, err := other.Claim(b.ctx, b.queue, nil)
+		require.NoError(t, err)
+		if len(jobs) == 0 {
+			break
+		}
+		require.NoError(t, other.Complete(b.ctx, jobs[0], queue.Result{ActualCost: 50}))
+		got = append(got, jobs[0].Tenant)
+	}
+	_, err = other.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Len(t, got, 21)
+	require.Contains(t, got, "third")
+	require.NotContains(t, got, "newcomer")
+
+	// Hold the transaction open for five seconds in all, then commit: its
+	// jobs appear, and the tenants it touched can be adjusted again.
+	time.Sleep(time.Until(opened.Add(5 * time.Second)))
+	require.NoError(t, tx.Commit(b.ctx))
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`))
+	st, err := other.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Adjusted, "busy's ledger correction waited for the transaction, then applied")
+}
+
+func TestInvalidJobsNameFieldAndRule(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	valid := queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1}
+	cases := []struct {
+		name  string
+		edit  func(*queue.NewJob)
+		field string
+		rule  string
+	}{
+		{"empty tenant", func(j *queue.NewJob) { j.Tenant = "" }, "tenant", "must not be empty"},
+		{"huge tenant", func(j *queue.NewJob) { j.Tenant = strings.Repeat("x", 257) }, "tenant", "at most 256 bytes"},
+		{"non-UTF-8 tenant", func(j *queue.NewJob) { j.Tenant = "\xff\xfe" }, "tenant", "valid UTF-8"},
+		{"control characters", func(j *queue.NewJob) { j.Tenant = "a\x00b" }, "tenant", "control characters"},
+		{"zero cost", func(j *queue.NewJob) { j.Cost = 0 }, "cost", "must be in 1..1000000000000 (got 0)"},
+		{"negative cost", func(j *queue.NewJob) { j.Cost = -5 }, "cost", "(got -5)"},
+		{"cost too large", func(j *queue.NewJob) { j.Cost = queue.MaxCost + 1 }, "cost", "must be in 1.."},
+		{"past deadline", func(j *queue.NewJob) { j.Deadline = time.Now().Add(-time.Hour) }, "deadline", "must be in the future"},
+		{"deadline and ttl", func(j *queue.NewJob) { j.Deadline = time.Now().Add(time.Hour); j.TTL = time.Hour }, "deadline", "not both"},
+		{"negative ttl", func(j *queue.NewJob) { j.TTL = -time.Second }, "ttl", "must be > 0"},
+		{"negative attempts", func(j *queue.NewJob) { j.MaxAttempts = -1 }, "max_attempts", "must be in 1..1000"},
+		{"payload not JSON", func(j *queue.NewJob) { j.Payload = []byte(`{"a":`) }, "payload", "valid JSON"},
+		{"payload too large", func(j *queue.NewJob) {
+			j.Payload = []byte(`"` + strings.Repeat("x", queue.DefaultMaxPayloadBytes) + `"`)
+		}, "payload", "at most 1048576 bytes"},
+		{"payload with NUL", func(j *queue.NewJob) { j.Payload = []byte(`{"a":"\u0000"}`) }, "payload", `\u0000`},
+		{"bad queue name", func(j *queue.NewJob) { j.Queue = "no spaces; DROP TABLE" }, "queue", "must name a queue"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := valid
+			tc.edit(&j)
+			_, err := b.client.Enqueue(b.ctx, j)
+			var inv *queue.InvalidJobError
+			require.ErrorAs(t, err, &inv)
+			require.ErrorIs(t, err, queue.ErrInvalidJob)
+			require.Equal(t, tc.field, inv.Field)
+			require.Contains(t, err.Error(), tc.rule)
+		})
+	}
+	_, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{valid, {Queue: b.queue, Tenant: "t", Cost: 0}})
+	require.ErrorContains(t, err, "invalid job 2: cost")
+
+	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: "missing", Tenant: "t", Cost: 1})
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+
+	// SQL metacharacters are data.
+	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: `'; DROP TABLE batchq.jobs; --`, Cost: 1})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+}

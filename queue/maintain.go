@@ -1,0 +1,63 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/batchq/batchq/internal/dbsqlc"
+)
+
+// maintainBatch bounds the rows one maintenance step touches, so one pass
+// never holds many locks for long; a pass with more to do says so.
+const maintainBatch = 1000
+
+// MaintainStats counts what one maintenance pass did.
+type MaintainStats struct {
+	Rescued  int // running jobs whose lease expired, sent back to retry
+	Lost     int // running jobs whose lease expired with no attempt or time left
+	Expired  int // waiting jobs removed because their deadline passed
+	Requeued int // retrying jobs returned to their tenants' queues
+	Adjusted int // tenants whose queued keys took ledger adjustments
+}
+
+// More reports whether a step hit its batch bound, so another pass should
+// follow at once.
+func (s MaintainStats) More() bool {
+	return s.Rescued+s.Lost >= maintainBatch || s.Expired >= maintainBatch || s.Requeued >= maintainBatch
+}
+
+// Maintain runs one maintenance pass over a queue: it rescues jobs whose lease
+// expired, expires waiting jobs past their deadline wherever they are in the
+// backlog, returns due retries to their tenants' queues, and folds ledger
+// adjustments into queued keys. Every step skips rows others hold, so any
+// number of processes may run it at once. Workers run it periodically.
+func (c *Client) Maintain(ctx context.Context, queue string) (MaintainStats, error) {
+	var st MaintainStats
+	rescued, err := c.q.RescueLostLeases(ctx, c.pool, dbsqlc.RescueLostLeasesParams{Queue: queue, MaxJobs: maintainBatch})
+	if err != nil {
+		return st, fmt.Errorf("batchq: maintain %q: rescue: %w", queue, err)
+	}
+	for _, r := range rescued {
+		if r.Retrying {
+			st.Rescued++
+		} else {
+			st.Lost++
+		}
+	}
+	expired, err := c.q.ExpireOverdue(ctx, c.pool, dbsqlc.ExpireOverdueParams{Queue: queue, MaxJobs: maintainBatch})
+	if err != nil {
+		return st, fmt.Errorf("batchq: maintain %q: expire: %w", queue, err)
+	}
+	st.Expired = int(expired)
+	requeued, err := c.q.Requeue(ctx, c.pool, dbsqlc.RequeueParams{Queue: queue, MaxJobs: maintainBatch})
+	if err != nil {
+		return st, fmt.Errorf("batchq: maintain %q: requeue: %w", queue, err)
+	}
+	st.Requeued = int(requeued)
+	adjusted, err := c.q.ApplyAdjustments(ctx, c.pool, queue)
+	if err != nil {
+		return st, fmt.Errorf("batchq: maintain %q: adjust: %w", queue, err)
+	}
+	st.Adjusted = int(adjusted)
+	return st, nil
+}
