@@ -59,21 +59,34 @@ func (c *Client) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]*J
 	if o.Budget <= 0 {
 		o.Budget = math.MaxInt64
 	}
-	rows, err := c.q.Claim(ctx, c.pool, dbsqlc.ClaimParams{
-		Queue: queue, MaxJobs: int32(min(o.Limit, math.MaxInt32)), Worker: o.Worker, Budget: o.Budget,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("batchq: claim from %q: %w", queue, err)
-	}
-	jobs := make([]*Job, len(rows))
-	for i, r := range rows {
-		jobs[i] = &Job{
-			ID: r.ID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Cost: r.Cost, Deadline: r.Deadline,
-			Payload: r.Payload, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts), EnqueuedAt: r.EnqueuedAt,
-			LeaseExpiresAt: r.LeaseExpiresAt, token: r.LeaseToken,
+	var jobs []*Job
+	for {
+		rows, err := c.q.Claim(ctx, c.pool, dbsqlc.ClaimParams{
+			Queue: queue, MaxJobs: int32(min(o.Limit, math.MaxInt32)), Worker: o.Worker, Budget: o.Budget,
+		})
+		if err != nil {
+			return jobs, fmt.Errorf("batchq: claim from %q: %w", queue, err)
+		}
+		expired := 0
+		for _, r := range rows {
+			if r.Expired {
+				expired++
+				continue
+			}
+			jobs = append(jobs, &Job{
+				ID: r.ID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Cost: r.Cost, Deadline: r.Deadline,
+				Payload: r.Payload, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts), EnqueuedAt: r.EnqueuedAt,
+				LeaseExpiresAt: r.LeaseExpiresAt, token: r.LeaseToken,
+			})
+			o.Limit--
+			o.Budget -= r.Cost
+		}
+		// Expired jobs took places in the scan: claim again for them. Each
+		// round removes at least one expired job, so this ends.
+		if expired == 0 || o.Limit <= 0 || o.Budget <= 0 {
+			return jobs, nil
 		}
 	}
-	return jobs, nil
 }
 
 // NextCost returns the estimated cost of the job a claim would start with,

@@ -1,28 +1,24 @@
 -- name: Claim :many
--- Claims up to @max_jobs live queued jobs in DRR order, stopping before the
--- first job that would take the total cost past @budget. Expired jobs the scan
--- passes over (up to the round of the last job claimed, or all of them when
--- nothing live is left) are removed with outcome 'expired' and their cost is
--- handed back to their tenant's ledger. Rows other claimers hold are skipped.
+-- Claims up to @max_jobs queued jobs in DRR order, stopping before the first
+-- live job that would take the total cost past @budget. Expired jobs among
+-- them are removed with outcome 'expired' instead, their cost handed back to
+-- their tenant's ledger, and returned with expired = true so the caller can
+-- claim again for their places. Rows other claimers hold are skipped; the
+-- whole claim is one range scan of the claim index from its head.
 WITH cand AS (
-    SELECT j.id, j.cost, j.round, j.pos
+    SELECT j.id, j.cost, j.round, j.pos, j.seq, j.deadline <= now() AS expired
     FROM batchq.jobs j
-    WHERE j.queue = @queue AND j.state = 'queued' AND j.deadline > now()
-    ORDER BY j.round, j.pos, j.id
+    WHERE j.queue = @queue AND j.state = 'queued'
+    ORDER BY j.round, j.pos, j.seq
     LIMIT @max_jobs
     FOR UPDATE SKIP LOCKED
 ), ordered AS (
-    SELECT c.id, c.round, sum(c.cost) OVER (ORDER BY c.round, c.pos, c.id) AS spent
+    SELECT c.id, c.round, c.expired,
+           sum(CASE WHEN c.expired THEN 0 ELSE c.cost END) OVER (ORDER BY c.round, c.pos, c.seq) AS spent
     FROM cand c
 ), expired AS (
     DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (ARRAY(
-        SELECT x.id FROM batchq.jobs x
-        WHERE x.queue = @queue AND x.state = 'queued' AND x.deadline <= now()
-          AND x.round <= coalesce((SELECT max(c.round) FROM cand c), 9223372036854775807)
-        ORDER BY x.round, x.pos, x.id
-        LIMIT 1000
-        FOR UPDATE SKIP LOCKED))
+    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE o.expired))
     RETURNING j.*
 ), expired_outcomes AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
@@ -37,27 +33,34 @@ WITH cand AS (
     UPDATE batchq.jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_token = gen_random_uuid(),
+        lease_token = (SELECT gen_random_uuid()),
         lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = @queue),
         worker = @worker::text,
         claimed_at = now(),
         first_claimed_at = coalesce(j.first_claimed_at, now())
-    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE o.spent <= @budget::bigint))
+    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE NOT o.expired AND o.spent <= @budget::bigint))
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
-              j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos
+              j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
 ), advanced AS (
     UPDATE batchq.queues q SET cursor_round = m.round
-    FROM (SELECT max(c.round) AS round FROM claimed c) m
+    FROM (SELECT max(o.round) AS round FROM ordered o
+          WHERE o.expired OR o.id = ANY (ARRAY(SELECT c.id FROM claimed c))) m
     WHERE q.name = @queue AND q.cursor_round < m.round
 )
-SELECT c.id, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt, c.max_attempts,
-       c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at, c.enqueued_at
+SELECT c.id, false AS expired, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt,
+       c.max_attempts, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
+       c.enqueued_at, c.round, c.pos, c.seq
 FROM claimed c
-ORDER BY c.round, c.pos, c.id;
+UNION ALL
+SELECT e.id, true AS expired, e.queue, e.tenant, e.kind, e.cost, e.deadline, e.payload, e.attempt,
+       e.max_attempts, '00000000-0000-0000-0000-000000000000'::uuid, e.deadline, e.enqueued_at,
+       e.round, e.pos, e.seq
+FROM expired e
+ORDER BY round, pos, seq;
 
 -- name: NextCost :one
 -- The cost of the job the next claim would start with, if any is queued.
 SELECT j.cost FROM batchq.jobs j
 WHERE j.queue = @queue AND j.state = 'queued' AND j.deadline > now()
-ORDER BY j.round, j.pos, j.id
+ORDER BY j.round, j.pos, j.seq
 LIMIT 1;

@@ -8,9 +8,11 @@ WITH input AS (
            nullif((@results::text[])[i.n], '')::jsonb AS result
     FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
 ), done AS (
+    -- Only a running job has a lease token, so a matching token is the
+    -- whole check.
     DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'running'
-      AND j.lease_token = (SELECT i.token FROM input i WHERE i.id = j.id)
+    USING input i
+    WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.lease_token = i.token
     RETURNING j.*
 ), written AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts,

@@ -14,24 +14,19 @@ import (
 
 const claim = `-- name: Claim :many
 WITH cand AS (
-    SELECT j.id, j.cost, j.round, j.pos
+    SELECT j.id, j.cost, j.round, j.pos, j.seq, j.deadline <= now() AS expired
     FROM batchq.jobs j
-    WHERE j.queue = $1 AND j.state = 'queued' AND j.deadline > now()
-    ORDER BY j.round, j.pos, j.id
+    WHERE j.queue = $1 AND j.state = 'queued'
+    ORDER BY j.round, j.pos, j.seq
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), ordered AS (
-    SELECT c.id, c.round, sum(c.cost) OVER (ORDER BY c.round, c.pos, c.id) AS spent
+    SELECT c.id, c.round, c.expired,
+           sum(CASE WHEN c.expired THEN 0 ELSE c.cost END) OVER (ORDER BY c.round, c.pos, c.seq) AS spent
     FROM cand c
 ), expired AS (
     DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (ARRAY(
-        SELECT x.id FROM batchq.jobs x
-        WHERE x.queue = $1 AND x.state = 'queued' AND x.deadline <= now()
-          AND x.round <= coalesce((SELECT max(c.round) FROM cand c), 9223372036854775807)
-        ORDER BY x.round, x.pos, x.id
-        LIMIT 1000
-        FOR UPDATE SKIP LOCKED))
+    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE o.expired))
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.round, j.pos, j.cum, j.seq, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
 ), expired_outcomes AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
@@ -46,23 +41,30 @@ WITH cand AS (
     UPDATE batchq.jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        lease_token = gen_random_uuid(),
+        lease_token = (SELECT gen_random_uuid()),
         lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = $1),
         worker = $3::text,
         claimed_at = now(),
         first_claimed_at = coalesce(j.first_claimed_at, now())
-    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE o.spent <= $4::bigint))
+    WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE NOT o.expired AND o.spent <= $4::bigint))
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
-              j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos
+              j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
 ), advanced AS (
     UPDATE batchq.queues q SET cursor_round = m.round
-    FROM (SELECT max(c.round) AS round FROM claimed c) m
+    FROM (SELECT max(o.round) AS round FROM ordered o
+          WHERE o.expired OR o.id = ANY (ARRAY(SELECT c.id FROM claimed c))) m
     WHERE q.name = $1 AND q.cursor_round < m.round
 )
-SELECT c.id, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt, c.max_attempts,
-       c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at, c.enqueued_at
+SELECT c.id, false AS expired, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt,
+       c.max_attempts, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
+       c.enqueued_at, c.round, c.pos, c.seq
 FROM claimed c
-ORDER BY c.round, c.pos, c.id
+UNION ALL
+SELECT e.id, true AS expired, e.queue, e.tenant, e.kind, e.cost, e.deadline, e.payload, e.attempt,
+       e.max_attempts, '00000000-0000-0000-0000-000000000000'::uuid, e.deadline, e.enqueued_at,
+       e.round, e.pos, e.seq
+FROM expired e
+ORDER BY round, pos, seq
 `
 
 type ClaimParams struct {
@@ -74,6 +76,7 @@ type ClaimParams struct {
 
 type ClaimRow struct {
 	ID             int64
+	Expired        bool
 	Queue          string
 	Tenant         string
 	Kind           string
@@ -85,13 +88,17 @@ type ClaimRow struct {
 	LeaseToken     uuid.UUID
 	LeaseExpiresAt time.Time
 	EnqueuedAt     time.Time
+	Round          int64
+	Pos            int64
+	Seq            int64
 }
 
-// Claims up to @max_jobs live queued jobs in DRR order, stopping before the
-// first job that would take the total cost past @budget. Expired jobs the scan
-// passes over (up to the round of the last job claimed, or all of them when
-// nothing live is left) are removed with outcome 'expired' and their cost is
-// handed back to their tenant's ledger. Rows other claimers hold are skipped.
+// Claims up to @max_jobs queued jobs in DRR order, stopping before the first
+// live job that would take the total cost past @budget. Expired jobs among
+// them are removed with outcome 'expired' instead, their cost handed back to
+// their tenant's ledger, and returned with expired = true so the caller can
+// claim again for their places. Rows other claimers hold are skipped; the
+// whole claim is one range scan of the claim index from its head.
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimRow, error) {
 	rows, err := db.Query(ctx, claim,
 		arg.Queue,
@@ -108,6 +115,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 		var i ClaimRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.Expired,
 			&i.Queue,
 			&i.Tenant,
 			&i.Kind,
@@ -119,6 +127,9 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 			&i.LeaseToken,
 			&i.LeaseExpiresAt,
 			&i.EnqueuedAt,
+			&i.Round,
+			&i.Pos,
+			&i.Seq,
 		); err != nil {
 			return nil, err
 		}
@@ -133,7 +144,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 const nextCost = `-- name: NextCost :one
 SELECT j.cost FROM batchq.jobs j
 WHERE j.queue = $1 AND j.state = 'queued' AND j.deadline > now()
-ORDER BY j.round, j.pos, j.id
+ORDER BY j.round, j.pos, j.seq
 LIMIT 1
 `
 

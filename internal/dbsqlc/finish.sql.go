@@ -51,9 +51,11 @@ WITH input AS (
            nullif(($3::text[])[i.n], '')::jsonb AS result
     FROM unnest($4::bigint[]) WITH ORDINALITY AS i (id, n)
 ), done AS (
+    -- Only a running job has a lease token, so a matching token is the
+    -- whole check.
     DELETE FROM batchq.jobs j
-    WHERE j.id = ANY ($4::bigint[]) AND j.state = 'running'
-      AND j.lease_token = (SELECT i.token FROM input i WHERE i.id = j.id)
+    USING input i
+    WHERE j.id = ANY ($4::bigint[]) AND j.id = i.id AND j.lease_token = i.token
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.round, j.pos, j.cum, j.seq, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
 ), written AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts,

@@ -1,0 +1,27 @@
+-- name: Insert :exec
+INSERT INTO batchq_fifo.jobs (tenant, cost, payload)
+SELECT unnest(@tenants::text[]), unnest(@costs::bigint[]), '{}'::jsonb;
+
+-- name: Claim :many
+UPDATE batchq_fifo.jobs j
+SET state = 'running', attempt = j.attempt + 1, claimed_at = now(),
+    lease_expires_at = now() + interval '5 minutes'
+WHERE j.id = ANY (ARRAY(
+    SELECT f.id FROM batchq_fifo.jobs f
+    WHERE f.state = 'queued'
+    ORDER BY f.id
+    LIMIT @max_jobs
+    FOR UPDATE SKIP LOCKED))
+RETURNING j.id, j.tenant, j.cost, j.payload;
+
+-- name: Complete :exec
+WITH done AS (
+    DELETE FROM batchq_fifo.jobs j
+    WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'running'
+    RETURNING j.*
+)
+INSERT INTO batchq_fifo.outcomes (job_id, tenant, cost, attempts, enqueued_at, claimed_at)
+SELECT d.id, d.tenant, d.cost, d.attempt, d.enqueued_at, d.claimed_at FROM done d;
+
+-- name: Reset :exec
+TRUNCATE batchq_fifo.jobs, batchq_fifo.outcomes;
