@@ -19,7 +19,7 @@ import (
 // benchPool returns a pool on a fresh database, large enough for 32 workers.
 func benchPool(b *testing.B) *pgxpool.Pool {
 	b.Helper()
-	return pgtest.Connect(b, pgtest.URL(b)+"&pool_max_conns=40"+os.Getenv("BQ_EXTRA"))
+	return pgtest.Connect(b, pgtest.URL(b)+"&pool_max_conns=40")
 }
 
 func envInt(name string, def int) int {
