@@ -435,3 +435,28 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// headroom is what calls of priority p could start at now without waiting:
+// how many calls and how many tokens, each math.MaxInt64 when nothing limits
+// it. It counts nothing.
+func headroom(s *State, pol policy, now time.Time, p Priority) (calls, tokens int64) {
+	if now.Before(s.PausedUntil) {
+		return 0, 0
+	}
+	calls, tokens = math.MaxInt64, math.MaxInt64
+	for _, u := range [...]struct {
+		unit quotaheaders.Unit
+		q    *Quota
+		out  *int64
+	}{
+		{quotaheaders.Requests, &s.Requests, &calls},
+		{quotaheaders.Tokens, &s.Tokens, &tokens},
+	} {
+		v := view(u.q, pol.refill, s.Admitted, u.unit, now)
+		if !v.known {
+			continue
+		}
+		*u.out = max(0, v.avail-pol.reserveOf(u.q.Limit, p))
+	}
+	return calls, tokens
+}

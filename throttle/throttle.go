@@ -218,6 +218,23 @@ func (t *Throttle) init() {
 	})
 }
 
+// Headroom is what calls of priority p could start now without waiting: how
+// many calls, and how many tokens in all, each math.MaxInt64 when nothing
+// known limits it, 0 while paused. It counts nothing: a worker sizes a batch
+// claim with it, then asks CanStart for each job it claimed. When a unit is
+// short and nothing says when it refills, it is 0 though CanStart may let a
+// probe through.
+func (t *Throttle) Headroom(ctx context.Context, p Priority) (calls, tokens int64, err error) {
+	t.init()
+	return t.HeadroomAt(ctx, t.now(), p)
+}
+
+// HeadroomAt is Headroom at the given instant.
+func (t *Throttle) HeadroomAt(ctx context.Context, now time.Time, p Priority) (calls, tokens int64, err error) {
+	err = t.update(ctx, func(s *State) { calls, tokens = headroom(s, t.pol, now, p) })
+	return calls, tokens, err
+}
+
 func (t *Throttle) update(ctx context.Context, fn func(*State)) error {
 	t.init()
 	err := t.store.Update(ctx, t.key, func(s *State) error { fn(s); return nil })

@@ -178,6 +178,20 @@ type BatchqQueue struct {
 	UpdatedAt    time.Time
 }
 
+type BatchqQuotum struct {
+	Key               string
+	State             []byte
+	RequestsLimit     *int64
+	RequestsRemaining *int64
+	RequestsResetAt   *time.Time
+	TokensLimit       *int64
+	TokensRemaining   *int64
+	TokensResetAt     *time.Time
+	PausedUntil       *time.Time
+	ObservedAt        *time.Time
+	UpdatedAt         time.Time
+}
+
 type BatchqTenant struct {
 	Name      string
 	Weight    float64

@@ -1,0 +1,63 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/pgtest"
+	"github.com/batchq/batchq/queue"
+	"github.com/batchq/batchq/quotaheaders"
+	"github.com/batchq/batchq/throttle"
+	"github.com/batchq/batchq/throttle/throttletest"
+)
+
+// The Postgres store passes the same behaviour suite as the in-memory one.
+func TestQuotaStoreSuite(t *testing.T) {
+	t.Parallel()
+	throttletest.RunStoreSuite(t, func(t *testing.T) throttle.Store {
+		c, err := queue.NewClient(pgtest.New(t), queue.Config{})
+		require.NoError(t, err)
+		return c.QuotaStore()
+	})
+}
+
+// Two throttles on separate connection pools, as two processes would be,
+// pace from one row: what one admits, the other sees; a 429 seen by one
+// pauses both; and the row spells the state out for operators.
+func TestQuotaSharedAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	newThrottle := func() *throttle.Throttle {
+		c, err := queue.NewClient(pgtest.Connect(t, url), queue.Config{})
+		require.NoError(t, err)
+		th, err := c.Throttle("openai/gpt-4o", throttle.Config{Reserve: 0.1})
+		require.NoError(t, err)
+		return th
+	}
+	a, b := newThrottle(), newThrottle()
+	now := time.Now().Truncate(time.Microsecond)
+	a.ObserveSnapshotAt(now, now, quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 1000, Limit: 1000, HasLimit: true, Reset: time.Minute, HasReset: true})
+
+	require.True(t, a.CanStartAt(now.Add(time.Millisecond), 600, throttle.Batch).OK)
+	d := b.CanStartAt(now.Add(2*time.Millisecond), 600, throttle.Batch)
+	require.False(t, d.OK, "b must see what a admitted")
+	require.True(t, b.CanStartAt(now.Add(2*time.Millisecond), 300, throttle.Batch).OK)
+
+	b.TooManyRequestsAt(now.Add(3*time.Millisecond), 30*time.Second)
+	d = a.CanStartAt(now.Add(4*time.Millisecond), 1, throttle.Interactive)
+	require.False(t, d.OK)
+	require.InDelta(t, 30*time.Second, d.Wait, float64(time.Second))
+
+	pool := pgtest.Connect(t, url)
+	var limit, remaining int64
+	var paused time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT tokens_limit, tokens_remaining, paused_until FROM batchq.quota WHERE key = 'openai/gpt-4o'`).
+		Scan(&limit, &remaining, &paused))
+	require.Equal(t, int64(1000), limit)
+	require.Equal(t, int64(1000), remaining, "what the provider said; admissions are in the state")
+	require.WithinDuration(t, now.Add(30*time.Second), paused, time.Second)
+}
