@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -49,6 +50,12 @@ type ClaimOpts struct {
 // Claim claims up to opts.Limit queued jobs of a queue in fair order.
 // It returns no jobs, and no error, when none is ready.
 func (c *Client) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]*Job, error) {
+	jobs, _, err := c.claim(ctx, queue, opts)
+	return jobs, err
+}
+
+// claim is Claim that also returns the expired jobs the claim removed.
+func (c *Client) claim(ctx context.Context, queue string, opts *ClaimOpts) (jobs, expired []*Job, err error) {
 	var o ClaimOpts
 	if opts != nil {
 		o = *opts
@@ -59,32 +66,32 @@ func (c *Client) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]*J
 	if o.Budget <= 0 {
 		o.Budget = math.MaxInt64
 	}
-	var jobs []*Job
 	for {
 		rows, err := c.q.Claim(ctx, c.pool, dbsqlc.ClaimParams{
 			Queue: queue, MaxJobs: int32(min(o.Limit, math.MaxInt32)), Worker: o.Worker, Budget: o.Budget,
 		})
 		if err != nil {
-			return jobs, fmt.Errorf("batchq: claim from %q: %w", queue, err)
+			return jobs, expired, fmt.Errorf("batchq: claim from %q: %w", queue, err)
 		}
-		expired := 0
+		n := len(expired)
 		for _, r := range rows {
-			if r.Expired {
-				expired++
-				continue
-			}
-			jobs = append(jobs, &Job{
+			j := &Job{
 				ID: r.ID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Cost: r.Cost, Deadline: r.Deadline,
 				Payload: r.Payload, Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts), EnqueuedAt: r.EnqueuedAt,
 				LeaseExpiresAt: r.LeaseExpiresAt, token: r.LeaseToken,
-			})
+			}
+			if r.Expired {
+				expired = append(expired, j)
+				continue
+			}
+			jobs = append(jobs, j)
 			o.Limit--
 			o.Budget -= r.Cost
 		}
 		// Expired jobs took places in the scan: claim again for them. Each
 		// round removes at least one expired job, so this ends.
-		if expired == 0 || o.Limit <= 0 || o.Budget <= 0 {
-			return jobs, nil
+		if len(expired) == n || o.Limit <= 0 || o.Budget <= 0 {
+			return jobs, expired, nil
 		}
 	}
 }
@@ -112,6 +119,9 @@ type Result struct {
 	// stored as a JSON string, and anything larger than the client's
 	// MaxResultBytes as a truncated summary.
 	Output []byte
+	// Response is the provider's response, if the job called one: its status
+	// and headers feed the worker pool's throttle. Its body is not read.
+	Response *http.Response
 }
 
 // Completion pairs a job with its result, for CompleteMany.
@@ -210,29 +220,62 @@ func (c *Client) Fail(ctx context.Context, j *Job, cause error, opts *FailOpts) 
 	if opts != nil {
 		o = *opts
 	}
-	msg := "failed"
-	if cause != nil {
-		msg = cause.Error()
-	}
-	if len(msg) > 4096 {
-		msg = msg[:4096]
-	}
-	msg = strings.ToValidUTF8(strings.ReplaceAll(msg, "\x00", ""), "\uFFFD")
-	in := o.RetryIn
-	if in <= 0 {
-		in = Backoff(j.Attempt)
-	}
-	rows, err := c.q.Fail(ctx, c.pool, dbsqlc.FailParams{
-		Ids: []int64{j.ID}, Tokens: []uuid.UUID{j.token}, Errors: []string{msg},
-		RetryAt: []time.Time{time.Now().Add(in)}, Final: []bool{o.Final},
-	})
+	res, err := c.failMany(ctx, []failure{{job: j, cause: cause, opts: o}})
 	if err != nil {
-		return false, fmt.Errorf("batchq: fail job %d: %w", j.ID, err)
+		return false, err
 	}
-	if len(rows) == 0 {
+	r, ok := res[j.ID]
+	if !ok {
 		return false, fmt.Errorf("%w: job %d", ErrLeaseLost, j.ID)
 	}
-	return rows[0].Retrying, nil
+	return r, nil
+}
+
+// failure is one failed attempt to record.
+type failure struct {
+	job   *Job
+	cause error
+	opts  FailOpts
+}
+
+// failMany records failed attempts in one statement. The result maps each
+// job it handled to whether it will be retried; jobs missing from it lost
+// their lease.
+func (c *Client) failMany(ctx context.Context, fs []failure) (map[int64]bool, error) {
+	p := dbsqlc.FailParams{}
+	now := time.Now()
+	for _, f := range fs {
+		msg := "failed"
+		if f.cause != nil {
+			msg = f.cause.Error()
+		}
+		in := f.opts.RetryIn
+		if in <= 0 {
+			in = Backoff(f.job.Attempt)
+		}
+		p.Ids = append(p.Ids, f.job.ID)
+		p.Tokens = append(p.Tokens, f.job.token)
+		p.Errors = append(p.Errors, cleanText(msg, 4096))
+		p.RetryAt = append(p.RetryAt, now.Add(in))
+		p.Final = append(p.Final, f.opts.Final)
+	}
+	rows, err := c.q.Fail(ctx, c.pool, p)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: fail %d jobs: %w", len(fs), err)
+	}
+	out := make(map[int64]bool, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Retrying
+	}
+	return out, nil
+}
+
+// cleanText makes s storable as text: no NUL, valid UTF-8, at most n bytes.
+func cleanText(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 }
 
 // Backoff is the wait before retrying after the given attempt failed:
@@ -250,24 +293,50 @@ func Backoff(attempt int) time.Duration {
 // provider refused to start it (a 429): it rejoins its tenant's queue after
 // delay.
 func (c *Client) Release(ctx context.Context, j *Job, delay time.Duration) error {
-	ids, err := c.q.Release(ctx, c.pool, dbsqlc.ReleaseParams{
-		Ids: []int64{j.ID}, Tokens: []uuid.UUID{j.token}, RunAfter: time.Now().Add(max(delay, 0)),
-	})
+	lost, err := c.releaseMany(ctx, []*Job{j}, []time.Duration{delay})
 	if err != nil {
-		return fmt.Errorf("batchq: release job %d: %w", j.ID, err)
+		return err
 	}
-	if len(ids) == 0 {
+	if len(lost) > 0 {
 		return fmt.Errorf("%w: job %d", ErrLeaseLost, j.ID)
 	}
 	return nil
+}
+
+// releaseMany releases jobs, each after its delay, in one statement, and
+// returns the ids whose lease was lost.
+func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Duration) (lost []int64, err error) {
+	now := time.Now()
+	p := dbsqlc.ReleaseParams{}
+	for i, j := range jobs {
+		p.Ids = append(p.Ids, j.ID)
+		p.Tokens = append(p.Tokens, j.token)
+		p.RunAfter = append(p.RunAfter, now.Add(max(delays[i], 0)))
+	}
+	ids, err := c.q.Release(ctx, c.pool, p)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: release %d jobs: %w", len(jobs), err)
+	}
+	return missing(p.Ids, ids), nil
 }
 
 // Heartbeat extends the leases of running jobs by their queue's lease length.
 // It updates each job's LeaseExpiresAt and returns ErrLeaseLost naming the
 // jobs whose lease was already lost.
 func (c *Client) Heartbeat(ctx context.Context, jobs ...*Job) error {
+	lost, err := c.heartbeat(ctx, jobs)
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("%w: jobs %v", ErrLeaseLost, lost)
+	}
+	return nil
+}
+
+func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost []int64, err error) {
 	if len(jobs) == 0 {
-		return nil
+		return nil, nil
 	}
 	p := dbsqlc.HeartbeatParams{Ids: make([]int64, len(jobs)), Tokens: make([]uuid.UUID, len(jobs))}
 	byID := make(map[int64]*Job, len(jobs))
@@ -277,17 +346,14 @@ func (c *Client) Heartbeat(ctx context.Context, jobs ...*Job) error {
 	}
 	rows, err := c.q.Heartbeat(ctx, c.pool, p)
 	if err != nil {
-		return fmt.Errorf("batchq: heartbeat: %w", err)
+		return nil, fmt.Errorf("batchq: heartbeat: %w", err)
 	}
 	got := make([]int64, len(rows))
 	for i, r := range rows {
 		byID[r.ID].LeaseExpiresAt = r.LeaseExpiresAt
 		got[i] = r.ID
 	}
-	if lost := missing(p.Ids, got); len(lost) > 0 {
-		return fmt.Errorf("%w: jobs %v", ErrLeaseLost, lost)
-	}
-	return nil
+	return missing(p.Ids, got), nil
 }
 
 // Cancel finishes a job that has not started (queued, or waiting to retry)
@@ -297,7 +363,7 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	r := strings.ToValidUTF8(strings.ReplaceAll(reason, "\x00", ""), "\uFFFD")
+	r := cleanText(reason, 4096)
 	_, err := c.q.Cancel(ctx, c.pool, dbsqlc.CancelParams{ID: id, Reason: &r})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: no queued or retrying job %d", ErrNotFound, id)

@@ -64,6 +64,9 @@ type Decision struct {
 	OK    bool          // start now; the cost has been counted
 	Wait  time.Duration // when !OK: how long before asking again is worthwhile
 	Never bool          // this cost can never be granted at this priority (cost > limit − reserve)
+	// Why says, when Never, which unit the cost can never fit and why; it
+	// wraps ErrNever. Nil otherwise.
+	Why *NeverError
 }
 
 // ErrNever is wrapped by the *NeverError that Wait returns when a call costs
@@ -266,7 +269,8 @@ func (t *Throttle) CanStartAt(now time.Time, cost int64, p Priority) Decision {
 
 // CanStartContext is CanStartAt with a context for the Store and its error.
 func (t *Throttle) CanStartContext(ctx context.Context, now time.Time, cost int64, p Priority) (Decision, error) {
-	d, _, err := t.decide(ctx, now, cost, p)
+	d, never, err := t.decide(ctx, now, cost, p)
+	d.Why = never
 	return d, err
 }
 

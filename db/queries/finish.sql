@@ -41,7 +41,7 @@ WITH input AS (
 ), target AS (
     SELECT j.id, (NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline) AS retry
     FROM batchq.jobs j JOIN input i ON i.id = j.id
-    WHERE j.id = ANY (@ids::bigint[]) AND j.state = 'running' AND j.lease_token = i.token
+    WHERE j.id = ANY (@ids::bigint[]) AND j.lease_token = i.token
     FOR UPDATE OF j
 ), retried AS (
     UPDATE batchq.jobs j
@@ -67,14 +67,15 @@ SELECT d.id, false AS retrying FROM dead d;
 
 -- name: Release :many
 -- Hands running jobs back without using an attempt (the provider refused to
--- start them): they wait in 'retrying' until @run_after, then rejoin their
--- tenants' queues. Returns the ids released; the rest lost their lease.
+-- start them, or the worker is shutting down): each waits in 'retrying' until
+-- its @run_after, then rejoins its tenant's queue. Returns the ids released;
+-- the rest lost their lease.
 UPDATE batchq.jobs j
-SET state = 'retrying', run_after = @run_after::timestamptz, attempt = j.attempt - 1,
+SET state = 'retrying', run_after = i.run_after, attempt = j.attempt - 1,
     lease_token = NULL, lease_expires_at = NULL, worker = NULL
-FROM (SELECT i.id, (@tokens::uuid[])[i.n] AS token
+FROM (SELECT i.id, (@tokens::uuid[])[i.n] AS token, (@run_after::timestamptz[])[i.n] AS run_after
       FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)) i
-WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
+WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.lease_token = i.token
 RETURNING j.id;
 
 -- name: Heartbeat :many
@@ -84,7 +85,7 @@ UPDATE batchq.jobs j
 SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = j.queue)
 FROM (SELECT i.id, (@tokens::uuid[])[i.n] AS token
       FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)) i
-WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
+WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.lease_token = i.token
 RETURNING j.id, j.lease_expires_at::timestamptz AS lease_expires_at;
 
 -- name: Cancel :one

@@ -116,7 +116,7 @@ WITH input AS (
 ), target AS (
     SELECT j.id, (NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline) AS retry
     FROM batchq.jobs j JOIN input i ON i.id = j.id
-    WHERE j.id = ANY ($5::bigint[]) AND j.state = 'running' AND j.lease_token = i.token
+    WHERE j.id = ANY ($5::bigint[]) AND j.lease_token = i.token
     FOR UPDATE OF j
 ), retried AS (
     UPDATE batchq.jobs j
@@ -189,7 +189,7 @@ UPDATE batchq.jobs j
 SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = j.queue)
 FROM (SELECT i.id, ($2::uuid[])[i.n] AS token
       FROM unnest($1::bigint[]) WITH ORDINALITY AS i (id, n)) i
-WHERE j.id = ANY ($1::bigint[]) AND j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
+WHERE j.id = ANY ($1::bigint[]) AND j.id = i.id AND j.lease_token = i.token
 RETURNING j.id, j.lease_expires_at::timestamptz AS lease_expires_at
 `
 
@@ -227,25 +227,26 @@ func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) (
 
 const release = `-- name: Release :many
 UPDATE batchq.jobs j
-SET state = 'retrying', run_after = $1::timestamptz, attempt = j.attempt - 1,
+SET state = 'retrying', run_after = i.run_after, attempt = j.attempt - 1,
     lease_token = NULL, lease_expires_at = NULL, worker = NULL
-FROM (SELECT i.id, ($3::uuid[])[i.n] AS token
-      FROM unnest($2::bigint[]) WITH ORDINALITY AS i (id, n)) i
-WHERE j.id = ANY ($2::bigint[]) AND j.id = i.id AND j.state = 'running' AND j.lease_token = i.token
+FROM (SELECT i.id, ($2::uuid[])[i.n] AS token, ($3::timestamptz[])[i.n] AS run_after
+      FROM unnest($1::bigint[]) WITH ORDINALITY AS i (id, n)) i
+WHERE j.id = ANY ($1::bigint[]) AND j.id = i.id AND j.lease_token = i.token
 RETURNING j.id
 `
 
 type ReleaseParams struct {
-	RunAfter time.Time
 	Ids      []int64
 	Tokens   []uuid.UUID
+	RunAfter []time.Time
 }
 
 // Hands running jobs back without using an attempt (the provider refused to
-// start them): they wait in 'retrying' until @run_after, then rejoin their
-// tenants' queues. Returns the ids released; the rest lost their lease.
+// start them, or the worker is shutting down): each waits in 'retrying' until
+// its @run_after, then rejoins its tenant's queue. Returns the ids released;
+// the rest lost their lease.
 func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) ([]int64, error) {
-	rows, err := db.Query(ctx, release, arg.RunAfter, arg.Ids, arg.Tokens)
+	rows, err := db.Query(ctx, release, arg.Ids, arg.Tokens, arg.RunAfter)
 	if err != nil {
 		return nil, err
 	}

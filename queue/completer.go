@@ -1,0 +1,175 @@
+package queue
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// completer records what handlers finished, in batches: whatever has queued
+// up while one batch was written goes in the next, so under load a statement
+// finishes many jobs and when idle a job is recorded at once. A write that
+// fails (the database restarting, say) is retried with backoff; if it never
+// succeeds the jobs' leases expire and they are rescued, so nothing is lost.
+type completer struct {
+	c      *Client
+	emit   func(Event)
+	log    *slog.Logger
+	ops    chan finishOp
+	closed chan struct{}
+}
+
+type finishKind int
+
+const (
+	finishComplete finishKind = iota
+	finishFail
+	finishRelease
+)
+
+type finishOp struct {
+	kind  finishKind
+	job   *Job
+	res   Result
+	took  time.Duration
+	err   error
+	delay time.Duration
+}
+
+// maxFinishBatch bounds the jobs one statement finishes.
+const maxFinishBatch = 500
+
+func newCompleter(c *Client, emit func(Event), log *slog.Logger) *completer {
+	return &completer{c: c, emit: emit, log: log, ops: make(chan finishOp, 1024), closed: make(chan struct{})}
+}
+
+func (d *completer) complete(j *Job, res Result, took time.Duration) {
+	d.ops <- finishOp{kind: finishComplete, job: j, res: res, took: took}
+}
+
+func (d *completer) fail(j *Job, err error, _ time.Time) {
+	d.ops <- finishOp{kind: finishFail, job: j, err: err}
+}
+
+func (d *completer) release(j *Job, delay time.Duration) {
+	d.ops <- finishOp{kind: finishRelease, job: j, delay: delay}
+}
+
+// close waits until everything handed over has been written.
+func (d *completer) close() {
+	close(d.ops)
+	<-d.closed
+}
+
+func (d *completer) run() {
+	defer close(d.closed)
+	for first := range d.ops {
+		batch := []finishOp{first}
+	more:
+		for len(batch) < maxFinishBatch {
+			select {
+			case o, ok := <-d.ops:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		d.flush(batch)
+	}
+}
+
+func (d *completer) flush(batch []finishOp) {
+	var done []Completion
+	var fails []failure
+	var rel []*Job
+	var delays []time.Duration
+	for _, o := range batch {
+		switch o.kind {
+		case finishComplete:
+			done = append(done, Completion{Job: o.job, Result: o.res})
+		case finishFail:
+			fails = append(fails, failure{job: o.job, cause: o.err, opts: FailOpts{Final: IsPermanent(o.err)}})
+		case finishRelease:
+			rel, delays = append(rel, o.job), append(delays, o.delay)
+		}
+	}
+	if len(done) > 0 {
+		var lost []int64
+		d.retry("complete", func(ctx context.Context) (err error) {
+			lost, err = d.c.CompleteMany(ctx, done)
+			return err
+		})
+		lostSet := set(lost)
+		for _, o := range batch {
+			if o.kind != finishComplete {
+				continue
+			}
+			outcome := "succeeded"
+			if lostSet[o.job.ID] {
+				outcome = "lease_lost"
+				d.log.Warn("completion refused: the job's lease was lost", "job", o.job.ID)
+			}
+			d.emit(Event{Kind: EventFinished, Job: o.job, Outcome: outcome, ActualCost: o.res.ActualCost, Duration: o.took})
+		}
+	}
+	if len(fails) > 0 {
+		var res map[int64]bool
+		d.retry("fail", func(ctx context.Context) (err error) {
+			res, err = d.c.failMany(ctx, fails)
+			return err
+		})
+		for _, f := range fails {
+			outcome := "lease_lost"
+			if retrying, ok := res[f.job.ID]; ok {
+				outcome = "failed"
+				if retrying {
+					outcome = "retrying"
+				}
+			}
+			d.emit(Event{Kind: EventFinished, Job: f.job, Outcome: outcome, Err: f.cause})
+		}
+	}
+	if len(rel) > 0 {
+		d.retry("release", func(ctx context.Context) (err error) {
+			_, err = d.c.releaseMany(ctx, rel, delays)
+			return err
+		})
+		for _, j := range rel {
+			d.emit(Event{Kind: EventFinished, Job: j, Outcome: "released"})
+		}
+	}
+}
+
+// retry runs write until it succeeds, backing off up to a minute in all;
+// then it gives up and leaves the jobs to lease expiry and rescue.
+func (d *completer) retry(what string, write func(context.Context) error) {
+	backoff := 50 * time.Millisecond
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := write(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		d.emit(Event{Kind: EventError, Err: err})
+		if time.Now().After(deadline) {
+			d.log.Error("giving up; the jobs' leases will expire and they will be rescued", "op", what, "err", err)
+			return
+		}
+		d.log.Warn("retrying", "op", what, "err", err, "in", backoff)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func set(ids []int64) map[int64]bool {
+	m := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}

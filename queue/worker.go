@@ -1,0 +1,644 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batchq/batchq/quotaheaders"
+	"github.com/batchq/batchq/throttle"
+)
+
+// Handler runs one claimed job. It returns the job's result, or an error:
+// the job is retried with backoff while attempts and deadline allow, unless
+// the error is Permanent. A handler that called a provider reports the
+// response in Result.Response, so the pool's throttle learns what is left;
+// a 429 (or an error wrapping ErrRateLimited) hands the job back without
+// using an attempt, and pauses the fleet until the provider's reset.
+//
+// The context is cancelled when the job's lease is lost or a shutdown runs
+// out of time; the handler should return promptly then.
+type Handler func(ctx context.Context, j *Job) (Result, error)
+
+// ErrRateLimited tells the pool that the provider refused the call with a
+// 429: the job goes back to its tenant's queue without using an attempt.
+var ErrRateLimited = errors.New("batchq: rate limited by the provider")
+
+// Permanent marks err as one that retrying will not fix: the job fails at
+// once, whatever attempts it has left.
+func Permanent(err error) error { return &permanentError{err} }
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// WorkerConfig configures a worker pool. Queue and Handler are required.
+type WorkerConfig struct {
+	Queue   string
+	Handler Handler
+	// Concurrency is how many handlers run at once. 0: 8.
+	Concurrency int
+	// BatchSize is the most jobs one claim takes; the pool also keeps up to
+	// this many claimed ahead of its handlers (handed back, without using an
+	// attempt, if it shuts down before starting them). 0: Concurrency.
+	BatchSize int
+	// Throttle, when set, paces the pool: it claims only what the throttle
+	// admits at batch priority, feeds it every response, and fails a job
+	// whose cost the quota can never grant. Use Client.Throttle for a state
+	// shared by the whole fleet. nil: no pacing.
+	Throttle *throttle.Throttle
+	// Name identifies the worker in outcomes and logs. "": host:pid.
+	Name string
+	// PollInterval is how often the pool looks for work when no notification
+	// says there is some. 0: 1s.
+	PollInterval time.Duration
+	// MaintainInterval is how often the pool runs Maintain on its queue
+	// (rescuing lost leases, expiring, requeueing retries, applying cost
+	// corrections). 0: 1s. Negative: never.
+	MaintainInterval time.Duration
+	// HeartbeatInterval is how often running jobs' leases are extended.
+	// 0: a third of the queue's lease.
+	HeartbeatInterval time.Duration
+	// ShutdownTimeout bounds how long a graceful shutdown waits for running
+	// handlers before cancelling them. 0: 30s.
+	ShutdownTimeout time.Duration
+	// Drain makes Work return once the queue has nothing queued, running or
+	// waiting to retry: for scripts and tests.
+	Drain bool
+	// OnEvent, when set, is called for what the pool does: claims, finishes,
+	// throttle waits, 429s. It runs on the pool's goroutines and must be quick
+	// and safe for concurrent use.
+	OnEvent func(Event)
+	// Logger receives the pool's logs. nil: the client's.
+	Logger *slog.Logger
+}
+
+// EventKind says what an Event reports.
+type EventKind int
+
+const (
+	// EventClaimed: Job was claimed; Wait is how long it waited since enqueue.
+	EventClaimed EventKind = iota
+	// EventFinished: Job finished with Outcome ("succeeded", "failed",
+	// "retrying", "released", "lease_lost"), running for Duration.
+	EventFinished
+	// EventExpired: Job was found past its deadline by a claim and recorded
+	// as expired.
+	EventExpired
+	// EventThrottled: the pool waited Wait for quota before claiming.
+	EventThrottled
+	// EventRateLimited: the provider answered 429; the fleet pauses for Wait.
+	EventRateLimited
+	// EventError: the database or a handler's bookkeeping failed; Err says why.
+	EventError
+)
+
+// Event is one thing a worker pool did, for metrics and logs.
+type Event struct {
+	Kind       EventKind
+	Queue      string
+	Job        *Job
+	Outcome    string
+	ActualCost int64
+	Wait       time.Duration
+	Duration   time.Duration
+	Err        error
+}
+
+// Work runs a worker pool on a queue until ctx is done (or, with Drain, until
+// the queue is empty), then shuts down gracefully: it stops claiming, hands
+// back claimed jobs no handler started (without using an attempt), waits up
+// to ShutdownTimeout for running handlers, and records every outcome before
+// it returns. It returns nil after a shutdown that ctx asked for.
+func (c *Client) Work(ctx context.Context, cfg WorkerConfig) error {
+	p, err := c.newPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return p.run(ctx)
+}
+
+type pool struct {
+	c    *Client
+	cfg  WorkerConfig
+	log  *slog.Logger
+	th   *throttle.Throttle
+	jobs chan *dispatch // to handler goroutines
+
+	wake chan struct{} // a notification or a freed slot: look for work now
+
+	mu       sync.Mutex
+	running  map[int64]*runningJob
+	inflight int // dispatched and not yet finished
+
+	handlerCtx    context.Context // cancelled only when a shutdown runs out of time
+	cancelHandler context.CancelFunc
+
+	done *completer
+}
+
+type dispatch struct {
+	job     *Job
+	sentAt  time.Time // when the throttle admitted it
+	claimed time.Time
+}
+
+type runningJob struct {
+	lease  *Job // a copy holding the id and token, for heartbeats
+	cancel context.CancelFunc
+}
+
+func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
+	if cfg.Handler == nil {
+		return nil, errors.New("batchq: worker: Handler is required")
+	}
+	qc, err := c.Queue(ctx, cfg.Queue)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Concurrency < 0 || cfg.BatchSize < 0 {
+		return nil, errors.New("batchq: worker: Concurrency and BatchSize must be >= 0")
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 8
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = cfg.Concurrency
+	}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.MaintainInterval == 0 {
+		cfg.MaintainInterval = time.Second
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = qc.Lease / 3
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = c.log
+	}
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &pool{
+		c: c, cfg: cfg, th: cfg.Throttle,
+		log:           log.With("queue", cfg.Queue, "worker", cfg.Name),
+		jobs:          make(chan *dispatch),
+		wake:          make(chan struct{}, 1),
+		running:       map[int64]*runningJob{},
+		handlerCtx:    hctx,
+		cancelHandler: hcancel,
+	}
+	p.done = newCompleter(c, p.emit, p.log)
+	return p, nil
+}
+
+func (p *pool) emit(e Event) {
+	e.Queue = p.cfg.Queue
+	if p.cfg.OnEvent != nil {
+		p.cfg.OnEvent(e)
+	}
+}
+
+func (p *pool) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pool) run(ctx context.Context) error {
+	defer p.cancelHandler()
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var bgWG sync.WaitGroup
+	bgWG.Go(func() { p.done.run() })
+	bgWG.Go(func() { p.listen(bg) })
+	bgWG.Go(func() { p.heartbeats(bg) })
+	if p.cfg.MaintainInterval > 0 {
+		bgWG.Go(func() { p.maintain(bg) })
+	}
+	var handlers sync.WaitGroup
+	for range p.cfg.Concurrency {
+		handlers.Go(p.handle)
+	}
+
+	err := p.fetch(ctx)
+
+	// Shutdown: no more claims; let running handlers finish, up to the timeout.
+	close(p.jobs)
+	finished := make(chan struct{})
+	go func() { handlers.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(p.cfg.ShutdownTimeout):
+		p.log.Warn("shutdown timeout: cancelling running handlers")
+		p.cancelHandler()
+		<-finished
+	}
+	p.done.close()
+	stopBG()
+	bgWG.Wait()
+	return err
+}
+
+// fetch claims work while ctx lasts and hands it to the handlers. Jobs it
+// claimed but could not hand over are released when it stops.
+func (p *pool) fetch(ctx context.Context) error {
+	var ready []*dispatch
+	defer func() {
+		for _, d := range ready {
+			p.done.release(d.job, 0)
+		}
+	}()
+	for {
+		// Hand out what is ready while handlers are free.
+		for len(ready) > 0 {
+			if ctx.Err() != nil {
+				return nil
+			}
+			select {
+			case p.jobs <- ready[0]:
+				ready = ready[1:]
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		// Keep up to one batch claimed ahead of the handlers, so a handler
+		// that finishes finds its next job waiting.
+		free := p.cfg.Concurrency + p.cfg.BatchSize - p.inflightCount()
+		if free <= 0 {
+			if !p.sleep(ctx, p.cfg.PollInterval) {
+				return nil
+			}
+			continue
+		}
+		got, wait, err := p.claim(ctx, min(free, p.cfg.BatchSize))
+		if err != nil && ctx.Err() == nil {
+			p.emit(Event{Kind: EventError, Err: err})
+			p.log.Error("claim failed", "err", err)
+			wait = p.cfg.PollInterval
+		}
+		if len(got) > 0 {
+			p.addInflight(len(got))
+			ready = append(ready, got...)
+			continue
+		}
+		if p.cfg.Drain && p.drained(ctx) {
+			return nil
+		}
+		if wait <= 0 {
+			wait = p.cfg.PollInterval
+		}
+		if !p.sleep(ctx, wait) {
+			return nil
+		}
+	}
+}
+
+// sleep waits for d, a wake-up, or ctx; it reports whether to go on.
+func (p *pool) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(min(d, p.cfg.PollInterval))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-p.wake:
+	case <-t.C:
+	}
+	return true
+}
+
+func (p *pool) drained(ctx context.Context) bool {
+	if p.inflightCount() > 0 {
+		return false
+	}
+	n, err := p.c.q.QueueCounts(ctx, p.c.pool, p.cfg.Queue)
+	return err == nil && n.Queued+n.Running+n.Retrying == 0
+}
+
+func (p *pool) inflightCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inflight
+}
+
+func (p *pool) addInflight(n int) {
+	p.mu.Lock()
+	p.inflight += n
+	p.mu.Unlock()
+}
+
+// claim takes up to n jobs the throttle admits. It returns how long to wait
+// before trying again when it took none.
+func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, error) {
+	opts := &ClaimOpts{Limit: n, Worker: p.cfg.Name}
+	if p.th == nil {
+		jobs, expired, err := p.c.claim(ctx, p.cfg.Queue, opts)
+		p.expired(expired)
+		return p.dispatches(jobs, time.Now()), 0, err
+	}
+
+	calls, tokens, err := p.th.Headroom(ctx, throttle.Batch)
+	if err != nil {
+		return nil, 0, err
+	}
+	head, ok, err := p.c.NextCost(ctx, p.cfg.Queue)
+	if err != nil || !ok {
+		return nil, 0, err
+	}
+	if calls > 0 && tokens >= head {
+		opts.Limit, opts.Budget = int(min(int64(n), calls)), tokens
+		jobs, expired, err := p.c.claim(ctx, p.cfg.Queue, opts)
+		p.expired(expired)
+		return p.admit(ctx, jobs), 0, err
+	}
+
+	// The head job does not fit what is known to be free: ask the throttle
+	// about it. It may let one call through to learn more (a probe), say how
+	// long to wait, or say the cost can never fit.
+	d, err := p.th.CanStartContext(ctx, time.Now(), head, throttle.Batch)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case d.Never:
+		// Claim it to fail it with the reason; admit checks each job.
+		jobs, expired, err := p.c.claim(ctx, p.cfg.Queue, &ClaimOpts{Limit: 1, Worker: p.cfg.Name})
+		p.expired(expired)
+		return p.admit(ctx, jobs), 0, err
+	case !d.OK:
+		p.emit(Event{Kind: EventThrottled, Wait: d.Wait})
+		return nil, d.Wait, nil
+	}
+	sentAt := time.Now()
+	opts.Limit, opts.Budget = 1, head
+	jobs, expired, err := p.c.claim(ctx, p.cfg.Queue, opts)
+	p.expired(expired)
+	return p.dispatches(jobs, sentAt), 0, err // admitted above, as head
+}
+
+// admit asks the throttle for each claimed job. The claim was sized by the
+// throttle's headroom, so this nearly always admits; a job that does not fit
+// after all (another process took the room) goes back at once, and one that
+// can never fit fails with the reason.
+func (p *pool) admit(ctx context.Context, jobs []*Job) []*dispatch {
+	var out []*dispatch
+	for _, j := range jobs {
+		now := time.Now()
+		d, err := p.th.CanStartContext(ctx, now, j.Cost, throttle.Batch)
+		switch {
+		case err == nil && d.OK:
+			out = append(out, &dispatch{job: j, sentAt: now, claimed: now})
+		case err == nil && d.Never:
+			p.done.fail(j, Permanent(fmt.Errorf("batchq: job %d can never start: its cost of %d tokens does not fit the quota at batch priority: %w",
+				j.ID, j.Cost, d.Why)), time.Now())
+		default:
+			p.done.release(j, d.Wait)
+		}
+	}
+	return out
+}
+
+func (p *pool) dispatches(jobs []*Job, sentAt time.Time) []*dispatch {
+	out := make([]*dispatch, len(jobs))
+	now := time.Now()
+	for i, j := range jobs {
+		out[i] = &dispatch{job: j, sentAt: sentAt, claimed: now}
+	}
+	return out
+}
+
+func (p *pool) expired(jobs []*Job) {
+	for _, j := range jobs {
+		p.emit(Event{Kind: EventExpired, Job: j})
+	}
+}
+
+// handle runs handlers for dispatched jobs until the pool closes p.jobs.
+func (p *pool) handle() {
+	for d := range p.jobs {
+		p.runJob(d)
+		p.mu.Lock()
+		p.inflight--
+		p.mu.Unlock()
+		p.poke()
+	}
+}
+
+func (p *pool) runJob(d *dispatch) {
+	j := d.job
+	p.emit(Event{Kind: EventClaimed, Job: j, Wait: d.claimed.Sub(j.EnqueuedAt)})
+	ctx, cancel := context.WithCancel(p.handlerCtx)
+	defer cancel()
+	p.mu.Lock()
+	p.running[j.ID] = &runningJob{lease: &Job{ID: j.ID, token: j.token}, cancel: cancel}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.running, j.ID)
+		p.mu.Unlock()
+	}()
+
+	start := time.Now()
+	res, err := p.call(ctx, j)
+	received := time.Now()
+	took := received.Sub(start)
+
+	status := 0
+	if res.Response != nil {
+		status = res.Response.StatusCode
+		if p.th != nil {
+			if oerr := p.th.ObserveResponseContext(context.WithoutCancel(ctx), d.sentAt, received, res.Response); oerr != nil {
+				p.emit(Event{Kind: EventError, Job: j, Err: oerr})
+			}
+		}
+	}
+
+	switch {
+	case status == http.StatusTooManyRequests || errors.Is(err, ErrRateLimited):
+		wait := retryAfter(res.Response, received)
+		if p.th != nil && res.Response == nil {
+			p.th.TooManyRequestsAt(received, wait)
+		}
+		p.emit(Event{Kind: EventRateLimited, Job: j, Wait: wait})
+		p.done.release(j, wait)
+	case err == nil:
+		p.done.complete(j, res, took)
+	case p.handlerCtx.Err() != nil:
+		// The shutdown ran out of time and cancelled the handler: hand the
+		// job back for another worker, without using an attempt.
+		p.done.release(j, 0)
+	case ctx.Err() != nil && p.leaseLost(j.ID):
+		p.emit(Event{Kind: EventFinished, Job: j, Outcome: "lease_lost", Duration: took})
+	default:
+		p.done.fail(j, err, received)
+	}
+}
+
+// call runs the handler, turning a panic into a permanent failure.
+func (p *pool) call(ctx context.Context, j *Job) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = Permanent(fmt.Errorf("batchq: handler panicked: %v", r))
+		}
+	}()
+	return p.cfg.Handler(ctx, j)
+}
+
+func retryAfter(resp *http.Response, received time.Time) time.Duration {
+	if resp == nil {
+		return 0
+	}
+	d, _ := quotaheaders.RetryAfter(resp.Header, received)
+	return d
+}
+
+// leaseLost reports whether the heartbeat found the job's lease lost.
+func (p *pool) leaseLost(id int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.running[id]
+	return ok && r.lease == nil
+}
+
+// heartbeats extends the leases of running jobs and cancels the handlers of
+// jobs whose lease was lost.
+func (p *pool) heartbeats(ctx context.Context) {
+	t := time.NewTicker(p.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		leases := make([]*Job, 0, len(p.running))
+		for _, r := range p.running {
+			if r.lease != nil {
+				leases = append(leases, &Job{ID: r.lease.ID, token: r.lease.token})
+			}
+		}
+		p.mu.Unlock()
+		lost, err := p.c.heartbeat(ctx, leases)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.emit(Event{Kind: EventError, Err: err})
+				p.log.Warn("heartbeat failed", "err", err)
+			}
+			continue
+		}
+		p.mu.Lock()
+		for _, id := range lost {
+			if r, ok := p.running[id]; ok {
+				p.log.Warn("lease lost; cancelling the handler", "job", id)
+				r.lease = nil
+				r.cancel()
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// maintain runs Maintain on the pool's queue every MaintainInterval, at once
+// again while a pass hits its bounds.
+func (p *pool) maintain(ctx context.Context) {
+	t := time.NewTicker(p.cfg.MaintainInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil {
+			st, err := p.c.Maintain(ctx, p.cfg.Queue)
+			if err != nil {
+				if ctx.Err() == nil {
+					p.emit(Event{Kind: EventError, Err: err})
+					p.log.Warn("maintenance failed", "err", err)
+				}
+				break
+			}
+			if st.Requeued > 0 {
+				p.poke()
+			}
+			if !st.More() {
+				break
+			}
+		}
+	}
+}
+
+// listen wakes the fetcher when an enqueue or requeue in this queue commits.
+// Polling covers the gaps while it reconnects.
+func (p *pool) listen(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := p.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Warn("notifications interrupted; polling until reconnected", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+func (p *pool) listenOnce(ctx context.Context) error {
+	conn, err := p.c.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer releaseListener(conn)
+	if _, err := conn.Exec(ctx, "LISTEN batchq_jobs"); err != nil {
+		return err
+	}
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Payload == p.cfg.Queue {
+			p.poke()
+		}
+	}
+}
+
+// releaseListener returns a listening connection to the pool only after
+// UNLISTEN; a connection that cannot be cleaned is closed instead.
+func releaseListener(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "UNLISTEN *"); err != nil {
+		conn.Conn().Close(ctx)
+	}
+	conn.Release()
+}

@@ -1,0 +1,183 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+func TestWorkDrainsAndRecordsEveryOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 3})
+	b.enqueueN(t, "ok", 40, 10)
+	b.enqueueN(t, "flaky", 10, 10)
+	b.enqueueN(t, "broken", 5, 10)
+
+	var mu sync.Mutex
+	attempts := map[int64]int{}
+	var events atomic.Int64
+	err := b.client.Work(b.ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 4, BatchSize: 8, Drain: true,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 20 * time.Millisecond,
+		OnEvent: func(queue.Event) { events.Add(1) },
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			mu.Lock()
+			attempts[j.ID]++
+			mu.Unlock()
+			switch j.Tenant {
+			case "flaky":
+				if j.Attempt == 1 {
+					return queue.Result{}, errors.New("503 from provider")
+				}
+			case "broken":
+				return queue.Result{}, queue.Permanent(errors.New("400: bad request"))
+			}
+			return queue.Result{ActualCost: 12, Output: []byte(`{"ok":true}`)}, nil
+		},
+	})
+	require.NoError(t, err)
+
+	require.Equal(t, int64(50), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
+	require.Equal(t, int64(5), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'failed' AND attempts = 1`))
+	require.Equal(t, int64(10), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE tenant = 'flaky' AND attempts = 2`))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+	for id, n := range attempts {
+		require.LessOrEqual(t, n, 2, "job %d ran %d times", id, n)
+	}
+	require.Greater(t, events.Load(), int64(55))
+}
+
+func TestGracefulShutdownHandsBackUnstartedJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "t", 10, 10)
+
+	ctx, cancel := context.WithCancel(b.ctx)
+	started := make(chan int64, 10)
+	release := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- b.client.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 2, BatchSize: 6, PollInterval: 20 * time.Millisecond,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				started <- j.ID
+				<-release
+				return queue.Result{}, nil
+			},
+		})
+	}()
+	// Two handlers are busy; the rest of the claim waits for them.
+	<-started
+	<-started
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`) == 6
+	}, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	time.Sleep(50 * time.Millisecond) // let the pool stop claiming before the handlers return
+	close(release)
+	require.NoError(t, <-done)
+
+	// The two that ran succeeded; the four claimed but never started went back
+	// without using an attempt.
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
+	require.Equal(t, int64(4), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'retrying' AND attempt = 0`))
+	require.Equal(t, int64(4), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`))
+}
+
+func TestShutdownTimeoutCancelsHandlersAndReleases(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "t", 1)
+	ctx, cancel := context.WithCancel(b.ctx)
+	started := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- b.client.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 1, ShutdownTimeout: 100 * time.Millisecond, PollInterval: 20 * time.Millisecond,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				close(started)
+				<-ctx.Done()
+				return queue.Result{}, ctx.Err()
+			},
+		})
+	}()
+	<-started
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'retrying' AND attempt = 0`))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes`))
+}
+
+func TestLostLeaseCancelsTheHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: time.Second})
+	id := b.enqueue(t, "t", 1)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	cancelled := make(chan struct{})
+	var outcomes sync.Map
+	go b.client.Work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, HeartbeatInterval: 50 * time.Millisecond, MaintainInterval: -1,
+		PollInterval: 20 * time.Millisecond,
+		OnEvent: func(e queue.Event) {
+			if e.Kind == queue.EventFinished {
+				outcomes.Store(e.Job.ID, e.Outcome)
+			}
+		},
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			// Another process rescues the job meanwhile.
+			_, err := b.pool.Exec(context.Background(), `UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = $1`, j.ID)
+			if err != nil {
+				return queue.Result{}, err
+			}
+			<-ctx.Done()
+			close(cancelled)
+			return queue.Result{}, ctx.Err()
+		},
+	})
+	select {
+	case <-cancelled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler of a job whose lease was lost was never cancelled")
+	}
+	require.Eventually(t, func() bool { o, _ := outcomes.Load(id); return o == "lease_lost" }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`), "the rescuer's lease stands")
+}
+
+func TestWorkWakesOnEnqueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	got := make(chan int64, 1)
+	go b.client.Work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1,
+		PollInterval: time.Hour, // only a notification can wake it
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			got <- j.ID
+			return queue.Result{}, nil
+		},
+	})
+	// Enqueue until the listener is up; the first job it sees proves the wake-up.
+	deadline := time.After(30 * time.Second)
+	for i := 0; ; i++ {
+		id := b.enqueue(t, fmt.Sprint("t", i), 1)
+		select {
+		case claimed := <-got:
+			require.LessOrEqual(t, claimed, id)
+			return
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no worker woke up for an enqueue")
+		}
+	}
+}
