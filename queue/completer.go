@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -17,6 +18,9 @@ type completer struct {
 	log    *slog.Logger
 	ops    chan finishOp
 	closed chan struct{}
+
+	abandonOnce sync.Once
+	abandoned   chan struct{} // closed: stop retrying failed writes
 }
 
 type finishKind int
@@ -40,8 +44,13 @@ type finishOp struct {
 const maxFinishBatch = 500
 
 func newCompleter(c *Client, emit func(Event), log *slog.Logger) *completer {
-	return &completer{c: c, emit: emit, log: log, ops: make(chan finishOp, 1024), closed: make(chan struct{})}
+	return &completer{c: c, emit: emit, log: log, ops: make(chan finishOp, 1024),
+		closed: make(chan struct{}), abandoned: make(chan struct{})}
 }
+
+// abandon makes failed writes give up at once instead of retrying: for a
+// shutdown that has run out of time while the database is unreachable.
+func (d *completer) abandon() { d.abandonOnce.Do(func() { close(d.abandoned) }) }
 
 func (d *completer) complete(j *Job, res Result, took time.Duration) {
 	d.ops <- finishOp{kind: finishComplete, job: j, res: res, took: took}
@@ -156,12 +165,20 @@ func (d *completer) retry(what string, write func(context.Context) error) {
 			return
 		}
 		d.emit(Event{Kind: EventError, Err: err})
+		select {
+		case <-d.abandoned:
+			deadline = time.Time{}
+		default:
+		}
 		if time.Now().After(deadline) {
 			d.log.Error("giving up; the jobs' leases will expire and they will be rescued", "op", what, "err", err)
 			return
 		}
 		d.log.Warn("retrying", "op", what, "err", err, "in", backoff)
-		time.Sleep(backoff)
+		select {
+		case <-time.After(backoff):
+		case <-d.abandoned:
+		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,9 +16,11 @@ import (
 )
 
 // QuotaStore is the Postgres throttle.Store: one row of batchq.quota per
-// quota key, locked with SELECT … FOR UPDATE for each decision, so every
-// worker of a fleet paces from one shared state. It is safe for concurrent
-// use.
+// quota key, so every worker of a fleet paces from one shared state. A
+// decision reads the row and saves it only if no other process saved it
+// meanwhile (a version check), deciding again on what that process saved if
+// one did: two round trips, and no lock held between them. It is safe for
+// concurrent use.
 type QuotaStore struct {
 	c *Client
 }
@@ -35,19 +39,33 @@ func (c *Client) Throttle(key string, cfg throttle.Config) (*throttle.Throttle, 
 	return throttle.New(cfg)
 }
 
-// Update implements throttle.Store. It saves only when fn changed the state.
-func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.State) error) error {
-	if err := s.c.q.EnsureQuota(ctx, s.c.pool, key); err != nil {
-		return fmt.Errorf("batchq: quota %q: %w", key, err)
+// Load implements throttle.Loader: the key's state, read without a lock.
+func (s *QuotaStore) Load(ctx context.Context, key string) (throttle.State, error) {
+	st, _, _, err := s.load(ctx, key)
+	return st, err
+}
+
+func (s *QuotaStore) load(ctx context.Context, key string) (st throttle.State, raw []byte, version int64, err error) {
+	row, err := s.c.q.GetQuota(ctx, s.c.pool, key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, nil, -1, nil
 	}
-	return pgx.BeginFunc(ctx, s.c.pool, func(tx pgx.Tx) error {
-		raw, err := s.c.q.LockQuota(ctx, tx, key)
+	if err != nil {
+		return st, nil, 0, fmt.Errorf("batchq: quota %q: %w", key, err)
+	}
+	if err := json.Unmarshal(row.State, &st); err != nil {
+		return st, nil, 0, fmt.Errorf("batchq: quota %q: stored state: %w", key, err)
+	}
+	return st, row.State, row.Version, nil
+}
+
+// Update implements throttle.Store. It saves only when fn changed the state,
+// and runs fn again when another process saved first.
+func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.State) error) error {
+	for attempt := 0; ; attempt++ {
+		st, raw, version, err := s.load(ctx, key)
 		if err != nil {
-			return fmt.Errorf("batchq: quota %q: %w", key, err)
-		}
-		var st throttle.State
-		if err := json.Unmarshal(raw, &st); err != nil {
-			return fmt.Errorf("batchq: quota %q: stored state: %w", key, err)
+			return err
 		}
 		if err := fn(&st); err != nil {
 			return err
@@ -56,16 +74,40 @@ func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.S
 		if err != nil {
 			return fmt.Errorf("batchq: quota %q: %w", key, err)
 		}
-		if bytes.Equal(next, raw) || isEmptyState(raw) && bytes.Equal(next, emptyState) {
+		if version < 0 && bytes.Equal(next, emptyState) || bytes.Equal(next, raw) {
 			return nil
 		}
-		return s.c.q.SaveQuota(ctx, tx, quotaRow(key, next, &st))
-	})
+		var saved int64
+		p := quotaRow(key, next, &st)
+		if version < 0 {
+			saved, err = s.c.q.InsertQuota(ctx, s.c.pool, dbsqlc.InsertQuotaParams{
+				Key: key, State: next, RequestsLimit: p.RequestsLimit, RequestsRemaining: p.RequestsRemaining,
+				RequestsResetAt: p.RequestsResetAt, TokensLimit: p.TokensLimit, TokensRemaining: p.TokensRemaining,
+				TokensResetAt: p.TokensResetAt, PausedUntil: p.PausedUntil, ObservedAt: p.ObservedAt,
+			})
+		} else {
+			p.Version = version
+			saved, err = s.c.q.SaveQuota(ctx, s.c.pool, p)
+		}
+		if err != nil {
+			return fmt.Errorf("batchq: quota %q: %w", key, err)
+		}
+		if saved == 1 {
+			return nil
+		}
+		// Someone saved first. Past a few tries, step aside briefly so a busy
+		// key does not spin.
+		if attempt >= 3 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt-3, 4)))):
+			}
+		}
+	}
 }
 
 var emptyState, _ = json.Marshal(&throttle.State{})
-
-func isEmptyState(raw []byte) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("{}")) }
 
 // quotaRow spells the state out in the columns operators read.
 func quotaRow(key string, raw []byte, st *throttle.State) dbsqlc.SaveQuotaParams {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -145,6 +147,8 @@ type pool struct {
 	running  map[int64]*runningJob
 	inflight int // dispatched and not yet finished
 
+	learned atomic.Bool // a handler has finished: the throttle has heard from the provider
+
 	handlerCtx    context.Context // cancelled only when a shutdown runs out of time
 	cancelHandler context.CancelFunc
 
@@ -245,6 +249,10 @@ func (p *pool) run(ctx context.Context) error {
 	err := p.fetch(ctx)
 
 	// Shutdown: no more claims; let running handlers finish, up to the timeout.
+	// Writes still failing well after that (the database is gone) are left to
+	// lease expiry and rescue.
+	giveUp := time.AfterFunc(2*p.cfg.ShutdownTimeout, p.done.abandon)
+	defer giveUp.Stop()
 	close(p.jobs)
 	finished := make(chan struct{})
 	go func() { handlers.Wait(); close(finished) }()
@@ -366,6 +374,14 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	if err != nil {
 		return nil, 0, err
 	}
+	if calls == math.MaxInt64 && tokens == math.MaxInt64 && !p.learned.Load() {
+		// Nothing is known of the quota yet: rather than a full batch that
+		// could overrun it, send one call and learn from its response.
+		if p.inflightCount() > 0 {
+			return nil, 10 * time.Millisecond, nil
+		}
+		n = 1
+	}
 	head, ok, err := p.c.NextCost(ctx, p.cfg.Queue)
 	if err != nil || !ok {
 		return nil, 0, err
@@ -465,6 +481,7 @@ func (p *pool) runJob(d *dispatch) {
 	start := time.Now()
 	res, err := p.call(ctx, j)
 	received := time.Now()
+	defer p.learned.Store(true)
 	took := received.Sub(start)
 
 	status := 0

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -18,6 +19,13 @@ import (
 // the microsecond; it may return times in another location.
 type Store interface {
 	Update(ctx context.Context, key string, fn func(*State) error) error
+}
+
+// Loader is implemented by stores that can read a key's State without
+// locking it, for questions that change nothing (Throttle.Headroom). The
+// State returned is the caller's to keep.
+type Loader interface {
+	Load(ctx context.Context, key string) (State, error)
 }
 
 // MemoryStore is a Store in this process's memory. The zero value is an
@@ -64,4 +72,17 @@ func (m *MemoryStore) entry(key string) *memoryEntry {
 		m.keys[key] = e
 	}
 	return e
+}
+
+// Load implements Loader: a copy of key's State.
+func (m *MemoryStore) Load(ctx context.Context, key string) (State, error) {
+	if err := ctx.Err(); err != nil {
+		return State{}, err
+	}
+	e := m.entry(key)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.state
+	s.Admitted = slices.Clone(e.state.Admitted)
+	return s, nil
 }

@@ -234,6 +234,15 @@ func (t *Throttle) Headroom(ctx context.Context, p Priority) (calls, tokens int6
 
 // HeadroomAt is Headroom at the given instant.
 func (t *Throttle) HeadroomAt(ctx context.Context, now time.Time, p Priority) (calls, tokens int64, err error) {
+	t.init()
+	if l, ok := t.store.(Loader); ok {
+		s, err := l.Load(ctx, t.key)
+		if err != nil {
+			return 0, 0, fmt.Errorf("batchq: throttle: load quota %q: %w", t.key, err)
+		}
+		calls, tokens = headroom(&s, t.pol, now, p)
+		return calls, tokens, nil
+	}
 	err = t.update(ctx, func(s *State) { calls, tokens = headroom(s, t.pol, now, p) })
 	return calls, tokens, err
 }

@@ -215,7 +215,10 @@ func TestObserveResponseReadsBothUnits(t *testing.T) {
 	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(2*time.Second), 1000, throttle.Batch))
 	require.Equal(t, throttle.Decision{Wait: 19 * time.Second}, th.CanStartAt(at(2*time.Second), 1000, throttle.Batch))
 	// Tokens: limit 100000 less a reserve of 20000.
-	require.Equal(t, throttle.Decision{Never: true}, th.CanStartAt(at(2*time.Second), 80_001, throttle.Batch))
+	d := th.CanStartAt(at(2*time.Second), 80_001, throttle.Batch)
+	require.True(t, d.Never)
+	require.False(t, d.OK)
+	require.Equal(t, &throttle.NeverError{Priority: throttle.Batch, Unit: quotaheaders.Tokens, Cost: 80_001, Limit: 100_000, Reserve: 20_000}, d.Why)
 	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(2*time.Second), 89_000, throttle.Interactive))
 	require.Equal(t, throttle.Decision{Wait: 6*time.Minute - time.Second}, th.CanStartAt(at(2*time.Second), 1, throttle.Interactive))
 }

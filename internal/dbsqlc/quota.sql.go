@@ -10,29 +10,68 @@ import (
 	"time"
 )
 
-const ensureQuota = `-- name: EnsureQuota :exec
-INSERT INTO batchq.quota (key) VALUES ($1) ON CONFLICT (key) DO NOTHING
+const getQuota = `-- name: GetQuota :one
+SELECT q.state, q.version FROM batchq.quota q WHERE q.key = $1
 `
 
-func (q *Queries) EnsureQuota(ctx context.Context, db DBTX, key string) error {
-	_, err := db.Exec(ctx, ensureQuota, key)
-	return err
+type GetQuotaRow struct {
+	State   []byte
+	Version int64
 }
 
-const lockQuota = `-- name: LockQuota :one
-SELECT q.state FROM batchq.quota q WHERE q.key = $1 FOR UPDATE
+func (q *Queries) GetQuota(ctx context.Context, db DBTX, key string) (GetQuotaRow, error) {
+	row := db.QueryRow(ctx, getQuota, key)
+	var i GetQuotaRow
+	err := row.Scan(&i.State, &i.Version)
+	return i, err
+}
+
+const insertQuota = `-- name: InsertQuota :execrows
+INSERT INTO batchq.quota (key, state, requests_limit, requests_remaining, requests_reset_at,
+                          tokens_limit, tokens_remaining, tokens_reset_at, paused_until, observed_at)
+VALUES ($1, $2, $3, $4, $5,
+        $6, $7, $8,
+        $9, $10)
+ON CONFLICT (key) DO NOTHING
 `
 
-func (q *Queries) LockQuota(ctx context.Context, db DBTX, key string) ([]byte, error) {
-	row := db.QueryRow(ctx, lockQuota, key)
-	var state []byte
-	err := row.Scan(&state)
-	return state, err
+type InsertQuotaParams struct {
+	Key               string
+	State             []byte
+	RequestsLimit     *int64
+	RequestsRemaining *int64
+	RequestsResetAt   *time.Time
+	TokensLimit       *int64
+	TokensRemaining   *int64
+	TokensResetAt     *time.Time
+	PausedUntil       *time.Time
+	ObservedAt        *time.Time
 }
 
-const saveQuota = `-- name: SaveQuota :exec
+// The first save of a key; 0 rows: another process saved it first.
+func (q *Queries) InsertQuota(ctx context.Context, db DBTX, arg InsertQuotaParams) (int64, error) {
+	result, err := db.Exec(ctx, insertQuota,
+		arg.Key,
+		arg.State,
+		arg.RequestsLimit,
+		arg.RequestsRemaining,
+		arg.RequestsResetAt,
+		arg.TokensLimit,
+		arg.TokensRemaining,
+		arg.TokensResetAt,
+		arg.PausedUntil,
+		arg.ObservedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const saveQuota = `-- name: SaveQuota :execrows
 UPDATE batchq.quota
 SET state              = $1,
+    version            = version + 1,
     requests_limit     = $2,
     requests_remaining = $3,
     requests_reset_at  = $4,
@@ -42,7 +81,7 @@ SET state              = $1,
     paused_until       = $8,
     observed_at        = $9,
     updated_at         = now()
-WHERE key = $10
+WHERE key = $10 AND version = $11
 `
 
 type SaveQuotaParams struct {
@@ -56,10 +95,13 @@ type SaveQuotaParams struct {
 	PausedUntil       *time.Time
 	ObservedAt        *time.Time
 	Key               string
+	Version           int64
 }
 
-func (q *Queries) SaveQuota(ctx context.Context, db DBTX, arg SaveQuotaParams) error {
-	_, err := db.Exec(ctx, saveQuota,
+// Saves a key's state if nobody saved it since it was read at @version;
+// 0 rows: someone did, so decide again on what they saved.
+func (q *Queries) SaveQuota(ctx context.Context, db DBTX, arg SaveQuotaParams) (int64, error) {
+	result, err := db.Exec(ctx, saveQuota,
 		arg.State,
 		arg.RequestsLimit,
 		arg.RequestsRemaining,
@@ -70,6 +112,10 @@ func (q *Queries) SaveQuota(ctx context.Context, db DBTX, arg SaveQuotaParams) e
 		arg.PausedUntil,
 		arg.ObservedAt,
 		arg.Key,
+		arg.Version,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

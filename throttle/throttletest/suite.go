@@ -81,8 +81,17 @@ func check(t *testing.T, th *throttle.Throttle, now time.Time, cost int64, p thr
 	if err != nil {
 		t.Fatalf("CanStart(+%v, %d, %v): %v", now.Sub(t0), cost, p, err)
 	}
+	why := got.Why
+	got.Why = nil
 	if got != want {
 		t.Fatalf("CanStart(+%v, %d, %v) = %+v, want %+v", now.Sub(t0), cost, p, got, want)
+	}
+	// A Never says why, and nothing else does.
+	if got.Never != (why != nil) {
+		t.Fatalf("CanStart(+%v, %d, %v): Never %v but Why %v", now.Sub(t0), cost, p, got.Never, why)
+	}
+	if why != nil && (why.Cost <= why.Limit-why.Reserve || why.Priority != p || !errors.Is(why, throttle.ErrNever)) {
+		t.Fatalf("CanStart(+%v, %d, %v): Why %+v does not explain a Never", now.Sub(t0), cost, p, why)
 	}
 }
 
