@@ -326,4 +326,3 @@ func TestKilledPoolLosesNoJob(t *testing.T) {
 	require.Equal(t, int64(200), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 }
-
