@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/urfave/cli/v2"
+
+	"github.com/batchq/batchq/queue"
+	"github.com/batchq/batchq/throttle"
+)
+
+func workCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "work",
+		Usage: "run a worker pool that POSTs each job's payload to an HTTP endpoint",
+		Description: `Each job's payload is POSTed to --target with Content-Type: application/json,
+Idempotency-Key: batchq-<job id>, Batchq-Job-Id, Batchq-Tenant and Batchq-Attempt.
+A 2xx answer succeeds (its body is the result, usage.total_tokens the actual cost);
+a 429 hands the job back and pauses the fleet per Retry-After; 408, 409, 5xx and
+network errors are retried with backoff; other 4xx fail. With --quota-key the
+workers of every process using that key pace from one shared throttle.
+SIGINT or SIGTERM stops claiming and finishes running jobs.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "queue", Usage: "the queue to work", Required: true, EnvVars: []string{"BATCHQ_QUEUE"}},
+			&cli.StringFlag{Name: "target", Usage: "the http(s) URL each job's payload is POSTed to", Required: true, EnvVars: []string{"BATCHQ_TARGET"}},
+			&cli.IntFlag{Name: "concurrency", Usage: "requests in flight at once", Value: 8, EnvVars: []string{"BATCHQ_CONCURRENCY"}},
+			&cli.IntFlag{Name: "batch-size", Usage: "most jobs claimed at once (0: --concurrency)", EnvVars: []string{"BATCHQ_BATCH_SIZE"}},
+			&cli.StringFlag{Name: "quota-key", Usage: "pace from the shared throttle of this key, e.g. openai/gpt-4o (empty: no throttle)", EnvVars: []string{"BATCHQ_QUOTA_KEY"}},
+			&cli.Float64Flag{Name: "reserve", Usage: "fraction of the quota left to interactive calls, in [0,1)", Value: 0.2, EnvVars: []string{"BATCHQ_RESERVE"}},
+			&cli.StringFlag{Name: "refill", Usage: "how the provider refills its quota: window or bucket", Value: "window", EnvVars: []string{"BATCHQ_REFILL"}},
+			&cli.StringSliceFlag{Name: "header-env", Usage: "add header NAME with the value of environment variable VAR, as NAME=VAR (repeatable); secrets never go on the command line", EnvVars: []string{"BATCHQ_HEADER_ENV"}},
+			&cli.DurationFlag{Name: "timeout", Usage: "how long one request may take", Value: 2 * time.Minute, EnvVars: []string{"BATCHQ_TIMEOUT"}},
+			&cli.DurationFlag{Name: "shutdown-timeout", Usage: "how long a shutdown waits for running requests", Value: 30 * time.Second, EnvVars: []string{"BATCHQ_SHUTDOWN_TIMEOUT"}},
+			&cli.DurationFlag{Name: "poll-interval", Usage: "how often to look for work when no notification arrives", Value: time.Second, EnvVars: []string{"BATCHQ_POLL_INTERVAL"}},
+			&cli.StringFlag{Name: "name", Usage: "this worker's name in outcomes and logs (default host:pid)", EnvVars: []string{"BATCHQ_WORKER_NAME"}},
+			&cli.BoolFlag{Name: "drain", Usage: "exit once the queue has nothing queued, running or waiting to retry", EnvVars: []string{"BATCHQ_DRAIN"}},
+		},
+		Action: runWork,
+	}
+}
+
+func runWork(c *cli.Context) error {
+	target, err := url.Parse(c.String("target"))
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return usagef("batchq: --target %q: must be an http or https URL", c.String("target"))
+	}
+	header, err := headersFromEnv(c.StringSlice("header-env"))
+	if err != nil {
+		return err
+	}
+	if n := c.Int("concurrency"); n < 1 || n > 10000 {
+		return usagef("batchq: --concurrency %d: must be in 1..10000", n)
+	}
+	if n := c.Int("batch-size"); n < 0 || n > 10000 {
+		return usagef("batchq: --batch-size %d: must be in 0..10000", n)
+	}
+	var refill throttle.Refill
+	switch c.String("refill") {
+	case "window":
+		refill = throttle.Window
+	case "bucket":
+		refill = throttle.TokenBucket
+	default:
+		return usagef("batchq: --refill %q: must be window or bucket", c.String("refill"))
+	}
+
+	cfg, err := pgxpool.ParseConfig(c.String("database-url"))
+	if err != nil {
+		return usagef("batchq: --database-url: %v", err)
+	}
+	// Claims, finishes, heartbeats, maintenance, the throttle and the
+	// notification listener each want a connection now and then.
+	cfg.MaxConns = int32(min(8+c.Int("concurrency")/4, 64))
+	pool, err := pgxpool.NewWithConfig(c.Context, cfg)
+	if err != nil {
+		return fmt.Errorf("batchq: connect: %w", err)
+	}
+	defer pool.Close()
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	client, err := queue.NewClient(pool, queue.Config{Logger: log})
+	if err != nil {
+		return err
+	}
+	handler, err := queue.HTTPHandler(queue.HTTPConfig{
+		Target: target.String(), Header: header, Client: &http.Client{Timeout: c.Duration("timeout")},
+	})
+	if err != nil {
+		return err
+	}
+	wc := queue.WorkerConfig{
+		Queue: c.String("queue"), Handler: handler, Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"),
+		Name: c.String("name"), PollInterval: c.Duration("poll-interval"),
+		ShutdownTimeout: c.Duration("shutdown-timeout"), Drain: c.Bool("drain"), Logger: log,
+	}
+	if key := c.String("quota-key"); key != "" {
+		wc.Throttle, err = client.Throttle(key, throttle.Config{Reserve: c.Float64("reserve"), Refill: refill})
+		if err != nil {
+			return usagef("batchq: --quota-key/--reserve: %v", err)
+		}
+	}
+	log.Info("working", "queue", wc.Queue, "target", redact(target), "concurrency", wc.Concurrency, "quota_key", c.String("quota-key"))
+	return client.Work(c.Context, wc)
+}
+
+// headersFromEnv builds request headers from NAME=VAR pairs, reading each
+// value from the environment, so that no secret is ever on a command line.
+func headersFromEnv(pairs []string) (http.Header, error) {
+	h := http.Header{}
+	for _, p := range pairs {
+		name, env, ok := strings.Cut(p, "=")
+		name, env = strings.TrimSpace(name), strings.TrimSpace(env)
+		if !ok || name == "" || env == "" {
+			return nil, usagef("batchq: --header-env %q: must be NAME=ENVIRONMENT_VARIABLE", p)
+		}
+		v, set := os.LookupEnv(env)
+		if !set || v == "" {
+			return nil, usagef("batchq: --header-env %s: environment variable %s is not set", name, env)
+		}
+		h.Add(name, v)
+	}
+	return h, nil
+}
+
+// redact drops credentials and the query from a URL before it is logged.
+func redact(u *url.URL) string {
+	r := *u
+	r.User, r.RawQuery = nil, ""
+	return r.String()
+}
