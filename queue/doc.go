@@ -39,6 +39,22 @@
 // claimed: a claim that reaches one records it as expired, and Maintain also
 // expires jobs deep in a backlog and rescues jobs whose lease expired.
 //
+// # Workers and the two paths
+//
+// Client.Work runs a pool of handlers on a queue: it claims in fair order in
+// batches, heartbeats long jobs, records outcomes through a batching
+// completer and shuts down gracefully. HTTPHandler is the handler behind
+// `batchq work`: it POSTs each payload to an endpoint and maps the answer to
+// an outcome.
+//
+// Batch work and interactive calls share one provider quota. With a
+// throttle from Client.Throttle, every worker of every process paces from
+// one row of batchq.quota: the pool claims only what the throttle admits at
+// batch priority, leaves the reserve alone, feeds it every response, and
+// stops after a 429 until the provider's reset. Code serving a waiting user
+// calls CallInteractive with the same quota key, which may use the reserve
+// and never waits behind queued jobs.
+//
 // # Concurrency
 //
 // A Client is safe for concurrent use by any number of goroutines; all of its
