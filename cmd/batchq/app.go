@@ -39,9 +39,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				EnvVars: []string{"DATABASE_URL"},
 				Value:   defaultDatabaseURL,
 			},
+			globalFormatFlag(),
 		},
 		Commands: []*cli.Command{
 			migrateCommand(),
+			queuesCommand(),
+			tenantsCommand(),
+			enqueueCommand(),
+			jobsCommand(),
+			reportCommand(),
+			pruneCommand(),
 		},
 		// Errors are printed once, by exitCode, not by the library.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/internal/pgtest"
+	"github.com/batchq/batchq/migrations"
 )
 
 func TestMigrateUpStatusDown(t *testing.T) {
@@ -22,7 +25,16 @@ func TestMigrateUpStatusDown(t *testing.T) {
 	require.Regexp(t, `(?m)^1\s+applied\s+\S+ \S+\s+00001_schema.sql$`, r.stdout)
 	require.Regexp(t, `(?m)^2\s+applied\s+\S+ \S+\s+00002_queue.sql$`, r.stdout)
 
+	// Down reverts the latest migration, whichever that is now.
+	names, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	latest := len(names)
 	r = runCLI(t, url, "migrate", "down")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "reverted "+names[latest-1])
+	require.Contains(t, r.stdout, fmt.Sprintf("schema version %d", latest-1))
+
+	r = runCLI(t, url, "migrate", "down", "--to", "1")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "reverted 00002_queue.sql")
 	require.Contains(t, r.stdout, "schema version 1")

@@ -100,6 +100,42 @@ func (ns NullBatchqJobState) Value() (driver.Value, error) {
 	return string(ns.BatchqJobState), nil
 }
 
+// The audit trail: finished jobs with wait, run and total durations.
+type BatchqAudit struct {
+	JobID          int64
+	Queue          string
+	Tenant         string
+	Kind           string
+	Outcome        BatchqJobOutcome
+	Attempts       int32
+	MaxAttempts    int32
+	EstimatedCost  int64
+	ActualCost     *int64
+	EnqueuedAt     time.Time
+	FirstClaimedAt *time.Time
+	FinishedAt     time.Time
+	Deadline       time.Time
+	Wait           *time.Duration
+	Run            *time.Duration
+	Total          time.Duration
+	Worker         *string
+	Error          *string
+	UniqueKey      *string
+}
+
+// Waiting and running work per queue and tenant, now.
+type BatchqBacklog struct {
+	Queue           string
+	Tenant          string
+	QueuedJobs      int64
+	QueuedTokens    int64
+	OldestQueuedAt  *time.Time
+	OldestQueuedAge *time.Duration
+	RunningJobs     int64
+	RetryingJobs    int64
+	NearestDeadline *time.Time
+}
+
 // The row type batchq.enqueue() returns; always empty.
 type BatchqEnqueueResult struct {
 	Ord    *int32
@@ -180,6 +216,7 @@ type BatchqQueue struct {
 
 type BatchqQuotum struct {
 	Key               string
+	Version           int64
 	State             []byte
 	RequestsLimit     *int64
 	RequestsRemaining *int64
@@ -207,4 +244,26 @@ type BatchqTenantRing struct {
 	Share     int64
 	Cum       int64
 	EnqSeq    int64
+}
+
+// The row type batchq.tenant_usage() returns; always empty.
+type BatchqTenantUsageRow struct {
+	Queue           *string
+	Tenant          *string
+	Jobs            *int64
+	Succeeded       *int64
+	Failed          *int64
+	Expired         *int64
+	Cancelled       *int64
+	SucceededTokens *int64
+	FailedTokens    *int64
+	ExpiredTokens   *int64
+	CancelledTokens *int64
+	ActualTokens    *int64
+	ServedTokens    *int64
+	WaitP50         *time.Duration
+	WaitP95         *time.Duration
+	Weight          pgtype.Float8
+	TokenShare      pgtype.Float8
+	WeightShare     pgtype.Float8
 }

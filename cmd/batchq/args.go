@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/urfave/cli/v2"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// errHelpShown stops a command whose --help came after its arguments; the
+// command then succeeds having done nothing else.
+var errHelpShown = errors.New("batchq: help shown")
+
+// withQueueClient runs a command with a queue client on --database-url,
+// after checking --format, so a bad format fails before anything is written.
+func withQueueClient(run func(*cli.Context, *queue.Client) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if _, err := outputFormat(c); err != nil {
+			return err
+		}
+		client, closeClient, err := openQueueClient(c.Context, c.String("database-url"))
+		if err != nil {
+			return err
+		}
+		defer closeClient()
+		if err := run(c, client); !errors.Is(err, errHelpShown) {
+			return err
+		}
+		return nil
+	}
+}
+
+func openQueueClient(ctx context.Context, url string) (*queue.Client, func(), error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, nil, usagef("batchq: --database-url: %v", err)
+	}
+	// A command makes a handful of queries one after another.
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("batchq: connect: %w", err)
+	}
+	client, err := queue.NewClient(pool, queue.Config{})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return client, pool.Close, nil
+}
+
+// commandArgs returns the command's positional arguments, exactly want of
+// them, named by names in errors. urfave/cli v2 stops reading flags at the
+// first argument; people type `batchq jobs cancel 42 --reason dup`, so flags
+// that follow the arguments are read here.
+func commandArgs(c *cli.Context, names ...string) ([]string, error) {
+	var args []string
+	rest := c.Args().Slice()
+	for len(rest) > 0 {
+		a := rest[0]
+		rest = rest[1:]
+		switch {
+		case a == "--":
+			args = append(args, rest...)
+			rest = nil
+		case len(a) > 1 && a[0] == '-':
+			var err error
+			if rest, err = setTrailingFlag(c, a, rest); err != nil {
+				return nil, err
+			}
+		default:
+			args = append(args, a)
+		}
+	}
+	cmd := c.Command.HelpName
+	if len(args) < len(names) {
+		return nil, usagef("batchq: %s: missing %s; usage: %s %s", cmd, names[len(args)], cmd, c.Command.ArgsUsage)
+	}
+	if len(args) > len(names) {
+		return nil, usagef("batchq: %s: unexpected argument %q; usage: %s %s", cmd, args[len(names)], cmd, c.Command.ArgsUsage)
+	}
+	return args, nil
+}
+
+// setTrailingFlag applies one flag given after the arguments and returns the
+// arguments left.
+func setTrailingFlag(c *cli.Context, arg string, rest []string) ([]string, error) {
+	name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	if name == "help" || name == "h" {
+		cli.HelpPrinter(c.App.Writer, cli.CommandHelpTemplate, c.Command)
+		return nil, errHelpShown
+	}
+	var flag cli.Flag
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			if n == name {
+				flag = f
+			}
+		}
+	}
+	if flag == nil {
+		return nil, usagef("batchq: %s: flag provided but not defined: %s", c.Command.HelpName, arg)
+	}
+	if _, isBool := flag.(*cli.BoolFlag); isBool && !hasValue {
+		value, hasValue = "true", true
+	}
+	if !hasValue {
+		if len(rest) == 0 {
+			return nil, usagef("batchq: %s: flag needs an argument: %s", c.Command.HelpName, arg)
+		}
+		value, rest = rest[0], rest[1:]
+	}
+	if err := c.Set(flag.Names()[0], value); err != nil {
+		return nil, usagef("batchq: invalid value %q for flag %s: %v", value, arg, unwrapAll(err))
+	}
+	return rest, nil
+}
+
+func unwrapAll(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
+// parseJobID reads a job id argument.
+func parseJobID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usagef("batchq: job id %q: must be a positive integer", s)
+	}
+	return id, nil
+}
+
+// parseAgo reads a duration: Go syntax (90s, 36h) or whole days (30d).
+func parseAgo(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err == nil && n >= 0 && n <= 100*365 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errors.New("not a duration like 90m, 36h or 30d")
+	}
+	return d, nil
+}
+
+// parseWhen reads a point in time for flag: an RFC 3339 time, or a duration
+// before now (24h, 7d).
+func parseWhen(flag, s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := parseAgo(s)
+	if err != nil || d < 0 {
+		return time.Time{}, usagef("batchq: --%s %q: not an RFC 3339 time (2026-01-02T15:04:05Z) or a duration before now (24h, 7d)", flag, s)
+	}
+	return now.Add(-d), nil
+}
+
+// settingUsage turns a setting error caused by the command line into a
+// usage error that names the flag, or the argument for the name (what names
+// what it names: "queue name", "tenant name").
+func settingUsage(err error, what string) error {
+	var se *queue.SettingError
+	if !errors.As(err, &se) {
+		return err
+	}
+	if se.Field == "name" {
+		return usagef("batchq: %s: %s", what, se.Rule)
+	}
+	return usagef("batchq: --%s: %s", strings.ReplaceAll(se.Field, "_", "-"), se.Rule)
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// maxLineBytes bounds one line of an enqueue file: a payload at the client's
+// limit, escaped, and the fields around it.
+const maxLineBytes = 4*queue.DefaultMaxPayloadBytes + 64<<10
+
+// jobFlags describe one job; --file reads jobs instead.
+var jobFlags = []string{"queue", "tenant", "kind", "cost", "deadline", "ttl", "max-attempts", "payload", "unique-key"}
+
+func enqueueCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "enqueue",
+		Usage: "enqueue one job from flags, or many from a JSON Lines file",
+		Description: `One job: batchq enqueue --queue Q --tenant T --cost N [--kind K] [--deadline TIME | --ttl DURATION]
+   [--max-attempts N] [--payload JSON] [--unique-key KEY]
+
+Many jobs: batchq enqueue --file jobs.jsonl (or --file - for standard input), one JSON object
+per line with the fields queue, tenant, kind, cost, deadline (RFC 3339) or ttl (a Go duration),
+max_attempts, payload and unique_key; queue, tenant and cost are required. Lines are enqueued
+in batches of --batch-size, each in one transaction. Every line of a batch is parsed and
+checked before the batch is written; a bad line stops the command with its line number and
+why, and nothing of its batch (or after it) is written. Blank lines are skipped.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "queue", Usage: "the queue to enqueue into"},
+			&cli.StringFlag{Name: "tenant", Usage: "the tenant the job belongs to"},
+			&cli.StringFlag{Name: "kind", Usage: "what the job does, for handlers and reports (default \"default\")"},
+			&cli.Int64Flag{Name: "cost", Usage: "estimated cost in tokens, 1 or more"},
+			&cli.StringFlag{Name: "deadline", Usage: "when the job stops being worth running, RFC 3339 (default: now + --ttl, or the queue's default TTL)"},
+			&cli.DurationFlag{Name: "ttl", Usage: "the deadline as a duration from now, e.g. 90m (instead of --deadline)"},
+			&cli.IntFlag{Name: "max-attempts", Usage: "how often the job may run (default: the queue's setting)"},
+			&cli.StringFlag{Name: "payload", Usage: "the job's input, JSON (default {})"},
+			&cli.StringFlag{Name: "unique-key", Usage: "enqueue only if no unfinished job of the queue has this key"},
+			&cli.StringFlag{Name: "file", Usage: "read jobs from this JSON Lines file, - for standard input"},
+			&cli.IntFlag{Name: "batch-size", Usage: "jobs per transaction with --file", Value: 1000},
+			commandFormatFlag(),
+		},
+		Action: withQueueClient(enqueueAction),
+	}
+}
+
+func enqueueAction(c *cli.Context, client *queue.Client) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
+	if c.IsSet("file") {
+		for _, f := range jobFlags {
+			if c.IsSet(f) {
+				return usagef("batchq: enqueue: --%s describes one job; with --file each line does", f)
+			}
+		}
+		if n := c.Int("batch-size"); n < 1 || n > 100000 {
+			return usagef("batchq: --batch-size %d: must be in 1..100000", n)
+		}
+		return enqueueFile(c, client)
+	}
+	if c.IsSet("batch-size") {
+		return usagef("batchq: enqueue: --batch-size goes with --file")
+	}
+	return enqueueOne(c, client)
+}
+
+func enqueueOne(c *cli.Context, client *queue.Client) error {
+	for _, f := range []string{"queue", "tenant", "cost"} {
+		if !c.IsSet(f) {
+			return usagef("batchq: enqueue: --%s is required (or --file to read jobs)", f)
+		}
+	}
+	j := queue.NewJob{
+		Queue: c.String("queue"), Tenant: c.String("tenant"), Kind: c.String("kind"), Cost: c.Int64("cost"),
+		TTL: c.Duration("ttl"), MaxAttempts: c.Int("max-attempts"), UniqueKey: c.String("unique-key"),
+	}
+	if c.IsSet("ttl") && j.TTL <= 0 {
+		return usagef("batchq: --ttl %s: must be > 0", j.TTL)
+	}
+	if c.IsSet("deadline") {
+		t, err := time.Parse(time.RFC3339, c.String("deadline"))
+		if err != nil {
+			return usagef("batchq: --deadline %q: not an RFC 3339 time like 2026-01-02T15:04:05Z", c.String("deadline"))
+		}
+		j.Deadline = t
+	}
+	if c.IsSet("payload") {
+		p := c.String("payload")
+		if !json.Valid([]byte(p)) {
+			return usagef("batchq: --payload %s: not valid JSON", clip([]byte(p)))
+		}
+		j.Payload = json.RawMessage(p)
+	}
+	res, err := client.Enqueue(c.Context, j)
+	var inv *queue.InvalidJobError
+	if errors.As(err, &inv) {
+		return usagef("batchq: --%s: %s", strings.ReplaceAll(inv.Field, "_", "-"), inv.Rule)
+	}
+	if err != nil {
+		return err
+	}
+	d := newDataset("id", "duplicate")
+	d.add(res.ID, res.Duplicate)
+	sentence := fmt.Sprintf("enqueued job %d", res.ID)
+	if res.Duplicate {
+		sentence = fmt.Sprintf("job %d already holds unique key %q; nothing enqueued", res.ID, j.UniqueKey)
+	}
+	return writeResult(c, sentence, d)
+}
+
+// enqueueTally counts what an enqueue file did.
+type enqueueTally struct {
+	lines      int // lines read, blank ones included
+	enqueued   int
+	duplicates int
+}
+
+func enqueueFile(c *cli.Context, client *queue.Client) error {
+	name := c.String("file")
+	var r io.Reader = c.App.Reader
+	if r == nil {
+		r = os.Stdin
+	}
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("batchq: --file: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	tally, err := enqueueLines(c, client, r, c.Int("batch-size"))
+	d := newDataset("enqueued", "duplicates", "lines")
+	d.add(tally.enqueued, tally.duplicates, tally.lines)
+	sentence := fmt.Sprintf("enqueued %d jobs, %d duplicates, from %d lines", tally.enqueued, tally.duplicates, tally.lines)
+	if err != nil {
+		sentence = fmt.Sprintf("enqueued %d jobs, %d duplicates, before the error", tally.enqueued, tally.duplicates)
+	}
+	if werr := writeResult(c, sentence, d); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// enqueueLines reads job lines from r and enqueues them batch by batch. It
+// stops at the first line or batch that fails, with nothing of that batch
+// written, and returns what the batches before it did.
+func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize int) (enqueueTally, error) {
+	var tally enqueueTally
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+	var jobs []queue.NewJob
+	var lineNos []int
+	first := 1 // the first line of the batch being read
+	flush := func() error {
+		if len(jobs) == 0 {
+			return nil
+		}
+		res, err := client.EnqueueMany(c.Context, jobs)
+		if err != nil {
+			return batchError(err, jobs, lineNos, first)
+		}
+		for _, e := range res {
+			if e.Duplicate {
+				tally.duplicates++
+			} else {
+				tally.enqueued++
+			}
+		}
+		jobs, lineNos = jobs[:0], lineNos[:0]
+		first = tally.lines + 1
+		return nil
+	}
+	for sc.Scan() {
+		tally.lines++
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		j, err := parseJobLine(line)
+		if err != nil {
+			return tally, fmt.Errorf("batchq: line %d: %w; %s", tally.lines, err, notWritten(first))
+		}
+		jobs = append(jobs, j)
+		lineNos = append(lineNos, tally.lines)
+		if len(jobs) == batchSize {
+			if err := flush(); err != nil {
+				return tally, err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return tally, fmt.Errorf("batchq: line %d: longer than %d bytes; %s", tally.lines+1, maxLineBytes, notWritten(first))
+		}
+		return tally, fmt.Errorf("batchq: reading line %d: %w; %s", tally.lines+1, err, notWritten(first))
+	}
+	return tally, flush()
+}
+
+// batchError says which line of a batch the queue refused, and why.
+func batchError(err error, jobs []queue.NewJob, lineNos []int, first int) error {
+	var inv *queue.InvalidJobError
+	if errors.As(err, &inv) && inv.Index >= 1 && inv.Index <= len(lineNos) {
+		return fmt.Errorf("batchq: line %d: %s: %s; %s", lineNos[inv.Index-1], inv.Field, inv.Rule, notWritten(first))
+	}
+	if errors.Is(err, queue.ErrUnknownQueue) {
+		// The error names the queue; the first line that names it is the one
+		// to fix.
+		for i, j := range jobs {
+			if strings.Contains(err.Error(), fmt.Sprintf("%q", j.Queue)) {
+				return fmt.Errorf("batchq: line %d: unknown queue %q; %s", lineNos[i], j.Queue, notWritten(first))
+			}
+		}
+	}
+	last := lineNos[len(lineNos)-1]
+	return fmt.Errorf("batchq: lines %d-%d: %s; %s", first, last, strings.TrimPrefix(err.Error(), "batchq: "), notWritten(first))
+}
+
+func notWritten(first int) string {
+	if first == 1 {
+		return "nothing was enqueued"
+	}
+	return fmt.Sprintf("lines before %d were enqueued, nothing from line %d on", first, first)
+}

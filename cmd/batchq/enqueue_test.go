@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/pgtest"
+)
+
+// runCLIInput is runCLI with stdin.
+func runCLIInput(t testing.TB, databaseURL, stdin string, args ...string) cliResult {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	app := newApp(&out, &errOut)
+	app.Reader = strings.NewReader(stdin)
+	argv := append([]string{"batchq", "--database-url", databaseURL}, args...)
+	cliMu.Lock()
+	err := app.RunContext(context.Background(), argv)
+	cliMu.Unlock()
+	code := exitCode(err, &errOut)
+	return cliResult{stdout: out.String(), stderr: errOut.String(), code: code}
+}
+
+// cliDB is a migrated database for CLI tests, with a pool for checking what
+// the commands did.
+type cliDB struct {
+	url  string
+	pool *pgxpool.Pool
+}
+
+func newCLIDB(t *testing.T, queues ...string) *cliDB {
+	t.Helper()
+	url := pgtest.URL(t)
+	db := &cliDB{url: url, pool: pgtest.Connect(t, url)}
+	for _, q := range queues {
+		r := runCLI(t, url, "queues", "create", q)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	return db
+}
+
+func (db *cliDB) count(t testing.TB, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, db.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func (db *cliDB) exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	_, err := db.pool.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+func TestEnqueueOneJobFromFlags(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+
+	r := runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "acme", "--kind", "summarize", "--cost", "1200",
+		"--ttl", "2h", "--max-attempts", "3", "--payload", `{"doc": 42}`, "--unique-key", "doc-42")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "enqueued job 1\n", r.stdout)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'acme' AND kind = 'summarize'
+		AND cost = 1200 AND max_attempts = 3 AND payload = '{"doc": 42}' AND unique_key = 'doc-42'
+		AND deadline BETWEEN enqueued_at + interval '119 minutes' AND enqueued_at + interval '121 minutes'`))
+
+	r = runCLI(t, db.url, "--format", "json", "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5", "--unique-key", "doc-42")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"id": 1, "duplicate": true}`, r.stdout)
+
+	r = runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5", "--deadline", "2999-01-02T03:04:05Z", "--format", "csv")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "id,duplicate\n2,false\n", r.stdout)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE id = 2 AND deadline = '2999-01-02T03:04:05Z'`))
+}
+
+func TestEnqueueFlagErrors(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"missing cost", []string{"--queue", "imports", "--tenant", "a"}, 2, "--cost is required"},
+		{"cost zero", []string{"--queue", "imports", "--tenant", "a", "--cost", "0"}, 2, "--cost: must be in 1..1000000000000 (got 0)"},
+		{"cost not a number", []string{"--queue", "imports", "--tenant", "a", "--cost", "lots"}, 2, `"lots"`},
+		{"bad deadline", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--deadline", "tomorrow"}, 2, `--deadline "tomorrow": not an RFC 3339 time`},
+		{"deadline passed", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--deadline", "2001-01-01T00:00:00Z"}, 2, "--deadline: must be in the future"},
+		{"both", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--deadline", "2999-01-01T00:00:00Z", "--ttl", "1h"}, 2, "--deadline: give a deadline or a ttl, not both"},
+		{"bad payload", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--payload", "{nope"}, 2, "--payload {nope: not valid JSON"},
+		{"bad queue name", []string{"--queue", "no queue", "--tenant", "a", "--cost", "1"}, 2, `--queue: must name a queue`},
+		{"unknown queue", []string{"--queue", "nope", "--tenant", "a", "--cost", "1"}, 1, `unknown queue: "nope"`},
+		{"file and flags", []string{"--file", "x.jsonl", "--tenant", "a"}, 2, "--tenant describes one job; with --file each line does"},
+		{"batch size alone", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--batch-size", "5"}, 2, "--batch-size goes with --file"},
+		{"batch size zero", []string{"--file", "-", "--batch-size", "0"}, 2, "--batch-size 0: must be in 1..100000"},
+		{"missing file", []string{"--file", filepath.Join(t.TempDir(), "none.jsonl")}, 1, "--file: open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, db.url, append([]string{"enqueue"}, tc.args...)...)
+			require.Equal(t, tc.code, r.code, r.stderr)
+			require.Contains(t, r.stderr, tc.msg)
+			require.True(t, strings.HasPrefix(r.stderr, "batchq: "), r.stderr)
+			require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line")
+		})
+	}
+	require.Zero(t, db.count(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
+func TestEnqueueFileInBatches(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports", "nightly")
+	var lines []string
+	for i := range 7 {
+		lines = append(lines, fmt.Sprintf(`{"queue":"imports","tenant":"t%d","kind":"summarize","cost":%d,"ttl":"90m","max_attempts":2,"payload":{"doc":%d},"unique_key":"doc-%d"}`, i%2, 100+i, i, i))
+	}
+	lines = append(lines, "", `{"queue":"nightly","tenant":"t0","cost":5,"deadline":"2999-01-01T00:00:00Z","kind":null}`)
+	lines = append(lines, `{"queue":"imports","tenant":"t0","cost":1,"unique_key":"doc-3"}`) // a duplicate
+	path := filepath.Join(t.TempDir(), "jobs.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+
+	r := runCLI(t, db.url, "enqueue", "--file", path, "--batch-size", "3")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "enqueued 8 jobs, 1 duplicates, from 10 lines\n", r.stdout)
+	require.Equal(t, int64(7), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'imports' AND kind = 'summarize' AND max_attempts = 2`))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'nightly' AND kind = 'default' AND deadline = '2999-01-01'`))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE payload = '{"doc": 6}' AND cost = 106`))
+
+	// The same lines again from standard input: every keyed line is a duplicate.
+	r = runCLIInput(t, db.url, strings.Join(lines, "\n"), "--format", "json", "enqueue", "--file", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"enqueued": 1, "duplicates": 8, "lines": 10}`, r.stdout)
+}
+
+func TestEnqueueFileBadLineWritesNothingOfItsBatch(t *testing.T) {
+	t.Parallel()
+	good := func(i int) string { return fmt.Sprintf(`{"queue":"imports","tenant":"t","cost":%d}`, i+1) }
+	for _, tc := range []struct {
+		name     string
+		bad      string
+		badLine  int // 1-based, in a file of 6 lines with batches of 2
+		msg      string
+		enqueued int64
+	}{
+		{"unknown field", `{"queue":"imports","tenant":"t","cost":1,"colour":"red"}`, 4, `line 4: unknown field "colour"`, 2},
+		{"fractional cost", `{"queue":"imports","tenant":"t","cost":1.5}`, 3, "line 3: cost: must be an integer (got 1.5)", 2},
+		{"huge cost", `{"queue":"imports","tenant":"t","cost":9223372036854775808}`, 6, "line 6: cost: 9223372036854775808 is out of range for a 64-bit integer", 4},
+		{"not JSON", `{"queue":`, 1, "line 1: queue: not JSON: unexpected end of line", 0},
+		{"cost out of range", `{"queue":"imports","tenant":"t","cost":0}`, 4, "line 4: cost: must be in 1..1000000000000 (got 0)", 2},
+		{"empty tenant", `{"queue":"imports","tenant":"","cost":1}`, 5, "line 5: tenant: must not be empty", 4},
+		{"unknown queue", `{"queue":"nope","tenant":"t","cost":1}`, 2, `line 2: unknown queue "nope"`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := newCLIDB(t, "imports")
+			lines := make([]string, 6)
+			for i := range lines {
+				lines[i] = good(i)
+			}
+			lines[tc.badLine-1] = tc.bad
+			r := runCLIInput(t, db.url, strings.Join(lines, "\n")+"\n", "enqueue", "--file", "-", "--batch-size", "2")
+			require.Equal(t, 1, r.code, r.stderr)
+			require.Contains(t, r.stderr, tc.msg)
+			require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+			batchStart := (tc.badLine-1)/2*2 + 1
+			if batchStart == 1 {
+				require.Contains(t, r.stderr, "nothing was enqueued")
+			} else {
+				require.Contains(t, r.stderr, fmt.Sprintf("lines before %d were enqueued, nothing from line %d on", batchStart, batchStart))
+			}
+			require.Contains(t, r.stdout, fmt.Sprintf("enqueued %d jobs", tc.enqueued))
+			// The batches before the bad one, and nothing else.
+			require.Equal(t, tc.enqueued, db.count(t, `SELECT count(*) FROM batchq.jobs`))
+			require.Equal(t, tc.enqueued*(tc.enqueued+1)/2, db.count(t, `SELECT coalesce(sum(cost), 0) FROM batchq.jobs`))
+		})
+	}
+}
+
+func TestEnqueueFileQueueFullNamesTheBatch(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	r := runCLI(t, db.url, "queues", "create", "imports", "--max-per-tenant", "3")
+	require.Equal(t, 0, r.code, r.stderr)
+	in := strings.Repeat(`{"queue":"imports","tenant":"t","cost":1}`+"\n", 5)
+	r = runCLIInput(t, db.url, in, "enqueue", "--file", "-", "--batch-size", "2")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `lines 3-4: queue_full: tenant "t" has 2 queued jobs in queue "imports" (bound 3)`)
+	require.Contains(t, r.stderr, "lines before 3 were enqueued")
+	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.jobs`))
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// A job line is one JSON object per line of an enqueue file:
+//
+//	{"queue":"imports","tenant":"acme","kind":"summarize","cost":1200,
+//	 "ttl":"2h","max_attempts":3,"payload":{"doc":42},"unique_key":"doc-42"}
+//
+// queue, tenant and cost are required by the queue; deadline (RFC 3339) or
+// ttl (a Go duration) gives the deadline, one or neither; the rest are
+// optional. A null value is the same as leaving the field out. Field names
+// are exact and each may appear once; anything else is an error that names
+// the field.
+
+// jobLineFields are the fields a job line may have.
+var jobLineFields = map[string]bool{
+	"queue": true, "tenant": true, "kind": true, "cost": true, "deadline": true, "ttl": true,
+	"max_attempts": true, "payload": true, "unique_key": true,
+}
+
+// jsonInteger is the JSON number syntax without a fraction or exponent.
+var jsonInteger = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// parseJobLine reads one job line. Errors start with the field they are
+// about. It checks syntax and types; the queue client checks the values
+// (costs in range, a deadline in the future, ...) before writing anything.
+func parseJobLine(line []byte) (queue.NewJob, error) {
+	fields, err := jobLineObject(line)
+	if err != nil {
+		return queue.NewJob{}, err
+	}
+	var j queue.NewJob
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{
+		{"queue", &j.Queue}, {"tenant", &j.Tenant}, {"kind", &j.Kind}, {"unique_key", &j.UniqueKey},
+	} {
+		if raw, ok := fields[f.name]; ok {
+			if err := json.Unmarshal(raw, f.dst); err != nil {
+				return queue.NewJob{}, fmt.Errorf("%s: must be a string (got %s)", f.name, clip(raw))
+			}
+		}
+	}
+	if raw, ok := fields["cost"]; ok {
+		if j.Cost, err = jsonInt(raw, 64); err != nil {
+			return queue.NewJob{}, fmt.Errorf("cost: %w", err)
+		}
+	}
+	if raw, ok := fields["max_attempts"]; ok {
+		n, err := jsonInt(raw, 32)
+		if err != nil {
+			return queue.NewJob{}, fmt.Errorf("max_attempts: %w", err)
+		}
+		j.MaxAttempts = int(n)
+	}
+	if raw, ok := fields["deadline"]; ok {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return queue.NewJob{}, fmt.Errorf("deadline: must be an RFC 3339 time in a string (got %s)", clip(raw))
+		}
+		if j.Deadline, err = time.Parse(time.RFC3339, s); err != nil {
+			return queue.NewJob{}, fmt.Errorf("deadline: %q is not an RFC 3339 time like 2026-01-02T15:04:05Z", s)
+		}
+	}
+	if raw, ok := fields["ttl"]; ok {
+		if _, both := fields["deadline"]; both {
+			return queue.NewJob{}, errors.New("ttl: give a deadline or a ttl, not both")
+		}
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return queue.NewJob{}, fmt.Errorf("ttl: must be a duration in a string, like \"90m\" (got %s)", clip(raw))
+		}
+		if j.TTL, err = time.ParseDuration(s); err != nil {
+			return queue.NewJob{}, fmt.Errorf("ttl: %q is not a duration like 90s or 2h", s)
+		}
+		if j.TTL <= 0 {
+			return queue.NewJob{}, fmt.Errorf("ttl: must be > 0 (got %s)", s)
+		}
+	}
+	if raw, ok := fields["payload"]; ok {
+		j.Payload = raw
+	}
+	return j, nil
+}
+
+// jobLineObject splits a line into its fields, rejecting what is not one
+// JSON object, unknown and repeated fields. Null fields are left out.
+func jobLineObject(line []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("not JSON: %v", jsonErr(err))
+	}
+	if tok != json.Delim('{') {
+		return nil, errors.New("must be a JSON object, {\"queue\": ..., \"tenant\": ..., \"cost\": ...}")
+	}
+	fields := map[string]json.RawMessage{}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("not JSON: %v", jsonErr(err))
+		}
+		name, _ := tok.(string)
+		if !jobLineFields[name] {
+			return nil, fmt.Errorf("unknown field %q (fields: queue, tenant, kind, cost, deadline, ttl, max_attempts, payload, unique_key)", name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%s: given twice", name)
+		}
+		seen[name] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("%s: not JSON: %v", name, jsonErr(err))
+		}
+		if !bytes.Equal(raw, []byte("null")) {
+			fields[name] = raw
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("not JSON: %v", jsonErr(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON object")
+	}
+	return fields, nil
+}
+
+// jsonInt reads a JSON integer that fits in bits.
+func jsonInt(raw json.RawMessage, bits int) (int64, error) {
+	s := string(raw)
+	if !jsonInteger.MatchString(s) {
+		return 0, fmt.Errorf("must be an integer (got %s)", clip(raw))
+	}
+	n, err := strconv.ParseInt(s, 10, bits)
+	if err != nil {
+		return 0, fmt.Errorf("%s is out of range for a %d-bit integer", clip(raw), bits)
+	}
+	return n, nil
+}
+
+func jsonErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("unexpected end of line")
+	}
+	return err
+}
+
+// clip keeps an echoed value short enough for a one-line error.
+func clip(raw []byte) string {
+	const max = 40
+	s := strings.ToValidUTF8(string(raw), "\uFFFD")
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	return string([]rune(s)[:max]) + "..."
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+var jobLineCases = []struct {
+	name string
+	line string
+	want queue.NewJob
+	err  string // a prefix of the error; "" for none
+}{
+	{name: "minimal", line: `{"queue":"q","tenant":"t","cost":1}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1}},
+	{name: "every field",
+		line: `{"queue":"q","tenant":"acme","kind":"summarize","cost":1200,"ttl":"90m","max_attempts":3,"payload":{"doc":[1,2]},"unique_key":"doc-1"}`,
+		want: queue.NewJob{Queue: "q", Tenant: "acme", Kind: "summarize", Cost: 1200, TTL: 90 * time.Minute, MaxAttempts: 3,
+			Payload: json.RawMessage(`{"doc":[1,2]}`), UniqueKey: "doc-1"}},
+	{name: "deadline", line: ` {"cost": 7, "deadline": "2030-01-02T03:04:05.5+01:00", "queue": "q", "tenant": "t"} `,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 7, Deadline: time.Date(2030, 1, 2, 2, 4, 5, 5e8, time.UTC)}},
+	{name: "nulls are absent", line: `{"queue":"q","tenant":"t","cost":1,"kind":null,"ttl":null,"payload":null,"deadline":null}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1}},
+	{name: "largest cost", line: `{"cost":9223372036854775807}`, want: queue.NewJob{Cost: 1<<63 - 1}},
+	{name: "negative cost is for the queue to refuse", line: `{"cost":-3}`, want: queue.NewJob{Cost: -3}},
+	{name: "payload kept as written", line: `{"payload": "text"}`, want: queue.NewJob{Payload: json.RawMessage(`"text"`)}},
+	{name: "empty object", line: `{}`, want: queue.NewJob{}},
+
+	{name: "unknown field", line: `{"queue":"q","colour":"red"}`, err: `unknown field "colour"`},
+	{name: "field names are exact", line: `{"Queue":"q"}`, err: `unknown field "Queue"`},
+	{name: "repeated field", line: `{"cost":1,"cost":2}`, err: "cost: given twice"},
+	{name: "cost too large", line: `{"cost":9223372036854775808}`, err: "cost: 9223372036854775808 is out of range for a 64-bit integer"},
+	{name: "cost fraction", line: `{"cost":1.5}`, err: "cost: must be an integer (got 1.5)"},
+	{name: "cost exponent", line: `{"cost":1e3}`, err: "cost: must be an integer (got 1e3)"},
+	{name: "cost string", line: `{"cost":"12"}`, err: `cost: must be an integer (got "12")`},
+	{name: "max attempts too large", line: `{"max_attempts":4294967296}`, err: "max_attempts: 4294967296 is out of range for a 32-bit integer"},
+	{name: "tenant not a string", line: `{"tenant":5}`, err: "tenant: must be a string (got 5)"},
+	{name: "bad deadline", line: `{"deadline":"tomorrow"}`, err: `deadline: "tomorrow" is not an RFC 3339 time`},
+	{name: "deadline not a string", line: `{"deadline":1700000000}`, err: "deadline: must be an RFC 3339 time in a string"},
+	{name: "bad ttl", line: `{"ttl":"ten minutes"}`, err: `ttl: "ten minutes" is not a duration`},
+	{name: "ttl zero", line: `{"ttl":"0s"}`, err: "ttl: must be > 0 (got 0s)"},
+	{name: "deadline and ttl", line: `{"deadline":"2030-01-01T00:00:00Z","ttl":"1h"}`, err: "ttl: give a deadline or a ttl, not both"},
+	{name: "array", line: `[{"cost":1}]`, err: "must be a JSON object"},
+	{name: "truncated", line: `{"cost":1`, err: "not JSON: unexpected end of line"},
+	{name: "trailing data", line: `{"cost":1} {"cost":2}`, err: "unexpected data after the JSON object"},
+	{name: "garbage", line: `cost=1`, err: "not JSON: invalid character"},
+	{name: "long value clipped", line: `{"tenant":[` + strings.Repeat("1,", 100) + `1]}`, err: "tenant: must be a string (got [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1...)"},
+}
+
+func TestParseJobLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range jobLineCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseJobLine([]byte(tc.line))
+			if tc.err != "" {
+				require.Error(t, err)
+				require.True(t, strings.HasPrefix(err.Error(), tc.err), "error %q, want prefix %q", err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, tc.want.Deadline.Equal(got.Deadline), "deadline %s, want %s", got.Deadline, tc.want.Deadline)
+			got.Deadline, tc.want.Deadline = time.Time{}, time.Time{}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// FuzzParseJobLine checks that any line either parses to a job that reads
+// back the same when written out again, or fails with a one-line error that
+// names a field or what is wrong with the line.
+func FuzzParseJobLine(f *testing.F) {
+	for _, tc := range jobLineCases {
+		f.Add(tc.line)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		j, err := parseJobLine([]byte(line))
+		if err != nil {
+			msg := err.Error()
+			require.NotContains(t, msg, "\n", "one line")
+			require.True(t, jobLineErrorStart(msg), "error %q starts with a field or a known fault", msg)
+			return
+		}
+		again, err := parseJobLine(jobLineOf(t, j))
+		require.NoError(t, err)
+		require.True(t, j.Deadline.Equal(again.Deadline))
+		j.Deadline, again.Deadline = time.Time{}, time.Time{}
+		if j.Payload != nil {
+			require.JSONEq(t, string(j.Payload), string(again.Payload))
+			j.Payload, again.Payload = nil, nil
+		}
+		require.Equal(t, j, again)
+	})
+}
+
+func jobLineErrorStart(msg string) bool {
+	for _, p := range []string{"not JSON", "must be a JSON object", "unknown field", "unexpected data"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	field, _, ok := strings.Cut(msg, ": ")
+	return ok && jobLineFields[field]
+}
+
+// jobLineOf writes a job as a job line.
+func jobLineOf(t *testing.T, j queue.NewJob) []byte {
+	m := map[string]any{"queue": j.Queue, "tenant": j.Tenant, "kind": j.Kind, "cost": j.Cost,
+		"max_attempts": j.MaxAttempts, "unique_key": j.UniqueKey}
+	if !j.Deadline.IsZero() {
+		m["deadline"] = j.Deadline.Format(time.RFC3339Nano)
+	}
+	if j.TTL != 0 {
+		m["ttl"] = j.TTL.String()
+	}
+	if j.Payload != nil {
+		m["payload"] = j.Payload
+	}
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return b
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestQueuesCreateSetList(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+
+	r := runCLI(t, db.url, "queues", "create", "imports", "--quantum", "2000", "--max-per-tenant", "50",
+		"--default-ttl", "2h", "--lease", "30s", "--max-attempts", "3", "--unique-for", "1h")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "created queue imports: quantum 2000, max-per-tenant 50, default-ttl 2h0m0s, lease 30s, max-attempts 3, unique-for 1h0m0s\n", r.stdout)
+
+	// Flags before the name work as well as after it; unset settings default.
+	r = runCLI(t, db.url, "queues", "create", "--lease", "1m", "nightly")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "queue nightly: quantum 1000, max-per-tenant 10000, default-ttl 24h0m0s, lease 1m0s,")
+
+	r = runCLI(t, db.url, "queues", "set", "nightly", "--quantum", "500", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"name":"nightly","quantum":500,"max_per_tenant":10000,"default_ttl":86400,"lease":60,"max_attempts":5,"unique_for":0}`, r.stdout)
+
+	r = runCLI(t, db.url, "queues", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, strings.Join([]string{
+		"NAME     QUANTUM  MAX PER TENANT  DEFAULT TTL  LEASE  MAX ATTEMPTS  UNIQUE FOR",
+		"imports  2000     50              2h0m0s       30s    3             1h0m0s",
+		"nightly  500      10000           24h0m0s      1m0s   5             0s",
+		"",
+	}, "\n"), r.stdout)
+
+	r = runCLI(t, db.url, "--format", "csv", "queues", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "name,quantum,max_per_tenant,default_ttl,lease,max_attempts,unique_for\n"+
+		"imports,2000,50,7200,30,3,3600\nnightly,500,10000,86400,60,5,0\n", r.stdout)
+}
+
+func TestQueuesErrors(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"exists", []string{"create", "imports"}, 1, `batchq: queue already exists: "imports"`},
+		{"bad name", []string{"create", "no/slash"}, 2, `batchq: queue name: must be 1-128 characters`},
+		{"no name", []string{"create"}, 2, "batchq: batchq queues create: missing NAME"},
+		{"two names", []string{"create", "a", "b"}, 2, `unexpected argument "b"`},
+		{"zero quantum", []string{"create", "x", "--quantum", "0"}, 2, "batchq: --quantum: must be > 0 (got 0)"},
+		{"negative bound", []string{"create", "x", "--max-per-tenant", "-1"}, 2, "batchq: --max-per-tenant: must be > 0 (got -1)"},
+		{"short lease", []string{"set", "imports", "--lease", "10ms"}, 2, "batchq: --lease: must be at least 1s (got 10ms)"},
+		{"bad duration", []string{"set", "imports", "--default-ttl", "a day"}, 2, `"a day"`},
+		{"trailing bad duration", []string{"set", "imports", "--unique-for", "soon"}, 2, `invalid value "soon" for flag --unique-for`},
+		{"unknown flag", []string{"set", "imports", "--colour", "red"}, 2, "flag provided but not defined: --colour"},
+		{"nothing to set", []string{"set", "imports"}, 2, "give at least one setting to change"},
+		{"unknown queue", []string{"set", "nope", "--quantum", "5"}, 1, `batchq: unknown queue: "nope"`},
+		{"bad format", []string{"list", "--format", "yaml"}, 2, `batchq: --format "yaml": must be table, json or csv`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, db.url, append([]string{"queues"}, tc.args...)...)
+			require.Equal(t, tc.code, r.code, r.stderr)
+			require.Contains(t, r.stderr, tc.msg)
+			require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		})
+	}
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.queues`))
+	require.Equal(t, int64(1000), db.count(t, `SELECT quantum FROM batchq.queues`))
+}
+
+func TestHelpAfterArguments(t *testing.T) {
+	t.Parallel()
+	// A server that is not there: help must not need one.
+	r := runCLI(t, "postgres://nobody@127.0.0.1:1/none", "queues", "create", "imports", "--help")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "--max-per-tenant")
+	require.Contains(t, r.stdout, "queued jobs a tenant may hold")
+}

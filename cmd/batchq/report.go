@@ -1,0 +1,174 @@
+package main
+
+import (
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// The reports read the views and the function that analysts query in SQL
+// (migrations/00004_reports.sql; README.md, "Reports in SQL").
+
+func reportCommand() *cli.Command {
+	queueFlag := &cli.StringFlag{Name: "queue", Usage: "only this queue (default: all)"}
+	since := &cli.StringFlag{Name: "since", Usage: "start of the window: RFC 3339, or a duration before now like 24h or 7d", Value: "24h"}
+	until := &cli.StringFlag{Name: "until", Usage: "end of the window, excluded: RFC 3339, or a duration before now (default: now)"}
+	return &cli.Command{
+		Name:  "report",
+		Usage: "backlog, per-tenant usage, outcomes and quota reports",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "backlog",
+				Usage: "what each tenant has queued, running and retrying, per queue, now",
+				Description: `Reads the view batchq.backlog. oldest_queued_at is the enqueue time of the tenant's oldest queued job;
+nearest_deadline is the earliest deadline of its queued and retrying jobs; oldest_queued_age is how
+long the oldest queued job has waited.`,
+				Flags:  []cli.Flag{queueFlag, commandFormatFlag()},
+				Action: withQueueClient(reportBacklog),
+			},
+			{
+				Name:  "tenants",
+				Usage: "per queue and tenant: jobs and tokens by outcome, waits, token share against weight share",
+				Description: `Reads batchq.tenant_usage(since, until): the jobs that finished in the window. Tokens by outcome are
+actual costs for succeeded jobs (estimates where none was reported) and estimates for the others;
+served_tokens are succeeded plus failed tokens, and token_share is the tenant's part of its queue's
+served tokens, to compare with weight_share, its weight's part among the tenants active in the queue
+in the window. wait_p50 and wait_p95 are from enqueue to first claim.`,
+				Flags:  []cli.Flag{queueFlag, since, until, commandFormatFlag()},
+				Action: withQueueClient(reportTenants),
+			},
+			{
+				Name:  "outcomes",
+				Usage: "the audit trail: finished jobs, newest first, with wait and run durations",
+				Description: `Reads the view batchq.audit. wait is from enqueue to first claim, run from first claim to finish
+(every attempt and the backoffs between them), total from enqueue to finish.`,
+				Flags: []cli.Flag{
+					queueFlag,
+					&cli.StringFlag{Name: "tenant", Usage: "only this tenant (default: all)"},
+					&cli.StringFlag{Name: "outcome", Usage: "only this outcome: succeeded, failed, expired, cancelled or discarded"},
+					since, until,
+					&cli.IntFlag{Name: "limit", Usage: "at most this many rows", Value: 100},
+					commandFormatFlag(),
+				},
+				Action: withQueueClient(reportOutcomes),
+			},
+			{
+				Name:   "quota",
+				Usage:  "the fleet's shared quota state per quota key: limits, what is left, resets, pauses",
+				Flags:  []cli.Flag{commandFormatFlag()},
+				Action: withQueueClient(reportQuota),
+			},
+		},
+	}
+}
+
+func reportBacklog(c *cli.Context, client *queue.Client) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
+	rows, err := client.Backlog(c.Context, c.String("queue"))
+	if err != nil {
+		return err
+	}
+	// The age is last: it alone changes from one run to the next.
+	d := newDataset("queue", "tenant", "queued", "queued_tokens", "running", "retrying",
+		"oldest_queued_at", "nearest_deadline", "oldest_queued_age")
+	for _, r := range rows {
+		d.add(r.Queue, r.Tenant, r.QueuedJobs, r.QueuedTokens, r.RunningJobs, r.RetryingJobs,
+			r.OldestQueuedAt, r.NearestDeadline, r.OldestQueuedAge)
+	}
+	return writeList(c, d)
+}
+
+// window reads --since and --until.
+func window(c *cli.Context) (since, until time.Time, err error) {
+	now := time.Now()
+	if since, err = parseWhen("since", c.String("since"), now); err != nil {
+		return since, until, err
+	}
+	until = now
+	if c.IsSet("until") {
+		if until, err = parseWhen("until", c.String("until"), now); err != nil {
+			return since, until, err
+		}
+	}
+	if !since.Before(until) {
+		return since, until, usagef("batchq: --since %s is not before --until %s",
+			since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+	}
+	return since, until, nil
+}
+
+func reportTenants(c *cli.Context, client *queue.Client) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
+	since, until, err := window(c)
+	if err != nil {
+		return err
+	}
+	rows, err := client.TenantUsage(c.Context, since, until, c.String("queue"))
+	if err != nil {
+		return err
+	}
+	d := newDataset("queue", "tenant", "jobs", "succeeded", "failed", "expired", "cancelled",
+		"succeeded_tokens", "failed_tokens", "expired_tokens", "cancelled_tokens", "actual_tokens", "served_tokens",
+		"token_share", "weight", "weight_share", "wait_p50", "wait_p95")
+	for _, r := range rows {
+		d.add(r.Queue, r.Tenant, r.Jobs, r.Succeeded, r.Failed, r.Expired, r.Cancelled,
+			r.SucceededTokens, r.FailedTokens, r.ExpiredTokens, r.CancelledTokens, r.ActualTokens, r.ServedTokens,
+			r.TokenShare, r.Weight, r.WeightShare, r.WaitP50, r.WaitP95)
+	}
+	return writeList(c, d)
+}
+
+var outcomeNames = map[string]bool{"succeeded": true, "failed": true, "expired": true, "cancelled": true, "discarded": true}
+
+func reportOutcomes(c *cli.Context, client *queue.Client) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
+	since, until, err := window(c)
+	if err != nil {
+		return err
+	}
+	if o := c.String("outcome"); o != "" && !outcomeNames[o] {
+		return usagef("batchq: --outcome %q: must be succeeded, failed, expired, cancelled or discarded", o)
+	}
+	if n := c.Int("limit"); n < 1 {
+		return usagef("batchq: --limit %d: must be 1 or more", n)
+	}
+	rows, err := client.Outcomes(c.Context, &queue.OutcomesOpts{
+		Queue: c.String("queue"), Tenant: c.String("tenant"), Outcome: c.String("outcome"),
+		Since: since, Until: until, Limit: c.Int("limit"),
+	})
+	if err != nil {
+		return err
+	}
+	d := newDataset("job_id", "queue", "tenant", "kind", "outcome", "attempts", "estimated_cost", "actual_cost",
+		"enqueued_at", "finished_at", "wait", "run", "total", "worker", "error")
+	for _, r := range rows {
+		d.add(r.JobID, r.Queue, r.Tenant, r.Kind, r.Outcome, r.Attempts, r.EstimatedCost, r.ActualCost,
+			r.EnqueuedAt, r.FinishedAt, r.Wait, r.Run, r.Total, r.Worker, r.Error)
+	}
+	return writeList(c, d)
+}
+
+func reportQuota(c *cli.Context, client *queue.Client) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
+	rows, err := client.Quota(c.Context)
+	if err != nil {
+		return err
+	}
+	d := newDataset("key", "requests_remaining", "requests_limit", "requests_reset_at",
+		"tokens_remaining", "tokens_limit", "tokens_reset_at", "paused_until", "observed_at", "updated_at")
+	for _, r := range rows {
+		d.add(r.Key, r.RequestsRemaining, r.RequestsLimit, r.RequestsResetAt,
+			r.TokensRemaining, r.TokensLimit, r.TokensResetAt, r.PausedUntil, r.ObservedAt, r.UpdatedAt)
+	}
+	return writeList(c, d)
+}

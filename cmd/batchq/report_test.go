@@ -1,0 +1,208 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/ with what the commands print")
+
+// golden compares got with testdata/name, or rewrites that file with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./cmd/batchq -run %s -update to create it", t.Name())
+	require.Equal(t, string(want), got)
+}
+
+// reportFixture is a database with fixed queues, tenants, jobs, outcomes and
+// quota rows, every time in it fixed, for the reports' golden files.
+func reportFixture(t *testing.T) *cliDB {
+	t.Helper()
+	db := newCLIDB(t, "imports", "nightly")
+	for _, args := range [][]string{
+		{"tenants", "set", "big", "--weight", "3"},
+		{"tenants", "set", "small", "--max-queued", "50"},
+	} {
+		r := runCLI(t, db.url, args...)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	jobs := strings.Join([]string{
+		`{"queue":"imports","tenant":"big","cost":100}`,
+		`{"queue":"imports","tenant":"big","cost":200}`,
+		`{"queue":"imports","tenant":"big","cost":300}`,
+		`{"queue":"imports","tenant":"big","cost":400}`,
+		`{"queue":"imports","tenant":"small","cost":50}`,
+		`{"queue":"nightly","tenant":"small","cost":10}`,
+	}, "\n")
+	r := runCLIInput(t, db.url, jobs, "enqueue", "--file", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	// Job 1 runs, job 2 waits to retry; every time is fixed.
+	db.exec(t, `UPDATE batchq.jobs SET state = 'running', attempt = 1, lease_token = gen_random_uuid(),
+		lease_expires_at = '2025-03-01T12:10:00Z' WHERE id = 1`)
+	db.exec(t, `UPDATE batchq.jobs SET state = 'retrying', attempt = 1, run_after = '2025-03-01T12:20:00Z' WHERE id = 2`)
+	db.exec(t, `UPDATE batchq.jobs SET enqueued_at = '2025-03-01T12:00:00Z'::timestamptz + id * interval '1 minute',
+		deadline = '2025-03-02T12:00:00Z'::timestamptz - id * interval '1 hour'`)
+
+	db.exec(t, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost,
+			attempts, max_attempts, deadline, enqueued_at, first_claimed_at, finished_at, worker, error)
+		SELECT o.id, o.queue, o.tenant, 'summarize', o.outcome::batchq.job_outcome, o.est, o.actual, o.attempts, 5,
+		       '2025-03-02T00:00:00Z', '2025-03-01T12:00:00Z',
+		       '2025-03-01T12:00:00Z'::timestamptz + o.wait, '2025-03-01T12:00:00Z'::timestamptz + o.took, o.worker, o.error
+		FROM (VALUES
+			(101, 'imports', 'big',   'succeeded', 1000, 1100, 1, interval '2 seconds',  interval '30 seconds', 'w1', NULL),
+			(102, 'imports', 'big',   'succeeded', 1000, NULL, 1, interval '4 seconds',  interval '40 seconds', 'w2', NULL),
+			(103, 'imports', 'big',   'failed',     500, NULL, 5, interval '6 seconds',  interval '50 seconds', 'w1', 'provider said 503'),
+			(104, 'imports', 'small', 'succeeded',  800,  700, 1, interval '1 second',   interval '20 seconds', 'w2', NULL),
+			(105, 'imports', 'small', 'expired',    300, NULL, 0, NULL,                  interval '60 seconds', NULL, 'deadline passed while waiting'),
+			(106, 'nightly', 'small', 'cancelled',   20, NULL, 0, NULL,                  interval '70 seconds', NULL, 'cancelled by operator'),
+			(107, 'imports', 'big',   'succeeded', 9999, NULL, 1, interval '1 second',   interval '2 hours',    'w1', NULL)
+		) AS o (id, queue, tenant, outcome, est, actual, attempts, wait, took, worker, error)`)
+
+	db.exec(t, `INSERT INTO batchq.quota (key, requests_limit, requests_remaining, requests_reset_at, tokens_limit,
+			tokens_remaining, tokens_reset_at, paused_until, observed_at, updated_at)
+		VALUES ('openai/gpt-4o', 500, 480, '2025-03-01T12:01:00Z', 90000, 1200, '2025-03-01T12:00:30Z',
+		        NULL, '2025-03-01T12:00:00Z', '2025-03-01T12:00:00Z'),
+		       ('anthropic/claude', NULL, NULL, NULL, 40000, 0, '2025-03-01T12:01:00Z',
+		        '2025-03-01T12:00:45Z', '2025-03-01T12:00:15Z', '2025-03-01T12:00:15Z')`)
+	return db
+}
+
+// The window the fixture's outcomes fall in, but for job 107.
+var reportWindow = []string{"--since", "2025-03-01T12:00:00Z", "--until", "2025-03-01T13:00:00Z"}
+
+// normaliseAge replaces the oldest_queued_age column, which grows with the
+// wall clock, with <age>. It is the last column, so the table's alignment
+// does not depend on it.
+func normaliseAge(format, out string) string {
+	switch format {
+	case "json":
+		return regexp.MustCompile(`("oldest_queued_age": )[-0-9.e+]+`).ReplaceAllString(out, `$1"<age>"`)
+	case "csv":
+		return regexp.MustCompile(`(?m)^(.*,)[-0-9.e+]+$`).ReplaceAllString(out, `$1<age>`)
+	}
+	lines := strings.Split(out, "\n")
+	for i := 1; i < len(lines); i++ {
+		lines[i] = regexp.MustCompile(`\S+$`).ReplaceAllString(lines[i], "<age>")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestReportGolden(t *testing.T) {
+	t.Parallel()
+	db := reportFixture(t)
+	for _, report := range []struct {
+		name string
+		args []string
+	}{
+		{"backlog", nil},
+		{"tenants", reportWindow},
+		{"outcomes", reportWindow},
+		{"quota", nil},
+	} {
+		for _, format := range []string{"table", "json", "csv"} {
+			t.Run(report.name+"/"+format, func(t *testing.T) {
+				args := append([]string{"--format", format, "report", report.name}, report.args...)
+				r := runCLI(t, db.url, args...)
+				require.Equal(t, 0, r.code, r.stderr)
+				out := r.stdout
+				if report.name == "backlog" {
+					out = normaliseAge(format, out)
+				}
+				golden(t, "report_"+report.name+"."+format, out)
+
+				// --format after the command says the same.
+				args = append([]string{"report", report.name, "--format", format}, report.args...)
+				again := runCLI(t, db.url, args...)
+				require.Equal(t, 0, again.code, again.stderr)
+				if report.name != "backlog" {
+					require.Equal(t, r.stdout, again.stdout)
+				}
+			})
+		}
+	}
+}
+
+func TestReportFilters(t *testing.T) {
+	t.Parallel()
+	db := reportFixture(t)
+
+	r := runCLI(t, db.url, "--format", "csv", "report", "backlog", "--queue", "nightly")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `^queue,tenant,.*\nnightly,small,1,10,0,0,2025-03-01T12:06:00Z,2025-03-02T06:00:00Z,[0-9.]+\n$`, r.stdout)
+
+	r = runCLI(t, db.url, append([]string{"--format", "csv", "report", "tenants", "--queue", "nightly"}, reportWindow...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 2, strings.Count(r.stdout, "\n"), r.stdout)
+	require.Contains(t, r.stdout, "\nnightly,small,1,0,0,0,1,")
+
+	r = runCLI(t, db.url, append([]string{"--format", "csv", "report", "outcomes", "--tenant", "big", "--outcome", "succeeded"}, reportWindow...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `^job_id,.*\n102,.*\n101,.*\n$`, r.stdout, "newest first, 107 outside the window")
+
+	// Without --until the window runs to now: 107 is in it.
+	r = runCLI(t, db.url, "--format", "csv", "report", "outcomes", "--since", "2025-03-01T12:00:00Z", "--limit", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `^job_id,.*\n107,imports,big,`, r.stdout)
+
+	// The default window is the last 24 hours: the fixture is older.
+	r = runCLI(t, db.url, "--format", "csv", "report", "outcomes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "job_id,queue,tenant,kind,outcome,attempts,estimated_cost,actual_cost,enqueued_at,finished_at,wait,run,total,worker,error\n", r.stdout)
+}
+
+func TestReportErrors(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"tenants", "--since", "last week"}, `batchq: --since "last week": not an RFC 3339 time`},
+		{[]string{"outcomes", "--until", "soon"}, `batchq: --until "soon": not an RFC 3339 time`},
+		{[]string{"tenants", "--since", "1h", "--until", "2h"}, "is not before --until"},
+		{[]string{"outcomes", "--outcome", "lost"}, `batchq: --outcome "lost": must be succeeded, failed, expired, cancelled or discarded`},
+		{[]string{"outcomes", "--limit", "0"}, "batchq: --limit 0: must be 1 or more"},
+		{[]string{"backlog", "extra"}, `unexpected argument "extra"`},
+		{[]string{"quota", "--format", "xml"}, `batchq: --format "xml": must be table, json or csv`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := runCLI(t, db.url, append([]string{"report"}, tc.args...)...)
+			require.Equal(t, 2, r.code, r.stderr)
+			require.Contains(t, r.stderr, tc.msg)
+		})
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"2025-01-02T03:04:05Z":      time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC),
+		"2025-01-02T03:04:05+02:00": time.Date(2025, 1, 2, 1, 4, 5, 0, time.UTC),
+		"90m":                       now.Add(-90 * time.Minute),
+		"7d":                        now.Add(-7 * 24 * time.Hour),
+		"0s":                        now,
+	} {
+		got, err := parseWhen("since", in, now)
+		require.NoError(t, err, in)
+		require.True(t, want.Equal(got), "%s: got %s, want %s", in, got, want)
+	}
+	for _, in := range []string{"", "yesterday", "-1h", "1.5d", "2025-01-02"} {
+		_, err := parseWhen("since", in, now)
+		require.Error(t, err, in)
+		require.Contains(t, err.Error(), "--since")
+	}
+}

@@ -1,0 +1,241 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/batchq/batchq/internal/dbsqlc"
+)
+
+// The reports read the views and the function of migrations/00004_reports.sql,
+// the same ones analysts query in plain SQL (see README.md, "Reports in SQL").
+
+// BacklogRow is what one tenant has waiting and running in one queue.
+type BacklogRow struct {
+	Queue        string
+	Tenant       string
+	QueuedJobs   int64
+	QueuedTokens int64 // estimated cost of the queued jobs
+	// OldestQueuedAt is when the oldest queued job was enqueued, and
+	// OldestQueuedAge how long ago that was; nil with no queued job.
+	OldestQueuedAt  *time.Time
+	OldestQueuedAge *time.Duration
+	RunningJobs     int64
+	RetryingJobs    int64 // waiting for their backoff before they rejoin the queue
+	// NearestDeadline is the earliest deadline of the queued and retrying
+	// jobs; nil when none waits.
+	NearestDeadline *time.Time
+}
+
+// Backlog returns what each tenant has waiting and running, by queue and
+// tenant: of one queue, or of all when queue is "". It reads every
+// unfinished job of the queues it reports on.
+func (c *Client) Backlog(ctx context.Context, queue string) ([]BacklogRow, error) {
+	rows, err := c.q.Backlog(ctx, c.pool, optional(queue))
+	if err != nil {
+		return nil, fmt.Errorf("batchq: backlog report: %w", err)
+	}
+	out := make([]BacklogRow, len(rows))
+	for i, r := range rows {
+		out[i] = BacklogRow(r)
+	}
+	return out, nil
+}
+
+// TenantUsageRow is one tenant's use of one queue in a time window: the jobs
+// that finished in it.
+type TenantUsageRow struct {
+	Queue  string
+	Tenant string
+	// Jobs counts every outcome; the four after it count each kind.
+	Jobs, Succeeded, Failed, Expired, Cancelled int64
+	// Tokens by outcome: succeeded jobs at their actual cost (the estimate
+	// when none was reported), the others at their estimate.
+	SucceededTokens, FailedTokens, ExpiredTokens, CancelledTokens int64
+	// ActualTokens sums the actual costs completions reported.
+	ActualTokens int64
+	// ServedTokens is what the scheduler charged the tenant: succeeded plus
+	// failed tokens (expired and cancelled jobs are refunded).
+	ServedTokens int64
+	// WaitP50 and WaitP95 are percentiles of the wait from enqueue to first
+	// claim of the jobs that were claimed; nil when none was.
+	WaitP50, WaitP95 *time.Duration
+	// Weight is the tenant's weight now (1 when it has no settings).
+	Weight float64
+	// TokenShare is the tenant's part of the queue's served tokens in the
+	// window (0 when the queue served none); WeightShare its weight's part of
+	// the weights of the tenants with outcomes in the queue in the window. A
+	// fair queue under contention keeps them close.
+	TokenShare, WeightShare float64
+}
+
+// TenantUsage returns, per queue and tenant, the use made of each queue by
+// the jobs that finished in [since, until): of one queue, or of all when
+// queue is "".
+func (c *Client) TenantUsage(ctx context.Context, since, until time.Time, queue string) ([]TenantUsageRow, error) {
+	rows, err := c.q.TenantUsage(ctx, c.pool, dbsqlc.TenantUsageParams{Since: since, Until: until, Queue: optional(queue)})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: tenant usage report: %w", err)
+	}
+	out := make([]TenantUsageRow, len(rows))
+	for i, r := range rows {
+		out[i] = TenantUsageRow{
+			Queue: deref(r.Queue), Tenant: deref(r.Tenant),
+			Jobs: deref(r.Jobs), Succeeded: deref(r.Succeeded), Failed: deref(r.Failed),
+			Expired: deref(r.Expired), Cancelled: deref(r.Cancelled),
+			SucceededTokens: deref(r.SucceededTokens), FailedTokens: deref(r.FailedTokens),
+			ExpiredTokens: deref(r.ExpiredTokens), CancelledTokens: deref(r.CancelledTokens),
+			ActualTokens: deref(r.ActualTokens), ServedTokens: deref(r.ServedTokens),
+			WaitP50: r.WaitP50, WaitP95: r.WaitP95,
+			Weight: r.Weight.Float64, TokenShare: r.TokenShare.Float64, WeightShare: r.WeightShare.Float64,
+		}
+	}
+	return out, nil
+}
+
+// AuditRow is one finished job: its outcome row with durations.
+type AuditRow struct {
+	JobID          int64
+	Queue          string
+	Tenant         string
+	Kind           string
+	Outcome        string // succeeded, failed, expired, cancelled or discarded
+	Attempts       int
+	MaxAttempts    int
+	EstimatedCost  int64
+	ActualCost     *int64 // as the completion reported it; nil when it did not
+	EnqueuedAt     time.Time
+	FirstClaimedAt *time.Time // nil for a job never claimed
+	FinishedAt     time.Time
+	Deadline       time.Time
+	// Wait is from enqueue to first claim, Run from first claim to finish
+	// (every attempt, and the backoffs between them): nil for a job never
+	// claimed. Total is from enqueue to finish.
+	Wait, Run *time.Duration
+	Total     time.Duration
+	Worker    string
+	Error     string
+	UniqueKey string
+}
+
+// OutcomesOpts selects outcomes. nil means defaults.
+type OutcomesOpts struct {
+	// Queue, Tenant and Outcome, when set, keep only the outcomes that match.
+	Queue, Tenant, Outcome string
+	// Since and Until bound the finishing time: [Since, Until). Zero Since:
+	// from the beginning; zero Until: up to now and beyond. A window lets the
+	// query read only its part of the outcomes, which matters at millions.
+	Since, Until time.Time
+	// Limit is the most rows to return, newest first. 0: 100.
+	Limit int
+}
+
+// Outcomes returns finished jobs, newest first: the audit trail.
+func (c *Client) Outcomes(ctx context.Context, opts *OutcomesOpts) ([]AuditRow, error) {
+	var o OutcomesOpts
+	if opts != nil {
+		o = *opts
+	}
+	if o.Limit <= 0 {
+		o.Limit = 100
+	}
+	if o.Until.IsZero() {
+		o.Until = endOfTime
+	}
+	rows, err := c.q.Audit(ctx, c.pool, dbsqlc.AuditParams{
+		Since: o.Since, Until: o.Until, Queue: optional(o.Queue), Tenant: optional(o.Tenant),
+		Outcome: optional(o.Outcome), MaxRows: int32(min(o.Limit, 1<<31-1)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: outcomes report: %w", err)
+	}
+	out := make([]AuditRow, len(rows))
+	for i, r := range rows {
+		out[i] = AuditRow{
+			JobID: r.JobID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Outcome: string(r.Outcome),
+			Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), EstimatedCost: r.EstimatedCost,
+			ActualCost: r.ActualCost, EnqueuedAt: r.EnqueuedAt, FirstClaimedAt: r.FirstClaimedAt,
+			FinishedAt: r.FinishedAt, Deadline: r.Deadline, Wait: r.Wait, Run: r.Run, Total: r.Total,
+			Worker: deref(r.Worker), Error: deref(r.Error), UniqueKey: deref(r.UniqueKey),
+		}
+	}
+	return out, nil
+}
+
+// endOfTime is later than any outcome: the open end of a window.
+var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// QuotaRow is the fleet's shared throttle state for one quota key, as the
+// last response from the provider left it. Nil fields are not known.
+type QuotaRow struct {
+	Key                              string
+	RequestsLimit, RequestsRemaining *int64
+	RequestsResetAt                  *time.Time
+	TokensLimit, TokensRemaining     *int64
+	TokensResetAt                    *time.Time
+	PausedUntil                      *time.Time // after a 429: nothing is sent before it
+	ObservedAt                       *time.Time // when the provider's headers were read
+	UpdatedAt                        time.Time
+}
+
+// Quota returns the shared quota state of every quota key, by key.
+func (c *Client) Quota(ctx context.Context) ([]QuotaRow, error) {
+	rows, err := c.q.QuotaReport(ctx, c.pool)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: quota report: %w", err)
+	}
+	out := make([]QuotaRow, len(rows))
+	for i, r := range rows {
+		out[i] = QuotaRow(r)
+	}
+	return out, nil
+}
+
+// pruneBatch bounds the outcomes one prune statement deletes, so pruning
+// never holds many row locks or bloats one transaction.
+const pruneBatch = 10000
+
+// Prune deletes the outcomes that finished more than olderThan ago and
+// returns how many it deleted. It is PruneBefore(ctx, time.Now().Add(-olderThan)).
+func (c *Client) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	if olderThan < 0 {
+		return 0, &SettingError{"older_than", fmt.Sprintf("must be >= 0 (got %s)", olderThan)}
+	}
+	return c.PruneBefore(ctx, time.Now().Add(-olderThan))
+}
+
+// PruneBefore deletes the outcomes that finished before t, in batches of
+// their own transactions, and returns how many it deleted. On an error it
+// returns how many it had deleted by then; the batches before stay deleted.
+// Unique keys of pruned outcomes no longer deduplicate enqueues.
+func (c *Client) PruneBefore(ctx context.Context, t time.Time) (int64, error) {
+	last, err := c.q.PruneBound(ctx, c.pool, t)
+	if err != nil {
+		return 0, fmt.Errorf("batchq: prune: %w", err)
+	}
+	var deleted int64
+	var after int64
+	for after < last {
+		r, err := c.q.PruneOutcomes(ctx, c.pool, dbsqlc.PruneOutcomesParams{
+			After: after, Last: last, Before: t, MaxRows: pruneBatch,
+		})
+		if err != nil {
+			return deleted, fmt.Errorf("batchq: prune: %w", err)
+		}
+		deleted += r.Deleted
+		if r.Found < pruneBatch {
+			break
+		}
+		after = r.LastID
+	}
+	return deleted, nil
+}
+
+// optional turns "" into NULL for a query's optional filter.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
