@@ -49,6 +49,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			jobsCommand(),
 			reportCommand(),
 			pruneCommand(),
+			workCommand(),
 		},
 		// Errors are printed once, by exitCode, not by the library.
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -87,8 +88,15 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, msg)
 	var u usageError
-	if errors.As(err, &u) {
+	if errors.As(err, &u) || isMissingFlag(err) {
 		return 2
 	}
 	return 1
+}
+
+// isMissingFlag recognises urfave/cli's error for a required flag left out,
+// whose type it does not export.
+func isMissingFlag(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "Required flag ") || strings.HasPrefix(msg, "Required flags ")
 }
