@@ -41,6 +41,8 @@ SIGINT or SIGTERM stops claiming and finishes running jobs.`,
 			&cli.DurationFlag{Name: "poll-interval", Usage: "how often to look for work when no notification arrives", Value: time.Second, EnvVars: []string{"BATCHQ_POLL_INTERVAL"}},
 			&cli.StringFlag{Name: "name", Usage: "this worker's name in outcomes and logs (default host:pid)", EnvVars: []string{"BATCHQ_WORKER_NAME"}},
 			&cli.BoolFlag{Name: "drain", Usage: "exit once the queue has nothing queued, running or waiting to retry", EnvVars: []string{"BATCHQ_DRAIN"}},
+			metricsAddrFlag(),
+			metricsTopTenantsFlag(),
 		},
 		Action: runWork,
 	}
@@ -105,6 +107,11 @@ func runWork(c *cli.Context) error {
 			return usagef("batchq: --quota-key/--reserve: %v", err)
 		}
 	}
+	stopMetrics, err := startMetrics(c, client, &wc, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	log.Info("working", "queue", wc.Queue, "target", redact(target), "concurrency", wc.Concurrency, "quota_key", c.String("quota-key"))
 	return client.Work(c.Context, wc)
 }
