@@ -39,6 +39,7 @@ SIGINT or SIGTERM stops claiming and finishes running jobs.`,
 			&cli.DurationFlag{Name: "timeout", Usage: "how long one request may take", Value: 2 * time.Minute, EnvVars: []string{"BATCHQ_TIMEOUT"}},
 			&cli.DurationFlag{Name: "shutdown-timeout", Usage: "how long a shutdown waits for running requests", Value: 30 * time.Second, EnvVars: []string{"BATCHQ_SHUTDOWN_TIMEOUT"}},
 			&cli.DurationFlag{Name: "poll-interval", Usage: "how often to look for work when no notification arrives", Value: time.Second, EnvVars: []string{"BATCHQ_POLL_INTERVAL"}},
+			&cli.DurationFlag{Name: "maintain-interval", Usage: "how often to rescue jobs whose lease expired, expire overdue jobs and requeue retries (negative: never)", Value: time.Second, EnvVars: []string{"BATCHQ_MAINTAIN_INTERVAL"}},
 			&cli.StringFlag{Name: "name", Usage: "this worker's name in outcomes and logs (default host:pid)", EnvVars: []string{"BATCHQ_WORKER_NAME"}},
 			&cli.BoolFlag{Name: "drain", Usage: "exit once the queue has nothing queued, running or waiting to retry", EnvVars: []string{"BATCHQ_DRAIN"}},
 			metricsAddrFlag(),
@@ -98,7 +99,7 @@ func runWork(c *cli.Context) error {
 	}
 	wc := queue.WorkerConfig{
 		Queue: c.String("queue"), Handler: handler, Concurrency: c.Int("concurrency"), BatchSize: c.Int("batch-size"),
-		Name: c.String("name"), PollInterval: c.Duration("poll-interval"),
+		Name: c.String("name"), PollInterval: c.Duration("poll-interval"), MaintainInterval: c.Duration("maintain-interval"),
 		ShutdownTimeout: c.Duration("shutdown-timeout"), Drain: c.Bool("drain"), Logger: log,
 	}
 	if key := c.String("quota-key"); key != "" {
