@@ -1,0 +1,354 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// drrInvariants are what must hold of the queue's tables in every committed
+// state, whatever ran concurrently; each query counts the rows that break
+// its rule. They follow from migrations/00002_queue.sql: every writer of a
+// tenant's queued keys (enqueue, requeue, apply_adjustments, rekey) holds
+// the tenant's ring row, and writes the jobs and the ring row in one
+// transaction; claims only take jobs off the head.
+var drrInvariants = []struct{ rule, sql string }{
+	{"no job is both unfinished and finished",
+		`SELECT count(*) FROM batchq.jobs j JOIN batchq.outcomes o ON o.job_id = j.id`},
+	{"a queued job is keyed in its tenant's current membership: the ring's position, and the round its cumulative cost falls in",
+		`SELECT count(*) FROM batchq.jobs j
+		 LEFT JOIN batchq.tenant_ring r ON r.queue = j.queue AND r.tenant = j.tenant
+		 WHERE j.state = 'queued'
+		   AND (r.tenant IS NULL OR j.pos <> r.pos OR j.round <> batchq.drr_round(r.join_round, j.cum, r.share))`},
+	{"the ring's counters cover its queued jobs: enq_seq >= every seq, cum >= every cum, and cum is that of the newest job while it is queued",
+		`SELECT count(*) FROM batchq.tenant_ring r
+		 JOIN (SELECT queue, tenant, max(seq) AS seq, max(cum) AS cum FROM batchq.jobs
+		       WHERE state = 'queued' GROUP BY queue, tenant) m ON m.queue = r.queue AND m.tenant = r.tenant
+		 WHERE r.enq_seq < m.seq OR r.cum < m.cum OR (r.enq_seq = m.seq AND r.cum <> m.cum)`},
+	{"a tenant's queued jobs have distinct seqs, and each one's cumulative cost exceeds the one before by at least its cost",
+		`SELECT count(*) FROM (
+		   SELECT j.cost, j.cum - lag(j.cum) OVER w AS step, j.seq = lag(j.seq) OVER w AS same
+		   FROM batchq.jobs j WHERE j.state = 'queued'
+		   WINDOW w AS (PARTITION BY j.queue, j.tenant ORDER BY j.seq)) s
+		 WHERE s.step < s.cost OR s.same`},
+	{"tenants with queued jobs hold distinct ring positions",
+		`SELECT count(*) FROM (
+		   SELECT r.queue, r.pos FROM batchq.tenant_ring r
+		   WHERE EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.tenant = r.tenant AND j.state = 'queued')
+		   GROUP BY r.queue, r.pos HAVING count(*) > 1) d`},
+	{"a job's lease fields match its state, and its attempts stay within its maximum",
+		`SELECT count(*) FROM batchq.jobs j
+		 WHERE NOT CASE j.state
+		   WHEN 'queued'   THEN j.lease_token IS NULL AND j.run_after IS NULL
+		   WHEN 'running'  THEN j.lease_token IS NOT NULL AND j.lease_expires_at IS NOT NULL AND j.worker IS NOT NULL
+		   WHEN 'retrying' THEN j.lease_token IS NULL AND j.run_after IS NOT NULL END
+		   OR j.attempt < 0 OR j.attempt > j.max_attempts`},
+	{"an outcome's attempts stay within its maximum, and a succeeded job was claimed",
+		`SELECT count(*) FROM batchq.outcomes o
+		 WHERE o.attempts > o.max_attempts
+		    OR (o.outcome = 'succeeded' AND (o.attempts < 1 OR o.first_claimed_at IS NULL))`},
+}
+
+// checkInvariants returns the rules the database breaks now.
+func checkInvariants(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	var broken []string
+	for _, inv := range drrInvariants {
+		var n int64
+		if err := pool.QueryRow(ctx, inv.sql).Scan(&n); err != nil {
+			return nil, fmt.Errorf("%s: %w", inv.rule, err)
+		}
+		if n > 0 {
+			broken = append(broken, fmt.Sprintf("%s: %d rows break it", inv.rule, n))
+		}
+	}
+	return broken, nil
+}
+
+// TestConcurrentEnqueueClaimAndMaintenance runs eight enqueuers, eight
+// claimers, maintenance, cancellations, weight and quantum changes at once.
+// Claimers complete jobs (with actual costs unlike their estimates), fail
+// them (to retry), release them and let short deadlines pass. While it runs
+// and after: no job is claimed twice at once, no lease is lost, a bounded
+// tenant never has more queued jobs than its bound and is refused only when
+// the jobs would not fit, the DRR state is consistent (drrInvariants), and
+// every job ends with exactly one outcome that matches what was done to it.
+func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
+	t.Parallel()
+	const (
+		bound     = 8
+		enqueuers = 8
+		claimers  = 8
+		batches   = 120 // per enqueuer
+	)
+	b := setup(t, queue.QueueConfig{Quantum: 100, Lease: 5 * time.Minute, MaxAttempts: 3})
+	bounded := []string{"bounded-0", "bounded-1", "bounded-2"}
+	mixed := make([]string, 9)
+	for i := range mixed {
+		mixed[i] = fmt.Sprint("mixed-", i)
+	}
+	for _, name := range bounded {
+		// A small weight makes them wait, so their backlogs reach the bound.
+		require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: name, Weight: 0.2, MaxQueued: bound}))
+	}
+	var prefill []queue.NewJob
+	for _, name := range bounded {
+		for range bound {
+			prefill = append(prefill, queue.NewJob{Queue: b.queue, Tenant: name, Cost: 100})
+		}
+	}
+	res, err := b.client.EnqueueMany(b.ctx, prefill)
+	require.NoError(t, err)
+	url := b.pool.Config().ConnString()
+
+	var (
+		mu        sync.Mutex
+		enqueued  = map[int64]bool{}
+		live      sync.Map // job id -> claimer: a second claim while held is a double claim
+		succeeded atomic.Int64
+		failed    atomic.Int64
+		cancelled atomic.Int64
+		retried   atomic.Int64
+		released  atomic.Int64
+		refused   atomic.Int64
+	)
+	for _, r := range res {
+		enqueued[r.ID] = true
+	}
+	var enqueuing sync.WaitGroup
+	enqueueDone := make(chan struct{})
+	for e := range enqueuers {
+		c := fleetClient(t, url)
+		rng := rand.New(rand.NewPCG(uint64(e), 1))
+		enqueuing.Go(func() {
+			n := batches
+			if e < 2 {
+				n *= 3
+			}
+			for range n {
+				var jobs []queue.NewJob
+				if e < 2 {
+					// Two enqueuers push the bounded tenants past their bound.
+					tenant := bounded[rng.IntN(len(bounded))]
+					for range 1 + rng.IntN(3) {
+						jobs = append(jobs, queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 1 + rng.Int64N(300)})
+					}
+				} else {
+					for range 1 + rng.IntN(5) {
+						j := queue.NewJob{Queue: b.queue, Tenant: mixed[rng.IntN(len(mixed))], Cost: 1 + rng.Int64N(500)}
+						if rng.IntN(10) == 0 {
+							j.TTL = time.Duration(100+rng.IntN(900)) * time.Millisecond // may expire while queued
+						}
+						jobs = append(jobs, j)
+					}
+				}
+				res, err := c.EnqueueMany(b.ctx, jobs)
+				var full *queue.QueueFullError
+				switch {
+				case errors.As(err, &full):
+					refused.Add(1)
+					if full.Queued > full.Bound || full.Queued+full.Adding <= full.Bound {
+						t.Errorf("refused %d jobs with %d of %d queued: they fit", full.Adding, full.Queued, full.Bound)
+					}
+				case err != nil:
+					t.Error(err)
+					return
+				default:
+					mu.Lock()
+					for _, r := range res {
+						enqueued[r.ID] = true
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	go func() { enqueuing.Wait(); close(enqueueDone) }()
+
+	// Background churn: maintenance, cancellations, weight and quantum
+	// changes, and a watch over the bounds and invariants.
+	churnCtx, stopChurn := context.WithCancel(b.ctx)
+	var churn sync.WaitGroup
+	every := func(d time.Duration, f func()) {
+		churn.Go(func() {
+			for churnCtx.Err() == nil {
+				f()
+				select {
+				case <-churnCtx.Done():
+				case <-time.After(d):
+				}
+			}
+		})
+	}
+	maint := fleetClient(t, url)
+	every(20*time.Millisecond, func() {
+		if _, err := maint.Maintain(churnCtx, b.queue); err != nil && churnCtx.Err() == nil {
+			t.Error(err)
+		}
+	})
+	every(10*time.Millisecond, func() {
+		var id int64
+		err := b.pool.QueryRow(churnCtx, `SELECT id FROM batchq.jobs WHERE state <> 'running' AND tenant LIKE 'mixed-%'
+			ORDER BY random() LIMIT 1`).Scan(&id)
+		if err != nil {
+			return
+		}
+		switch err := b.client.Cancel(churnCtx, id, "concurrency test"); {
+		case err == nil:
+			cancelled.Add(1)
+		case errors.Is(err, queue.ErrNotFound), churnCtx.Err() != nil: // claimed, expired or finished meanwhile
+		default:
+			t.Error(err)
+		}
+	})
+	weights := []float64{0.5, 1, 2, 3}
+	rngW := rand.New(rand.NewPCG(99, 1))
+	every(30*time.Millisecond, func() {
+		err := b.client.SetTenant(churnCtx, queue.Tenant{Name: mixed[rngW.IntN(len(mixed))], Weight: weights[rngW.IntN(len(weights))]})
+		if err != nil && churnCtx.Err() == nil {
+			t.Error(err)
+		}
+	})
+	checks, maxQueued := atomic.Int64{}, atomic.Int64{}
+	every(100*time.Millisecond, func() {
+		var worst int64
+		if err := b.pool.QueryRow(churnCtx, `SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM batchq.jobs
+			WHERE state = 'queued' AND tenant = ANY ($1) GROUP BY tenant) c`, bounded).Scan(&worst); err != nil {
+			return
+		}
+		if worst > bound {
+			t.Errorf("a bounded tenant has %d queued jobs (bound %d)", worst, bound)
+		}
+		maxQueued.Store(max(maxQueued.Load(), worst))
+		broken, err := checkInvariants(churnCtx, b.pool)
+		if err != nil {
+			return
+		}
+		for _, s := range broken {
+			t.Errorf("while running: %s", s)
+		}
+		checks.Add(1)
+	})
+
+	// Claimers: bounded tenants' jobs are completed (so nothing requeues them
+	// past their bound); the others are completed, failed or released.
+	var claiming sync.WaitGroup
+	for w := range claimers {
+		c := fleetClient(t, url)
+		rng := rand.New(rand.NewPCG(uint64(w), 2))
+		name := fmt.Sprint("claimer-", w)
+		claiming.Go(func() {
+			for {
+				jobs, err := c.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 1 + rng.IntN(4), Worker: name})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(jobs) == 0 {
+					select {
+					case <-enqueueDone:
+						var left int64
+						if err := c.Pool().QueryRow(b.ctx, `SELECT count(*) FROM batchq.jobs`).Scan(&left); err != nil {
+							t.Error(err)
+							return
+						}
+						if left == 0 {
+							return
+						}
+					default:
+					}
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				for _, j := range jobs {
+					if other, held := live.LoadOrStore(j.ID, name); held {
+						t.Errorf("job %d claimed by %s while %s held it", j.ID, name, other)
+					}
+				}
+				for _, j := range jobs {
+					// Forget the claim before finishing: until this commits
+					// nobody else can hold the job, and afterwards anybody may.
+					live.Delete(j.ID)
+					action := rng.IntN(10)
+					if j.Tenant[0] == 'b' {
+						action = 0
+					}
+					switch {
+					case action < 6:
+						err = c.Complete(b.ctx, j, queue.Result{ActualCost: max(1, j.Cost+rng.Int64N(200)-100)})
+						if err == nil {
+							succeeded.Add(1)
+						}
+					case action < 9:
+						var retrying bool
+						retrying, err = c.Fail(b.ctx, j, errors.New("concurrency test"), &queue.FailOpts{RetryIn: time.Millisecond})
+						if err == nil && retrying {
+							retried.Add(1)
+						} else if err == nil {
+							failed.Add(1)
+						}
+					default:
+						err = c.Release(b.ctx, j, 0)
+						if err == nil {
+							released.Add(1)
+						}
+					}
+					if err != nil {
+						t.Errorf("finishing job %d: %v", j.ID, err) // ErrLeaseLost would mean a double claim
+					}
+				}
+			}
+		})
+	}
+
+	done := make(chan struct{})
+	go func() { claiming.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("the claimers did not drain the queue in 5 minutes")
+	}
+	stopChurn()
+	churn.Wait()
+	require.False(t, t.Failed())
+
+	// Quiet now: one more pass folds every pending ledger adjustment.
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`), "adjustments left unapplied")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+
+	// Every job enqueued ended with one outcome, and the outcomes match what
+	// the claimers and cancellers were told.
+	ids := make([]int64, 0, len(enqueued))
+	for id := range enqueued {
+		ids = append(ids, id)
+	}
+	require.Equal(t, int64(len(ids)), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = ANY ($1)`, ids))
+	require.Equal(t, int64(len(ids)), b.scalar(t, `SELECT count(*) FROM batchq.outcomes`))
+	count := func(outcome string) int64 {
+		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = $1`, outcome)
+	}
+	require.Equal(t, succeeded.Load(), count("succeeded"))
+	require.Equal(t, failed.Load(), count("failed"))
+	require.Equal(t, cancelled.Load(), count("cancelled"))
+	require.Equal(t, int64(len(ids))-succeeded.Load()-failed.Load()-cancelled.Load(), count("expired"))
+	require.NotZero(t, refused.Load(), "the bounded tenants were never refused")
+	require.Positive(t, checks.Load())
+	t.Logf("concurrency: %d jobs: %d succeeded, %d failed (%d retries), %d cancelled, %d expired, %d released; "+
+		"%d enqueues refused as full (most queued by a bounded tenant: %d of %d); invariants held at %d checks while running",
+		len(ids), succeeded.Load(), failed.Load(), retried.Load(), cancelled.Load(), count("expired"), released.Load(),
+		refused.Load(), maxQueued.Load(), bound, checks.Load())
+}
