@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -99,6 +100,9 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 		p := c.String("payload")
 		if !json.Valid([]byte(p)) {
 			return usagef("batchq: --payload %s: not valid JSON", clip([]byte(p)))
+		}
+		if !utf8.ValidString(p) {
+			return usagef("batchq: --payload: must be valid UTF-8")
 		}
 		j.Payload = json.RawMessage(p)
 	}

@@ -128,6 +128,11 @@ func jobLineObject(line []byte) (map[string]json.RawMessage, error) {
 		if err := dec.Decode(&raw); err != nil {
 			return nil, fmt.Errorf("%s: not JSON: %v", name, jsonErr(err))
 		}
+		// encoding/json would turn invalid bytes into U+FFFD and store
+		// something the file never said.
+		if !utf8.Valid(raw) {
+			return nil, fmt.Errorf("%s: must be valid UTF-8", name)
+		}
 		if !bytes.Equal(raw, []byte("null")) {
 			fields[name] = raw
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -42,9 +44,13 @@ func tenantsSet(c *cli.Context, client *queue.Client) error {
 	if !c.IsSet("weight") && !c.IsSet("max-queued") {
 		return usagef("batchq: tenants set: give --weight, --max-queued or both")
 	}
-	t, _, err := client.TenantSettings(c.Context, args[0])
-	if err != nil {
-		return err
+	// Only a name the database can store has settings to start from; for
+	// any other, SetTenant says what is wrong with it.
+	t := queue.Tenant{Name: args[0], Weight: 1}
+	if utf8.ValidString(args[0]) && !strings.ContainsRune(args[0], 0) {
+		if t, _, err = client.TenantSettings(c.Context, args[0]); err != nil {
+			return err
+		}
 	}
 	if c.IsSet("weight") {
 		t.Weight = c.Float64("weight")

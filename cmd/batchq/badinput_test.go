@@ -1,0 +1,98 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// TestBadInputNamesFieldAndRule feeds the CLI what TestEnqueueFlagErrors,
+// TestTenantsErrors and TestEnqueueFileBadLineWritesNothingOfItsBatch leave
+// out: names that are empty, too long, not UTF-8 or hold control
+// characters; costs below zero and beyond int64; weights that are not
+// finite; deadlines that do not parse; payloads that are not JSON, not UTF-8
+// or too large; SQL in a queue name; bad lines of a JSON Lines file. Each
+// command fails with one line that starts "batchq: ", names the flag, field
+// or line and the rule, and nothing at all is written.
+func TestBadInputNamesFieldAndRule(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	big := `"` + strings.Repeat("x", queue.DefaultMaxPayloadBytes) + `"`
+	enqueue := func(extra ...string) []string {
+		return append([]string{"enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "10"}, extra...)
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+		code  int
+		msg   string
+	}{
+		{"empty tenant", []string{"enqueue", "--queue", "imports", "--tenant", "", "--cost", "1"}, "", 2, "batchq: --tenant: must not be empty"},
+		{"huge tenant", []string{"enqueue", "--queue", "imports", "--tenant", strings.Repeat("t", 257), "--cost", "1"}, "", 2, "batchq: --tenant: must be at most 256 bytes (got 257)"},
+		{"non-UTF-8 tenant", []string{"enqueue", "--queue", "imports", "--tenant", "acme\xff", "--cost", "1"}, "", 2, "batchq: --tenant: must be valid UTF-8"},
+		{"tenant with a newline", []string{"enqueue", "--queue", "imports", "--tenant", "a\nb", "--cost", "1"}, "", 2, `batchq: --tenant: must not contain control characters (got "a\nb")`},
+		{"negative cost", enqueue("--cost", "-5"), "", 2, "batchq: --cost: must be in 1..1000000000000 (got -5)"},
+		{"cost past the limit", enqueue("--cost", "1000000000001"), "", 2, "batchq: --cost: must be in 1..1000000000000 (got 1000000000001)"},
+		{"cost beyond int64", enqueue("--cost", "9223372036854775808"), "", 2, `batchq: invalid value "9223372036854775808" for flag -cost: value out of range`},
+		{"cost in exponent form", enqueue("--cost", "1e3"), "", 2, `invalid value "1e3" for flag -cost`},
+		{"deadline that does not parse", enqueue("--deadline", "2026-13-45T00:00:00Z"), "", 2, `batchq: --deadline "2026-13-45T00:00:00Z": not an RFC 3339 time`},
+		{"negative ttl", enqueue("--ttl", "-1h"), "", 2, "batchq: --ttl -1h0m0s: must be > 0"},
+		{"too many attempts", enqueue("--max-attempts", "5000"), "", 2, "batchq: --max-attempts: must be in 1..1000, or 0 for the queue's setting (got 5000)"},
+		{"payload NaN", enqueue("--payload", `{"score": NaN}`), "", 2, `batchq: --payload {"score": NaN}: not valid JSON`},
+		{"payload not UTF-8", enqueue("--payload", "{\"text\": \"caf\xe9\"}"), "", 2, "batchq: --payload: must be valid UTF-8"},
+		{"payload too large", enqueue("--payload", big), "", 2, "batchq: --payload: must be at most 1048576 bytes (got 1048578)"},
+		{"SQL in the queue name", []string{"enqueue", "--queue", "imports'; DROP TABLE batchq.jobs; --", "--tenant", "a", "--cost", "1"}, "", 2, "batchq: --queue: must name a queue"},
+
+		{"negative weight", []string{"tenants", "set", "acme", "--weight", "-1"}, "", 2, "batchq: --weight: must be a finite number > 0 (got -1)"},
+		{"infinite weight", []string{"tenants", "set", "acme", "--weight", "Inf"}, "", 2, "batchq: --weight: must be a finite number > 0 (got +Inf)"},
+		{"negative infinite weight", []string{"tenants", "set", "acme", "--weight", "-Inf"}, "", 2, "(got -Inf)"},
+		{"weight beyond float64", []string{"tenants", "set", "acme", "--weight", "1e400"}, "", 2, `batchq: invalid value "1e400" for flag --weight: value out of range`},
+		{"empty tenant name", []string{"tenants", "set", "", "--weight", "2"}, "", 2, "batchq: tenant name: must not be empty"},
+		{"huge tenant name", []string{"tenants", "set", strings.Repeat("n", 300), "--weight", "2"}, "", 2, "batchq: tenant name: must be at most 256 bytes (got 300)"},
+		{"non-UTF-8 tenant name", []string{"tenants", "set", "\xff\xfe", "--weight", "2"}, "", 2, "batchq: tenant name: must be valid UTF-8"},
+		{"NUL in tenant name", []string{"tenants", "set", "ac\x00me", "--weight", "2"}, "", 2, "batchq: tenant name: must not contain control characters"},
+
+		{"line: non-UTF-8 tenant", []string{"enqueue", "--file", "-"},
+			"{\"queue\":\"imports\",\"tenant\":\"acme\xc0\",\"cost\":1}\n", 1, "batchq: line 1: tenant: must be valid UTF-8; nothing was enqueued"},
+		{"line: huge tenant", []string{"enqueue", "--file", "-"},
+			`{"queue":"imports","tenant":"a","cost":1}` + "\n" + `{"queue":"imports","tenant":"` + strings.Repeat("t", 257) + `","cost":1}` + "\n",
+			1, "batchq: line 2: tenant: must be at most 256 bytes (got 257); nothing was enqueued"},
+		{"line: broken JSON between good lines", []string{"enqueue", "--file", "-"},
+			`{"queue":"imports","tenant":"a","cost":1}` + "\n" + `{"queue":"imports","tenant":"a","cost":` + "\n" + `{"queue":"imports","tenant":"a","cost":1}` + "\n",
+			1, "batchq: line 2: cost: not JSON: unexpected end of line; nothing was enqueued"},
+		{"line: cost NaN", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":NaN}`, 1, "batchq: line 1: cost: not JSON: invalid character 'N'"},
+		{"line: negative cost", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":-1}`, 1, "batchq: line 1: cost: must be in 1..1000000000000 (got -1)"},
+		{"line: payload not JSON", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":1,"payload":{nope}}`, 1, "batchq: line 1: payload: not JSON: invalid character 'n'"},
+		{"line: payload not UTF-8", []string{"enqueue", "--file", "-"}, "{\"queue\":\"imports\",\"tenant\":\"a\",\"cost\":1,\"payload\":\"\xff\"}", 1, "batchq: line 1: payload: must be valid UTF-8"},
+		{"line: payload too large", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":1,"payload":` + big + `}`, 1, "batchq: line 1: payload: must be at most 1048576 bytes (got 1048578)"},
+		{"line: deadline in the past", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":1,"deadline":"2001-01-01T00:00:00Z"}`, 1, "batchq: line 1: deadline: must be in the future"},
+		{"line: SQL in the queue name", []string{"enqueue", "--file", "-"}, `{"queue":"x'; DELETE FROM batchq.jobs; --","tenant":"a","cost":1}`, 1, "batchq: line 1: queue: must name a queue"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLIInput(t, db.url, tc.stdin, tc.args...)
+			require.Equal(t, tc.code, r.code, r.stderr)
+			require.True(t, strings.HasPrefix(r.stderr, "batchq: "), r.stderr)
+			require.Contains(t, r.stderr, tc.msg)
+			require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		})
+	}
+	for _, table := range []string{"jobs", "tenants", "tenant_ring", "outcomes"} {
+		require.Zero(t, db.count(t, `SELECT count(*) FROM batchq.`+table), "batchq.%s", table)
+	}
+
+	// SQL metacharacters are data, from flags and from files alike.
+	hostile := `acme'); DROP TABLE batchq.jobs; --`
+	r := runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", hostile, "--cost", "3", "--kind", `"; SELECT 1; --`)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLIInput(t, db.url, `{"queue":"imports","tenant":"acme'); DROP TABLE batchq.jobs; --","cost":4,"payload":{"q":"' OR '1'='1"}}`, "enqueue", "--file", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "tenants", "set", hostile, "--weight", "2")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = $1`, hostile))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE payload->>'q' = $1`, `' OR '1'='1`))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.tenants WHERE name = $1 AND weight = 2`, hostile))
+}
