@@ -49,6 +49,7 @@ func migrateCommand() *cli.Command {
 				},
 				Action: migrateGet,
 			},
+			migrateGrantsCommand(),
 		},
 	}
 }

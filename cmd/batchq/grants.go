@@ -1,0 +1,170 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/urfave/cli/v2"
+
+	"github.com/batchq/batchq/migrations"
+)
+
+func migrateGrantsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "grants",
+		Usage: "print, or with --apply run, the SQL that creates least-privilege roles for the app and the workers",
+		Description: `The app role may enqueue (through batchq.enqueue, which runs as the schema's
+owner) and read reports: the backlog and audit views, tenant usage, settings and the
+quota, which its interactive calls also update. It cannot read job payloads or change
+or delete anything else. The worker role may claim, heartbeat, complete, fail and
+release jobs and maintain queues; it cannot enqueue, change settings, reorder jobs or
+change or delete an outcome. Neither may create, alter or drop anything.
+
+Missing roles are created with LOGIN. Passwords are read from the environment variables
+that --app-password-env and --worker-password-env name, never from the command line,
+and are sent to the server as SCRAM-SHA-256 verifiers, so the server and its logs never
+see them. Run it after 'batchq migrate up', as the schema's owner (if it may create
+roles) or a superuser. Without --apply the SQL goes to standard output, so psql can run
+it (set passwords with psql's \password then):
+  batchq migrate grants --app-role app --worker-role worker | psql "$DATABASE_URL"
+  psql -v app_role=app -v worker_role=worker -f migrations/grants/grants.sql`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "app-role", Usage: "the application's role: may enqueue and read reports", Value: "batchq_app", EnvVars: []string{"BATCHQ_APP_ROLE"}},
+			&cli.StringFlag{Name: "worker-role", Usage: "the workers' role: may claim and finish jobs", Value: "batchq_worker", EnvVars: []string{"BATCHQ_WORKER_ROLE"}},
+			&cli.BoolFlag{Name: "apply", Usage: "run the SQL on --database-url instead of printing it"},
+			&cli.StringFlag{Name: "app-password-env", Usage: "with --apply, set the app role's password from this environment variable"},
+			&cli.StringFlag{Name: "worker-password-env", Usage: "with --apply, set the worker role's password from this environment variable"},
+		},
+		Action: migrateGrants,
+	}
+}
+
+func migrateGrants(c *cli.Context) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
+	app, worker := c.String("app-role"), c.String("worker-role")
+	sql, err := migrations.Grants(app, worker)
+	if err != nil {
+		return usageError{msg: err.Error()}
+	}
+	type password struct{ role, value string }
+	var passwords []password
+	for _, p := range []struct{ flag, role string }{{"app-password-env", app}, {"worker-password-env", worker}} {
+		if !c.IsSet(p.flag) {
+			continue
+		}
+		if !c.Bool("apply") {
+			return usagef("batchq: --%s goes with --apply", p.flag)
+		}
+		env := c.String(p.flag)
+		v, ok := os.LookupEnv(env)
+		if env == "" || !ok || v == "" {
+			return usagef("batchq: --%s: environment variable %q is not set", p.flag, env)
+		}
+		if !printableASCII(v) {
+			return usagef("batchq: --%s: the password in %s must be printable ASCII; set any other with psql's \\password", p.flag, env)
+		}
+		passwords = append(passwords, password{p.role, v})
+	}
+	if !c.Bool("apply") {
+		_, err := fmt.Fprint(c.App.Writer, sql)
+		return err
+	}
+
+	cfg, err := pgx.ParseConfig(c.String("database-url"))
+	if err != nil {
+		return usagef("batchq: --database-url: %v", err)
+	}
+	if err := requireMigrated(c); err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(c.Context, cfg)
+	if err != nil {
+		return fmt.Errorf("batchq: connect: %w", err)
+	}
+	defer conn.Close(c.Context)
+	if _, err := conn.Exec(c.Context, sql); err != nil {
+		return fmt.Errorf("batchq: migrate grants: %w", err)
+	}
+	fmt.Fprintf(c.App.Writer, "granted: role %s may enqueue and read reports; role %s may claim and finish jobs\n", app, worker)
+	for _, p := range passwords {
+		v, err := scramVerifier(p.value)
+		if err != nil {
+			return err
+		}
+		// The verifier is base64 and SCRAM's own punctuation: no quote to escape.
+		if _, err := conn.Exec(c.Context, "ALTER ROLE "+pgx.Identifier{p.role}.Sanitize()+" PASSWORD '"+v+"'"); err != nil {
+			return fmt.Errorf("batchq: migrate grants: setting the password of role %s: %w", p.role, err)
+		}
+		fmt.Fprintf(c.App.Writer, "set the password of role %s\n", p.role)
+	}
+	return nil
+}
+
+// requireMigrated fails unless every migration is applied: the grants name
+// functions and columns of the latest schema.
+func requireMigrated(c *cli.Context) error {
+	db, err := openSQL(c.String("database-url"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+	pending, err := p.HasPending(c.Context)
+	if err != nil {
+		return fmt.Errorf("batchq: migrate grants: schema version: %w", err)
+	}
+	if pending {
+		return fmt.Errorf("batchq: migrate grants: the schema is not up to date; run 'batchq migrate up' first")
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// scramIterations is PostgreSQL's default scram_iterations.
+const scramIterations = 4096
+
+// scramVerifier returns the SCRAM-SHA-256 verifier PostgreSQL stores for
+// password (RFC 5802, RFC 7677), as psql's \password computes it, so the
+// password itself never reaches the server. password must be printable
+// ASCII, which SASLprep leaves as it is.
+func scramVerifier(password string) (string, error) {
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", fmt.Errorf("batchq: salt: %w", err)
+	}
+	return scramVerifierWith(password, salt, scramIterations)
+}
+
+func scramVerifierWith(password string, salt []byte, iterations int) (string, error) {
+	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
+	if err != nil {
+		return "", fmt.Errorf("batchq: password: %w", err)
+	}
+	mac := func(key []byte, msg string) []byte {
+		h := hmac.New(sha256.New, key)
+		h.Write([]byte(msg))
+		return h.Sum(nil)
+	}
+	stored := sha256.Sum256(mac(salted, "Client Key"))
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, b64(salt), b64(stored[:]), b64(mac(salted, "Server Key"))), nil
+}

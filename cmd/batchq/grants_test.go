@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/pgtest"
+	"github.com/batchq/batchq/internal/provider"
+	"github.com/batchq/batchq/metrics"
+	"github.com/batchq/batchq/queue"
+	"github.com/batchq/batchq/throttle"
+)
+
+func TestMigrateGrantsPrintsQuotedSQL(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "migrate", "grants", "--app-role", `shop"; DROP ROLE postgres; --`, "--worker-role", "O'Brien")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `GRANT USAGE ON SCHEMA batchq TO "shop""; DROP ROLE postgres; --", "O'Brien";`)
+	require.Contains(t, r.stdout, `set_config('batchq.app_role', 'shop"; DROP ROLE postgres; --', true)`)
+	require.Contains(t, r.stdout, `set_config('batchq.worker_role', 'O''Brien', true)`)
+	require.NotContains(t, r.stdout, `:'`)
+	require.NotContains(t, r.stdout, `:"`)
+
+	r = runCLI(t, "", "migrate", "grants")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `TO "batchq_app"`)
+	require.Contains(t, r.stdout, `TO "batchq_worker"`)
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"same role", []string{"--app-role", "x", "--worker-role", "x"}, `batchq: grants: the app role and the worker role must differ (both "x")`},
+		{"empty role", []string{"--app-role", ""}, "batchq: grants: app role: must not be empty"},
+		{"long role", []string{"--worker-role", strings.Repeat("w", 64)}, "batchq: grants: worker role: must be at most 63 bytes (got 64)"},
+		{"reserved role", []string{"--app-role", "pg_monitor"}, "names starting with pg_ are reserved"},
+		{"public", []string{"--worker-role", "public"}, `batchq: grants: worker role: "public" is reserved`},
+		{"control character", []string{"--app-role", "a\nb"}, "must not contain control characters"},
+		{"password without apply", []string{"--app-password-env", "HOME"}, "batchq: --app-password-env goes with --apply"},
+		{"password unset", []string{"--apply", "--worker-password-env", "BATCHQ_TEST_GRANTS_UNSET"}, `batchq: --worker-password-env: environment variable "BATCHQ_TEST_GRANTS_UNSET" is not set`},
+		{"argument", []string{"extra"}, `unexpected argument "extra"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, "", append([]string{"migrate", "grants"}, tc.args...)...)
+			require.Equal(t, 2, r.code, r.stderr)
+			require.Contains(t, r.stderr, tc.msg)
+			require.Empty(t, r.stdout)
+		})
+	}
+}
+
+func TestScramVerifier(t *testing.T) {
+	t.Parallel()
+	// Computed independently (Python's hashlib and hmac) for this salt.
+	salt := []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	v, err := scramVerifierWith("correct horse battery staple", salt, 4096)
+	require.NoError(t, err)
+	require.Equal(t, "SCRAM-SHA-256$4096:AAECAwQFBgcICQoLDA0ODw==$ONYbSJBXtKl6bP6PVqw8pm9e7EiacprLnoUQPFS80Hw=:IPOtHuGJ2HifEQg74W2XXqqCrCyQG55GbPRHa6g6n9w=", v)
+	a, err := scramVerifier("same")
+	require.NoError(t, err)
+	b, err := scramVerifier("same")
+	require.NoError(t, err)
+	require.NotEqual(t, a, b, "a fresh salt each time")
+}
+
+// TestLeastPrivilegeRoles creates the app and worker roles with `batchq
+// migrate grants --apply` and runs the application (enqueue, reports, the
+// shared quota) and a worker pool (claims, heartbeats, completions,
+// failures, releases, maintenance, the shared throttle, metrics) under
+// them: what each role is for works, and everything else is refused with
+// permission denied.
+func TestLeastPrivilegeRoles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.URL(t)
+	owner := pgtest.Connect(t, dbURL)
+	super := withDatabase(t, pgtest.ServerURL(t), dbURL)
+	app, worker := uniqueRole(t, "app"), uniqueRole(t, "worker")
+	dropRolesAtEnd(t, super, app, worker)
+
+	// The schema's owner sets up a queue; the app role will enqueue into it.
+	admin, err := queue.NewClient(owner, queue.Config{})
+	require.NoError(t, err)
+	require.NoError(t, admin.CreateQueue(ctx, queue.QueueConfig{Name: "docs", Lease: 2 * time.Second}))
+	require.NoError(t, admin.SetTenant(ctx, queue.Tenant{Name: "small", Weight: 1, MaxQueued: 2}))
+
+	passwords := map[string]string{app: randomHex(t, 16), worker: randomHex(t, 16)}
+	envApp, envWorker := "BATCHQ_TEST_PW_"+strings.ToUpper(app), "BATCHQ_TEST_PW_"+strings.ToUpper(worker)
+	for env, pw := range map[string]string{envApp: passwords[app], envWorker: passwords[worker]} {
+		require.NoError(t, os.Setenv(env, pw))
+		t.Cleanup(func() { os.Unsetenv(env) })
+	}
+	for range 2 { // a second run changes nothing and fails on nothing
+		r := runCLI(t, super, "migrate", "grants", "--app-role", app, "--worker-role", worker, "--apply",
+			"--app-password-env", envApp, "--worker-password-env", envWorker)
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stdout, "granted: role "+app+" may enqueue and read reports; role "+worker+" may claim and finish jobs")
+		for _, pw := range passwords {
+			require.NotContains(t, r.stdout+r.stderr, pw, "a password was printed")
+		}
+	}
+	superPool := pgtest.Connect(t, super)
+	var verifiers int64
+	require.NoError(t, superPool.QueryRow(ctx, `SELECT count(*) FROM pg_authid
+		WHERE rolname IN ($1, $2) AND rolpassword LIKE 'SCRAM-SHA-256$4096:%' AND rolcanlogin AND NOT rolsuper
+		  AND NOT rolcreaterole AND NOT rolcreatedb`, app, worker).Scan(&verifiers))
+	require.Equal(t, int64(2), verifiers, "both roles log in with a SCRAM verifier and no other right")
+
+	// The application.
+	appPool := pgtest.Connect(t, withUser(t, dbURL, app, passwords[app]))
+	appClient, err := queue.NewClient(appPool, queue.Config{})
+	require.NoError(t, err)
+	var jobs []queue.NewJob
+	for i := range 20 {
+		jobs = append(jobs, queue.NewJob{Queue: "docs", Tenant: fmt.Sprint("tenant-", i%4), Cost: 10, Payload: []byte(`{"tokens":10}`)})
+	}
+	_, err = appClient.EnqueueMany(ctx, jobs)
+	require.NoError(t, err)
+	_, err = appClient.Enqueue(ctx, queue.NewJob{Queue: "docs", Tenant: "small", Cost: 10, Payload: []byte(`{"tokens":10}`), UniqueKey: "k"})
+	require.NoError(t, err)
+	dup, err := appClient.Enqueue(ctx, queue.NewJob{Queue: "docs", Tenant: "small", Cost: 10, UniqueKey: "k"})
+	require.NoError(t, err)
+	require.True(t, dup.Duplicate, "unique keys are checked for the app role too")
+	tx, err := appPool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = appClient.EnqueueTx(ctx, tx, queue.NewJob{Queue: "docs", Tenant: "small", Cost: 10, Payload: []byte(`{"tokens":10}`)})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	_, err = appClient.Enqueue(ctx, queue.NewJob{Queue: "docs", Tenant: "small", Cost: 10})
+	var full *queue.QueueFullError
+	require.ErrorAs(t, err, &full, "the bound holds for the app role")
+	_, err = appClient.Enqueue(ctx, queue.NewJob{Queue: "nope", Tenant: "small", Cost: 10})
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	backlog, err := appClient.Backlog(ctx, "docs")
+	require.NoError(t, err)
+	require.Len(t, backlog, 5)
+	_, err = appClient.Queues(ctx)
+	require.NoError(t, err)
+	require.NoError(t, appClient.QuotaStore().Update(ctx, "app/interactive", func(*throttle.State) error { return nil }))
+	_, err = appClient.Quota(ctx)
+	require.NoError(t, err)
+	for i, forbidden := range []func() error{
+		func() error { return execSQL(appPool, `DELETE FROM batchq.jobs`) },
+		func() error { return execSQL(appPool, `UPDATE batchq.jobs SET round = 0`) },
+		func() error {
+			return execSQL(appPool, `INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
+				VALUES ('docs', 'cheat', 'k', 1, now() + interval '1 hour', '{}', 'queued', 1, 0, 0, 0, 0)`)
+		},
+		func() error { return execSQL(appPool, `SELECT payload FROM batchq.jobs`) },
+		func() error { return execSQL(appPool, `SELECT payload FROM batchq.outcomes`) },
+		func() error { return execSQL(appPool, `SELECT result FROM batchq.outcomes`) },
+		func() error { return execSQL(appPool, `SELECT * FROM batchq.tenant_ring`) },
+		func() error { return execSQL(appPool, `UPDATE batchq.tenants SET weight = 100`) },
+		func() error { return execSQL(appPool, `INSERT INTO batchq.queues (name) VALUES ('mine')`) },
+		func() error { return execSQL(appPool, `DELETE FROM batchq.outcomes`) },
+		func() error { return execSQL(appPool, `SELECT batchq.ring_join('docs', ARRAY['x'], false)`) },
+		func() error { return execSQL(appPool, `SELECT batchq.requeue('docs', 10)`) },
+		func() error { return execSQL(appPool, `CREATE TABLE batchq.mine (id int)`) },
+		func() error { return execSQL(appPool, `TRUNCATE batchq.quota`) },
+		func() error { _, err := appClient.Claim(ctx, "docs", nil); return err },
+		func() error { return appClient.SetTenant(ctx, queue.Tenant{Name: "tenant-0", Weight: 50}) },
+		func() error { return appClient.Cancel(ctx, 1, "app") },
+		func() error { _, err := appClient.Maintain(ctx, "docs"); return err },
+		func() error { _, err := appClient.JobInfo(ctx, 1); return err },
+	} {
+		requireDenied(t, forbidden(), i)
+	}
+
+	// The workers, against a simulated provider, pacing from the shared
+	// throttle and exporting metrics.
+	sim, err := provider.New(provider.Config{RequestsPerWindow: 1000, TokensPerWindow: 100_000})
+	require.NoError(t, err)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	workerPool := pgtest.Connect(t, withUser(t, dbURL, worker, passwords[worker]))
+	workerClient, err := queue.NewClient(workerPool, queue.Config{})
+	require.NoError(t, err)
+
+	// A worker that dies holding a job, one that fails a job and one that
+	// hands a job back: maintenance under the worker role puts them back.
+	held, err := workerClient.Claim(ctx, "docs", &queue.ClaimOpts{Limit: 3, Worker: "dies"})
+	require.NoError(t, err)
+	require.Len(t, held, 3)
+	require.NoError(t, workerClient.Heartbeat(ctx, held[0]))
+	retrying, err := workerClient.Fail(ctx, held[1], errors.New("flaky"), &queue.FailOpts{RetryIn: time.Millisecond})
+	require.NoError(t, err)
+	require.True(t, retrying)
+	require.NoError(t, workerClient.Release(ctx, held[2], 0))
+	_, err = owner.Exec(ctx, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, held[0].ID)
+	require.NoError(t, err)
+	time.Sleep(10 * time.Millisecond)
+	st, err := workerClient.Maintain(ctx, "docs")
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Rescued)
+	require.Equal(t, 3, st.Requeued)
+
+	handler, err := queue.HTTPHandler(queue.HTTPConfig{Target: srv.URL})
+	require.NoError(t, err)
+	th, err := workerClient.Throttle("sim/model", throttle.Config{})
+	require.NoError(t, err)
+	col, err := metrics.New(metrics.Config{Client: workerClient, Queues: []string{"docs"}, Throttles: map[string]*throttle.Throttle{"sim/model": th}})
+	require.NoError(t, err)
+	require.NoError(t, workerClient.Work(ctx, queue.WorkerConfig{
+		Queue: "docs", Handler: handler, Throttle: th, Concurrency: 4, Drain: true,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond, OnEvent: col.OnEvent("sim/model"),
+	}))
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(col))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	require.Equal(t, 1.0, gauge(families, "batchq_database_up"), "metrics read the database under the worker role")
+
+	require.Equal(t, int64(22), scalar(t, owner, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
+	require.Zero(t, scalar(t, owner, `SELECT count(*) FROM batchq.jobs`))
+	require.Equal(t, int64(1), scalar(t, owner, `SELECT count(*) FROM batchq.quota WHERE key = 'sim/model' AND tokens_limit = 100000`))
+	// held[0]'s old lease is refused.
+	require.ErrorIs(t, workerClient.Complete(ctx, held[0], queue.Result{}), queue.ErrLeaseLost)
+
+	for i, forbidden := range []func() error{
+		func() error { return execSQL(workerPool, `INSERT INTO batchq.queues (name) VALUES ('mine')`) },
+		func() error { return execSQL(workerPool, `UPDATE batchq.queues SET quantum = 1`) },
+		func() error { return execSQL(workerPool, `UPDATE batchq.jobs SET round = 0, seq = 0`) },
+		func() error { return execSQL(workerPool, `UPDATE batchq.jobs SET payload = '{}'`) },
+		func() error { return execSQL(workerPool, `UPDATE batchq.outcomes SET outcome = 'failed'`) },
+		func() error { return execSQL(workerPool, `DELETE FROM batchq.outcomes`) },
+		func() error { return execSQL(workerPool, `SELECT * FROM batchq.outcomes`) },
+		func() error { return execSQL(workerPool, `UPDATE batchq.tenants SET weight = 100`) },
+		func() error { return execSQL(workerPool, `SELECT * FROM batchq.tenant_ring`) },
+		func() error { return execSQL(workerPool, `SELECT batchq.rekey('docs', 'tenant-0')`) },
+		func() error { return execSQL(workerPool, `CREATE TABLE batchq.mine (id int)`) },
+		func() error { return execSQL(workerPool, `DELETE FROM batchq.ledger_adjustments`) },
+		func() error {
+			_, err := workerClient.Enqueue(ctx, queue.NewJob{Queue: "docs", Tenant: "t", Cost: 1})
+			return err
+		},
+		func() error { return workerClient.CreateQueue(ctx, queue.QueueConfig{Name: "mine"}) },
+		func() error { return workerClient.SetTenant(ctx, queue.Tenant{Name: "tenant-0", Weight: 50}) },
+	} {
+		requireDenied(t, forbidden(), i)
+	}
+
+	// The application reads what the workers did.
+	usage, err := appClient.TenantUsage(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Minute), "docs")
+	require.NoError(t, err)
+	var done int64
+	for _, u := range usage {
+		done += u.Succeeded
+	}
+	require.Equal(t, int64(22), done)
+	audit, err := appClient.Outcomes(ctx, &queue.OutcomesOpts{Queue: "docs"})
+	require.NoError(t, err)
+	require.Len(t, audit, 22)
+	// It cannot erase them.
+	_, err = appClient.Prune(ctx, 0)
+	requireDenied(t, err, 0)
+	require.Equal(t, int64(22), scalar(t, owner, `SELECT count(*) FROM batchq.outcomes`))
+}
+
+// execSQL runs sql and returns its error.
+func execSQL(pool *pgxpool.Pool, sql string) error {
+	rows, err := pool.Query(context.Background(), sql)
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+// requireDenied checks that err, of the i-th forbidden call, is
+// PostgreSQL's permission denied.
+func requireDenied(t *testing.T, err error, i int) {
+	t.Helper()
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe, "forbidden call %d was allowed, or failed otherwise: %v", i, err)
+	require.Equal(t, "42501", pe.Code, "forbidden call %d: %v", i, err)
+}
+
+func gauge(families []*dto.MetricFamily, name string) float64 {
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) > 0 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// uniqueRole names a role no parallel test (or earlier run) uses.
+func uniqueRole(t *testing.T, what string) string {
+	return fmt.Sprintf("batchq_test_%s_%s", what, randomHex(t, 6))
+}
+
+func randomHex(t *testing.T, n int) string {
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
+
+// dropRolesAtEnd drops the roles when the test ends, after the pools that
+// use them closed: first what they were granted in the test's database.
+func dropRolesAtEnd(t *testing.T, super string, roles ...string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, super)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		for _, r := range roles {
+			ident := pgx.Identifier{r}.Sanitize()
+			_, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, r)
+			require.NoError(t, err)
+			if _, err := conn.Exec(ctx, `DROP OWNED BY `+ident); err != nil && !isUndefinedRole(err) {
+				t.Errorf("drop owned by %s: %v", r, err)
+			}
+			if _, err := conn.Exec(ctx, `DROP ROLE IF EXISTS `+ident); err != nil {
+				t.Errorf("drop role %s: %v", r, err)
+			}
+		}
+	})
+}
+
+func isUndefinedRole(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42704"
+}
+
+// withDatabase is server's URL (its user) naming the database of dbURL.
+func withDatabase(t *testing.T, server, dbURL string) string {
+	t.Helper()
+	s, err := url.Parse(server)
+	require.NoError(t, err)
+	d, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	s.Path = d.Path
+	return s.String()
+}
+
+// withUser is dbURL as user with password.
+func withUser(t *testing.T, dbURL, user, password string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}

@@ -1,0 +1,81 @@
+package migrations
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// GrantsTemplate is grants/grants.sql as embedded: the SQL that creates
+// batchq's least-privilege roles, with psql variables :'app_role',
+// :"app_role", :'worker_role' and :"worker_role" where the role names go.
+// It is not a migration: run it after migrating, with psql -v or through
+// Grants.
+//
+//go:embed grants/grants.sql
+var GrantsTemplate string
+
+// Grants returns GrantsTemplate with the role names filled in, quoted, ready
+// to run as one script. It creates appRole, which may enqueue and read
+// reports, and workerRole, which may claim and finish jobs, where they do
+// not exist, and grants each what it needs. Names must be 1-63 bytes of
+// UTF-8 without control characters, differ from each other, and not be
+// reserved ("public", "pg_…").
+func Grants(appRole, workerRole string) (string, error) {
+	if err := checkRole("app role", appRole); err != nil {
+		return "", err
+	}
+	if err := checkRole("worker role", workerRole); err != nil {
+		return "", err
+	}
+	if appRole == workerRole {
+		return "", fmt.Errorf("batchq: grants: the app role and the worker role must differ (both %q)", appRole)
+	}
+	sql := strings.NewReplacer(
+		`:'app_role'`, quoteLiteral(appRole), `:"app_role"`, quoteIdent(appRole),
+		`:'worker_role'`, quoteLiteral(workerRole), `:"worker_role"`, quoteIdent(workerRole),
+	).Replace(GrantsTemplate)
+	return sql, nil
+}
+
+// maxRoleBytes is PostgreSQL's NAMEDATALEN - 1: longer names are truncated.
+const maxRoleBytes = 63
+
+func checkRole(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("batchq: grants: %s: must not be empty", what)
+	case len(name) > maxRoleBytes:
+		return fmt.Errorf("batchq: grants: %s: must be at most %d bytes (got %d)", what, maxRoleBytes, len(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("batchq: grants: %s: must be valid UTF-8", what)
+	case strings.HasPrefix(name, "pg_"):
+		return fmt.Errorf("batchq: grants: %s: names starting with pg_ are reserved (got %q)", what, name)
+	}
+	switch name {
+	case "public", "none", "current_role", "current_user", "session_user":
+		return fmt.Errorf("batchq: grants: %s: %q is reserved", what, name)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("batchq: grants: %s: must not contain control characters (got %q)", what, name)
+		}
+	}
+	return nil
+}
+
+// quoteIdent quotes a name as an SQL identifier.
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// quoteLiteral quotes s as an SQL string literal, the E” form when it holds
+// a backslash so it reads the same whatever standard_conforming_strings is.
+func quoteLiteral(s string) string {
+	q := strings.ReplaceAll(s, `'`, `''`)
+	if strings.Contains(q, `\`) {
+		return `E'` + strings.ReplaceAll(q, `\`, `\\`) + `'`
+	}
+	return `'` + q + `'`
+}
