@@ -15,9 +15,8 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: ## run the demo against DATABASE_URL (default: postgres on 127.0.0.1:5432)
-	@echo "the demo is not written yet; migrating the database instead"
-	$(GO) run ./cmd/batchq migrate up
+demo: ## play the fair-queue story (about a minute) against DATABASE_URL (default: postgres on 127.0.0.1:5432)
+	$(GO) run ./cmd/batchq demo
 
 .PHONY: test
 test: ## run every test with the race detector (needs Postgres; see README)

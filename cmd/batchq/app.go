@@ -50,6 +50,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			reportCommand(),
 			pruneCommand(),
 			workCommand(),
+			demoCommand(),
 		},
 		// Errors are printed once, by exitCode, not by the library.
 		ExitErrHandler: func(*cli.Context, error) {},
