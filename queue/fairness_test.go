@@ -98,3 +98,28 @@ func countOf(ss []string, s string) int {
 	}
 	return n
 }
+
+// Jobs that expire or are cancelled deep in a tenant's backlog hand their cost
+// back to the jobs behind them only: the tenant's head keeps its place, so it
+// does not jump ahead of the other tenants and take every claim.
+func TestDeepRefundsMoveOnlyTheJobsBehind(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	b.enqueueN(t, "a", 20, 100)
+	b.enqueueN(t, "b", 20, 100)
+	b.exec(t, `UPDATE batchq.jobs SET deadline = now() - interval '1 second' WHERE tenant = 'a' AND seq BETWEEN 10 AND 17`)
+	cancelled := b.scalar(t, `SELECT id FROM batchq.jobs WHERE tenant = 'a' AND seq = 5`)
+	require.NoError(t, b.client.Cancel(b.ctx, cancelled, "not needed"))
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 8, st.Expired)
+	require.Equal(t, 1, st.Adjusted)
+
+	order := tenantsOf(b.drainOrder(t, 8))
+	require.Equal(t, []string{"a", "b", "a", "b", "a", "b", "a", "b"}, order)
+	// Behind the gaps, a's jobs moved up: its last jobs run nine rounds
+	// earlier than they were keyed, while b's stay put.
+	var aLast, bLast int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT max(round) FILTER (WHERE tenant = 'a'), max(round) FILTER (WHERE tenant = 'b') FROM batchq.jobs`).Scan(&aLast, &bLast))
+	require.Equal(t, bLast-9, aLast)
+}

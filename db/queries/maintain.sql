@@ -54,9 +54,8 @@ WITH gone AS (
            g.enqueued_at, g.first_claimed_at, 'deadline passed while waiting', g.payload, g.unique_key
     FROM gone g
 ), refunds AS (
-    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, delta)
-    SELECT g.queue, g.tenant, g.pos, -sum(g.cost) FROM gone g WHERE g.state = 'queued'
-    GROUP BY g.queue, g.tenant, g.pos
+    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+    SELECT g.queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
 )
 SELECT count(*) FROM gone;
 

@@ -35,8 +35,8 @@ WITH cand AS (
            e.enqueued_at, e.first_claimed_at, 'deadline passed before the job was claimed', e.payload, e.unique_key
     FROM expired e
 ), expired_refunds AS (
-    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, delta)
-    SELECT e.queue, e.tenant, e.pos, -sum(e.cost) FROM expired e GROUP BY e.queue, e.tenant, e.pos
+    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+    SELECT e.queue, e.tenant, e.pos, e.seq, -e.cost FROM expired e
 ), claimed AS (
     UPDATE batchq.jobs j
     SET state = 'running',

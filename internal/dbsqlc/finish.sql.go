@@ -24,8 +24,8 @@ WITH gone AS (
            g.enqueued_at, g.first_claimed_at, $2, g.payload, g.unique_key
     FROM gone g
 ), refund AS (
-    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, delta)
-    SELECT g.queue, g.tenant, g.pos, -g.cost FROM gone g WHERE g.state = 'queued'
+    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+    SELECT g.queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
 )
 SELECT g.id FROM gone g
 `
@@ -64,11 +64,10 @@ WITH input AS (
            d.deadline, d.enqueued_at, d.first_claimed_at, d.worker, i.result, d.unique_key
     FROM done d JOIN input i ON i.id = d.id
 ), corrections AS (
-    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, delta)
-    SELECT d.queue, d.tenant, d.pos, sum(i.actual_cost - d.cost)
+    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+    SELECT d.queue, d.tenant, d.pos, d.seq, i.actual_cost - d.cost
     FROM done d JOIN input i ON i.id = d.id
     WHERE i.actual_cost IS NOT NULL AND i.actual_cost <> d.cost
-    GROUP BY d.queue, d.tenant, d.pos
 )
 SELECT d.id FROM done d
 `

@@ -173,11 +173,12 @@ type BatchqJob struct {
 }
 
 type BatchqLedgerAdjustment struct {
-	ID     int64
-	Queue  string
-	Tenant string
-	Pos    int64
-	Delta  int64
+	ID       int64
+	Queue    string
+	Tenant   string
+	Pos      int64
+	Delta    int64
+	AfterSeq int64
 }
 
 type BatchqOutcome struct {
