@@ -163,11 +163,11 @@ func TestCrashedWorkersLoseNothing(t *testing.T) {
 			successes[id] = map[int]int{}
 		}
 		successes[id][c.attempt]++
-		if len(successes[id]) > 1 || successes[id][c.attempt] > 1 {
-			repeated++
-		}
 	}
 	for id, byAttempt := range successes {
+		if len(byAttempt) > 1 {
+			repeated++
+		}
 		for attempt, n := range byAttempt {
 			require.Equal(t, 1, n, "job %d succeeded %d times under lease (attempt) %d", id, n, attempt)
 			require.LessOrEqual(t, attempt, attempts[id], "job %d", id)
