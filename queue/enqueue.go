@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -40,12 +41,7 @@ type Enqueued struct {
 
 // Enqueue inserts one job in its own transaction.
 func (c *Client) Enqueue(ctx context.Context, j NewJob) (Enqueued, error) {
-	var res []Enqueued
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = c.enqueue(ctx, tx, []NewJob{j}, false)
-		return err
-	})
+	res, err := c.enqueueInTx(ctx, []NewJob{j}, false)
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -66,12 +62,22 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, j NewJob) (Enqueued, 
 // EnqueueMany inserts jobs in one transaction, all or nothing: one round trip
 // per queue named. Results are in the order of jobs.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]Enqueued, error) {
+	return c.enqueueInTx(ctx, jobs, true)
+}
+
+// enqueueInTx runs enqueue in a transaction of its own. An error beginning or
+// committing it (the database unreachable) says so; the caller may retry,
+// and nothing was committed.
+func (c *Client) enqueueInTx(ctx context.Context, jobs []NewJob, many bool) ([]Enqueued, error) {
 	var res []Enqueued
+	var inner error
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = c.enqueue(ctx, tx, jobs, true)
-		return err
+		res, inner = c.enqueue(ctx, tx, jobs, many)
+		return inner
 	})
+	if err != nil && inner == nil {
+		return nil, fmt.Errorf("batchq: enqueue: %w", err)
+	}
 	return res, err
 }
 
@@ -197,14 +203,67 @@ func (c *Client) checkPayload(j *NewJob) *InvalidJobError {
 	if len(j.Payload) > c.cfg.MaxPayloadBytes {
 		return &InvalidJobError{Field: "payload", Rule: fmt.Sprintf("must be at most %d bytes (got %d)", c.cfg.MaxPayloadBytes, len(j.Payload))}
 	}
+	if !utf8.Valid(j.Payload) {
+		return &InvalidJobError{Field: "payload", Rule: "must be valid UTF-8"}
+	}
 	if !json.Valid(j.Payload) {
 		return &InvalidJobError{Field: "payload", Rule: "must be valid JSON"}
+	}
+	if loneSurrogate(j.Payload) {
+		return &InvalidJobError{Field: "payload", Rule: `must not contain an unpaired UTF-16 surrogate escape such as \ud800 (PostgreSQL's jsonb cannot store it)`}
 	}
 	// jsonb cannot store the NUL character; say so instead of failing in SQL.
 	if bytes.Contains(j.Payload, []byte(`\u0000`)) {
 		return &InvalidJobError{Field: "payload", Rule: `must not contain \u0000 (PostgreSQL's jsonb cannot store it)`}
 	}
 	return nil
+}
+
+// loneSurrogate reports whether valid JSON text holds a \u escape of a
+// UTF-16 surrogate that is not part of a high-low pair.
+func loneSurrogate(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character; a backslash here is an escaped backslash
+		if i >= len(b) || b[i] != 'u' || i+4 >= len(b) {
+			continue
+		}
+		r := hex4(b[i+1 : i+5])
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			next := b[i+5:]
+			if len(next) < 6 || next[0] != '\\' || next[1] != 'u' {
+				return true
+			}
+			if lo := hex4(next[2:6]); lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 10
+		default:
+			i += 4
+		}
+	}
+	return false
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		}
+	}
+	return r
 }
 
 func deref[T any](p *T) T {

@@ -18,7 +18,8 @@ type HTTPConfig struct {
 	// Target is the URL each job's payload is POSTed to. Required.
 	Target string
 	// Header is added to every request, e.g. the provider's key. Its values
-	// are never logged or stored.
+	// are never logged, and are replaced by [redacted] in any response body
+	// before it is stored.
 	Header http.Header
 	// Client sends the requests. nil: a client with a 2-minute timeout.
 	Client *http.Client
@@ -53,6 +54,19 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 	if maxBody <= 0 {
 		maxBody = 512
 	}
+	// A provider that echoes the request (an error quoting the key it was
+	// given, say) must not get a secret into outcomes.
+	var secrets [][]byte
+	for _, vs := range cfg.Header {
+		for _, v := range vs {
+			if len(v) >= 8 {
+				secrets = append(secrets, []byte(v))
+			}
+			if _, tok, ok := strings.Cut(v, " "); ok && len(tok) >= 8 {
+				secrets = append(secrets, []byte(tok)) // the key without "Bearer "
+			}
+		}
+	}
 	return func(ctx context.Context, j *Job) (Result, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.Target, bytes.NewReader(j.Payload))
 		if err != nil {
@@ -76,6 +90,9 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		for _, sec := range secrets {
+			body = bytes.ReplaceAll(body, sec, []byte("[redacted]"))
+		}
 		res := Result{Response: resp}
 		switch {
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/queue"
@@ -442,6 +444,9 @@ func TestInvalidJobsNameFieldAndRule(t *testing.T) {
 			j.Payload = []byte(`"` + strings.Repeat("x", queue.DefaultMaxPayloadBytes) + `"`)
 		}, "payload", "at most 1048576 bytes"},
 		{"payload with NUL", func(j *queue.NewJob) { j.Payload = []byte(`{"a":"\u0000"}`) }, "payload", `\u0000`},
+		{"payload not UTF-8", func(j *queue.NewJob) { j.Payload = []byte("{\"a\":\"\xff\"}") }, "payload", "valid UTF-8"},
+		{"payload with a lone surrogate", func(j *queue.NewJob) { j.Payload = []byte(`{"a":"\ud800x"}`) }, "payload", "unpaired UTF-16 surrogate"},
+		{"payload with a lone low surrogate", func(j *queue.NewJob) { j.Payload = []byte(`["\udc00"]`) }, "payload", "unpaired UTF-16 surrogate"},
 		{"bad queue name", func(j *queue.NewJob) { j.Queue = "no spaces; DROP TABLE" }, "queue", "must name a queue"},
 	}
 	for _, tc := range cases {
@@ -462,8 +467,56 @@ func TestInvalidJobsNameFieldAndRule(t *testing.T) {
 	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: "missing", Tenant: "t", Cost: 1})
 	require.ErrorIs(t, err, queue.ErrUnknownQueue)
 
+	// A surrogate pair, and an escaped backslash before a "u", are fine.
+	for _, payload := range []string{`{"emoji":"\ud83d\ude00"}`, `{"path":"C:\\ud800"}`} {
+		_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "ok", Cost: 1, Payload: []byte(payload)})
+		require.NoError(t, err, payload)
+	}
+	b.exec(t, `DELETE FROM batchq.jobs`)
+
 	// SQL metacharacters are data.
 	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: `'; DROP TABLE batchq.jobs; --`, Cost: 1})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
+// Changing a queue's quantum re-keys its backlog while claims go on: neither
+// waits for the other in a cycle (a claim never waits for the queue row).
+func TestQuantumChangesDuringClaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	for _, tenant := range []string{"a", "b", "c", "d"} {
+		b.enqueueN(t, tenant, 300, 50)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				jobs, err := b.client.Claim(ctx, b.queue, &queue.ClaimOpts{Limit: 5})
+				if ctx.Err() != nil {
+					return
+				}
+				if !assert.NoError(t, err) || len(jobs) == 0 {
+					return
+				}
+				done := make([]queue.Completion, len(jobs))
+				for i, j := range jobs {
+					done[i] = queue.Completion{Job: j}
+				}
+				_, err = b.client.CompleteMany(ctx, done)
+				if ctx.Err() == nil {
+					assert.NoError(t, err)
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		q := int64(50 + 25*(i%4))
+		_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Quantum: &q})
+		require.NoError(t, err)
+	}
+	cancel()
+	wg.Wait()
 }
