@@ -1,6 +1,10 @@
 -- name: CreateQueue :exec
-INSERT INTO batchq.queues (name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for)
-VALUES (@name, @quantum, @max_per_tenant, @default_ttl, @lease, @max_attempts, @unique_for);
+WITH q AS (
+    INSERT INTO batchq.queues (name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for)
+    VALUES (@name, @quantum, @max_per_tenant, @default_ttl, @lease, @max_attempts, @unique_for)
+    RETURNING name
+)
+INSERT INTO batchq.queue_cursors (queue) SELECT q.name FROM q;
 
 -- name: UpdateQueue :one
 UPDATE batchq.queues

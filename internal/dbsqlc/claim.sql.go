@@ -51,13 +51,12 @@ WITH cand AS (
               j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
 ), advanced AS (
     -- The cursor only tells joining tenants which round they join. A claim
-    -- never waits for it: if a settings change or another claim holds the
-    -- queue row, the next claim moves it on.
-    UPDATE batchq.queues q SET cursor_round = m.round
+    -- never waits for it: if another claim holds it, the next claim moves it.
+    UPDATE batchq.queue_cursors cur SET round = m.round
     FROM (SELECT max(o.round) AS round FROM ordered o
           WHERE o.expired OR o.id = ANY (ARRAY(SELECT c.id FROM claimed c))) m
-    WHERE q.name = (SELECT l.name FROM batchq.queues l WHERE l.name = $1 FOR NO KEY UPDATE SKIP LOCKED)
-      AND q.cursor_round < m.round
+    WHERE cur.queue = (SELECT l.queue FROM batchq.queue_cursors l WHERE l.queue = $1 FOR NO KEY UPDATE SKIP LOCKED)
+      AND cur.round < m.round
 )
 SELECT c.id, false AS expired, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt,
        c.max_attempts, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,

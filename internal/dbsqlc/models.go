@@ -210,9 +210,13 @@ type BatchqQueue struct {
 	Lease        time.Duration
 	MaxAttempts  int32
 	UniqueFor    time.Duration
-	CursorRound  int64
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+}
+
+type BatchqQueueCursor struct {
+	Queue string
+	Round int64
 }
 
 type BatchqQuotum struct {

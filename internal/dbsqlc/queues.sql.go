@@ -12,8 +12,12 @@ import (
 )
 
 const createQueue = `-- name: CreateQueue :exec
-INSERT INTO batchq.queues (name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+WITH q AS (
+    INSERT INTO batchq.queues (name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    RETURNING name
+)
+INSERT INTO batchq.queue_cursors (queue) SELECT q.name FROM q
 `
 
 type CreateQueueParams struct {
@@ -40,7 +44,7 @@ func (q *Queries) CreateQueue(ctx context.Context, db DBTX, arg CreateQueueParam
 }
 
 const getQueue = `-- name: GetQueue :one
-SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, cursor_round, created_at, updated_at FROM batchq.queues WHERE name = $1
+SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at FROM batchq.queues WHERE name = $1
 `
 
 func (q *Queries) GetQueue(ctx context.Context, db DBTX, name string) (BatchqQueue, error) {
@@ -54,7 +58,6 @@ func (q *Queries) GetQueue(ctx context.Context, db DBTX, name string) (BatchqQue
 		&i.Lease,
 		&i.MaxAttempts,
 		&i.UniqueFor,
-		&i.CursorRound,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -62,7 +65,7 @@ func (q *Queries) GetQueue(ctx context.Context, db DBTX, name string) (BatchqQue
 }
 
 const listQueues = `-- name: ListQueues :many
-SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, cursor_round, created_at, updated_at FROM batchq.queues ORDER BY name
+SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at FROM batchq.queues ORDER BY name
 `
 
 func (q *Queries) ListQueues(ctx context.Context, db DBTX) ([]BatchqQueue, error) {
@@ -82,7 +85,6 @@ func (q *Queries) ListQueues(ctx context.Context, db DBTX) ([]BatchqQueue, error
 			&i.Lease,
 			&i.MaxAttempts,
 			&i.UniqueFor,
-			&i.CursorRound,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -205,7 +207,7 @@ SET quantum        = coalesce($1, quantum),
     unique_for     = coalesce($6, unique_for),
     updated_at     = now()
 WHERE name = $7
-RETURNING name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, cursor_round, created_at, updated_at
+RETURNING name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at
 `
 
 type UpdateQueueParams struct {
@@ -237,7 +239,6 @@ func (q *Queries) UpdateQueue(ctx context.Context, db DBTX, arg UpdateQueueParam
 		&i.Lease,
 		&i.MaxAttempts,
 		&i.UniqueFor,
-		&i.CursorRound,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
