@@ -34,6 +34,11 @@ build: ## build bin/batchq
 bench: ## run the Go micro-benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
+.PHONY: bench-system
+bench-system: ## run the system benchmarks (batchq bench) against DATABASE_URL; see BENCHMARKS.md
+	$(GO) build -o bin/batchq ./cmd/batchq
+	@set -e; for s in drain flood scale quota enqueue; do bin/batchq bench $$s $(BENCH_ARGS); done
+
 .PHONY: generate
 generate: $(SQLC) ## regenerate internal/dbsqlc from migrations/ and db/queries/
 	$(SQLC) generate

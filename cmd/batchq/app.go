@@ -51,6 +51,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			pruneCommand(),
 			workCommand(),
 			demoCommand(),
+			benchCommand(),
+			benchWorkerCommand(),
 		},
 		// Errors are printed once, by exitCode, not by the library.
 		ExitErrHandler: func(*cli.Context, error) {},

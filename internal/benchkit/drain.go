@@ -1,7 +1,3 @@
-// Package benchkit holds the workloads batchq's benchmarks run, so the Go
-// benchmarks and `batchq bench` measure the same thing: seeding a backlog and
-// draining it with claimers that claim and complete in batches, for batchq's
-// fair queue and for the FIFO baseline side by side.
 package benchkit
 
 import (

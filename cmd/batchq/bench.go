@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/batchq/batchq/internal/benchkit"
+)
+
+// benchCommand runs the system benchmarks of internal/benchkit, each in a
+// database of its own on the server of --database-url.
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure batchq on this machine, beside a plain FIFO queue (see BENCHMARKS.md)",
+		Description: `Each scenario creates a database batchq_bench_<random> on the server of
+--database-url (the role needs CREATEDB), migrates it, runs a warm-up and then
+--reps repetitions, prints a table (or JSON with --json) with the machine and
+the server's settings, and drops the database, also on error or interrupt.
+Progress goes to stderr.`,
+		Subcommands: []*cli.Command{
+			benchScenario("drain", "jobs/s draining a backlog with 1..P worker processes and each batch size, beside FIFO",
+				runBenchDrain, drainFlags()...),
+			benchScenario("flood", "small tenants' wait and share of the tokens behind one tenant's flood, beside FIFO",
+				runBenchFlood, floodFlags()...),
+			benchScenario("scale", "what one claim costs as the backlog and the active tenants grow",
+				runBenchScale, scaleFlags()...),
+			benchScenario("quota", "quota used, 429s and interactive wait against a simulated provider, beside a naive client",
+				runBenchQuota, quotaFlags()...),
+			benchScenario("enqueue", "jobs/s enqueued one per transaction and in bulk, beside FIFO",
+				runBenchEnqueue, enqueueFlags()...),
+		},
+	}
+}
+
+// benchWorkerCommand is one drain worker process; `batchq bench drain`
+// starts its own binary with it. It reads DATABASE_URL like every command.
+func benchWorkerCommand() *cli.Command {
+	return &cli.Command{
+		Name:            "bench-worker",
+		Usage:           "a drain worker process of `batchq bench drain` (internal)",
+		Hidden:          true,
+		SkipFlagParsing: true,
+		Action: func(c *cli.Context) error {
+			return benchkit.WorkerMain(c.Context, c.String("database-url"), c.Args().Slice(), os.Stdin, c.App.Writer)
+		},
+	}
+}
+
+type benchRun func(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error)
+
+func benchScenario(name, usage string, run benchRun, flags ...cli.Flag) *cli.Command {
+	common := []cli.Flag{
+		&cli.IntFlag{Name: "reps", Usage: "timed repetitions of each measurement", Value: 3, EnvVars: []string{"BATCHQ_BENCH_REPS"}},
+		&cli.BoolFlag{Name: "no-warmup", Usage: "skip the untimed warm-up run", EnvVars: []string{"BATCHQ_BENCH_NO_WARMUP"}},
+		&cli.BoolFlag{Name: "json", Usage: "print the results as JSON", EnvVars: []string{"BATCHQ_BENCH_JSON"}},
+		&cli.Uint64Flag{Name: "seed", Usage: "seed of the backlogs' tenants and costs", EnvVars: []string{"BATCHQ_BENCH_SEED"}},
+	}
+	return &cli.Command{
+		Name:   name,
+		Usage:  usage,
+		Flags:  append(flags, common...),
+		Action: runBench(run),
+	}
+}
+
+// runBench creates the scenario's database, runs it and prints the report;
+// the database is dropped whatever happens.
+func runBench(run benchRun) cli.ActionFunc {
+	return func(c *cli.Context) (err error) {
+		if c.Args().Present() {
+			return usagef("batchq: %s: unexpected argument %q", c.Command.HelpName, c.Args().First())
+		}
+		if n := c.Int("reps"); n < 1 || n > 100 {
+			return usagef("batchq: --reps %d: must be in 1..100", n)
+		}
+		runs := benchkit.Runs{Reps: c.Int("reps"), NoWarmUp: c.Bool("no-warmup"), Progress: c.App.ErrWriter, Seed: c.Uint64("seed")}
+		db, err := benchkit.CreateDatabase(c.Context, c.String("database-url"))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.ErrWriter, "batchq bench: working in database %s (dropped afterwards)\n", db.Name)
+		defer func() {
+			if dropErr := db.Drop(context.WithoutCancel(c.Context)); dropErr != nil {
+				err = errors.Join(err, dropErr)
+			}
+		}()
+		env, err := benchkit.OpenEnv(c.Context, db.URL, 48)
+		if err != nil {
+			return err
+		}
+		defer env.Close()
+		rep, err := run(c, env, runs)
+		var ce *benchkit.ConfigError
+		if errors.As(err, &ce) {
+			return usagef("batchq: bench %s", ce.Msg)
+		}
+		if err != nil {
+			return err
+		}
+		rep.Command = commandLine(c)
+		if c.Bool("json") {
+			enc := json.NewEncoder(c.App.Writer)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rep)
+		}
+		return rep.WriteText(c.App.Writer)
+	}
+}
+
+// commandLine is the command as given, flags in the order the command
+// defines them, without the database URL.
+func commandLine(c *cli.Context) string {
+	parts := []string{c.Command.HelpName}
+	for _, f := range c.Command.Flags {
+		name := f.Names()[0]
+		if !c.IsSet(name) {
+			continue
+		}
+		if _, ok := f.(*cli.BoolFlag); ok {
+			if c.Bool(name) {
+				parts = append(parts, "--"+name)
+			}
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("--%s=%v", name, c.Value(name)))
+	}
+	return strings.Join(parts, " ")
+}
+
+// benchFlag names a scenario flag's environment variable after the scenario.
+func benchEnv(scenario, flag string) []string {
+	return []string{"BATCHQ_BENCH_" + strings.ToUpper(scenario+"_"+strings.ReplaceAll(flag, "-", "_"))}
+}
+
+func intFlag(scenario, name string, value int, usage string) *cli.IntFlag {
+	return &cli.IntFlag{Name: name, Value: value, Usage: usage, EnvVars: benchEnv(scenario, name)}
+}
+
+func listFlag(scenario, name string, value []int, usage string) *cli.StringFlag {
+	s := make([]string, len(value))
+	for i, v := range value {
+		s[i] = strconv.Itoa(v)
+	}
+	return &cli.StringFlag{Name: name, Value: strings.Join(s, ","), Usage: usage + " (comma-separated)", EnvVars: benchEnv(scenario, name)}
+}
+
+func durationFlag(scenario, name string, value time.Duration, usage string) *cli.DurationFlag {
+	return &cli.DurationFlag{Name: name, Value: value, Usage: usage, EnvVars: benchEnv(scenario, name)}
+}
+
+// intList reads a comma-separated list of positive integers from flag name.
+func intList(c *cli.Context, name string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(c.String(name), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, usagef("batchq: --%s %q: must be a comma-separated list of positive integers", name, c.String(name))
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func drainFlags() []cli.Flag {
+	d := benchkit.DefaultDrainConfig()
+	return []cli.Flag{
+		intFlag("drain", "jobs", d.Jobs, "no-op jobs in the backlog"),
+		intFlag("drain", "tenants", d.Tenants, "tenants the backlog is spread over"),
+		intFlag("drain", "max-cost", int(d.MaxCost), "jobs cost 1..max-cost tokens"),
+		listFlag("drain", "processes", d.Processes, "numbers of worker processes to measure"),
+		listFlag("drain", "batch", d.Batches, "claim batch sizes to measure"),
+		intFlag("drain", "workers", d.Workers, "claimers in all, split over the processes"),
+		&cli.StringFlag{Name: "systems", Value: strings.Join(d.Systems, ","), EnvVars: benchEnv("drain", "systems"),
+			Usage: "what to drain: fair (claim and complete in batches), pool (the worker pool), fifo (the baseline)"},
+	}
+}
+
+func runBenchDrain(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+	procs, err := intList(c, "processes")
+	if err != nil {
+		return nil, err
+	}
+	batches, err := intList(c, "batch")
+	if err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("batchq: bench drain: finding this program to start worker processes: %w", err)
+	}
+	return benchkit.Drain(c.Context, env, benchkit.DrainConfig{
+		Runs: runs, Jobs: c.Int("jobs"), Tenants: c.Int("tenants"), MaxCost: int64(c.Int("max-cost")),
+		Processes: procs, Batches: batches, Workers: c.Int("workers"),
+		Systems: strings.Split(c.String("systems"), ","),
+		Spawn:   benchkit.ExecSpawner(exe, "bench-worker"),
+	})
+}
+
+func floodFlags() []cli.Flag {
+	d := benchkit.DefaultFloodConfig()
+	return []cli.Flag{
+		intFlag("flood", "backlog", d.Backlog, "jobs the flooding tenant has queued"),
+		intFlag("flood", "small-tenants", d.SmallTenants, "tenants that arrive after the flood"),
+		intFlag("flood", "small-jobs", d.SmallJobs, "jobs of each small tenant"),
+		intFlag("flood", "arrive-after", 0, "jobs claimed before the small tenants arrive (0: backlog/50)"),
+		intFlag("flood", "max-cost", int(d.MaxCost), "jobs cost 1..max-cost tokens"),
+		intFlag("flood", "workers", d.Workers, "claimers"),
+		intFlag("flood", "batch", d.Batch, "jobs per claim"),
+		intFlag("flood", "quantum", int(d.Quantum), "the queue's quantum"),
+		intFlag("flood", "window-rounds", d.WindowRounds, "length of a fairness window, in rounds"),
+	}
+}
+
+func runBenchFlood(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+	return benchkit.Flood(c.Context, env, benchkit.FloodConfig{
+		Runs: runs, Backlog: c.Int("backlog"), SmallTenants: c.Int("small-tenants"), SmallJobs: c.Int("small-jobs"),
+		ArriveAfter: c.Int("arrive-after"), MaxCost: int64(c.Int("max-cost")), Workers: c.Int("workers"),
+		Batch: c.Int("batch"), Quantum: int64(c.Int("quantum")), WindowRounds: c.Int("window-rounds"),
+	})
+}
+
+func scaleFlags() []cli.Flag {
+	d := benchkit.DefaultScaleConfig()
+	return []cli.Flag{
+		listFlag("scale", "rows", d.Rows, "backlog sizes (queued rows) to measure"),
+		intFlag("scale", "row-tenants", d.RowTenants, "tenants of the backlog-size series"),
+		listFlag("scale", "tenants", d.Tenants, "numbers of active tenants to measure"),
+		intFlag("scale", "tenant-rows", d.TenantRows, "queued rows of the tenant series"),
+		intFlag("scale", "claims", d.Claims, "timed claims per repetition"),
+		intFlag("scale", "batch", d.Batch, "jobs per claim"),
+	}
+}
+
+func runBenchScale(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+	rows, err := intList(c, "rows")
+	if err != nil {
+		return nil, err
+	}
+	tenants, err := intList(c, "tenants")
+	if err != nil {
+		return nil, err
+	}
+	return benchkit.Scale(c.Context, env, benchkit.ScaleConfig{
+		Runs: runs, Rows: rows, RowTenants: c.Int("row-tenants"), Tenants: tenants, TenantRows: c.Int("tenant-rows"),
+		Claims: c.Int("claims"), Batch: c.Int("batch"),
+	})
+}
+
+func quotaFlags() []cli.Flag {
+	d := benchkit.DefaultQuotaConfig()
+	return []cli.Flag{
+		durationFlag("quota", "duration", d.Duration, "how long each run sends calls"),
+		durationFlag("quota", "window", d.Window, "the provider's quota window"),
+		intFlag("quota", "tokens", int(d.Tokens), "the provider's tokens per window"),
+		intFlag("quota", "requests", int(d.Requests), "the provider's requests per window"),
+		durationFlag("quota", "latency", d.Latency, "how long an admitted call takes"),
+		durationFlag("quota", "jitter", d.Jitter, "up to this much more, at random"),
+		&cli.Float64Flag{Name: "reserve", Value: d.Reserve, EnvVars: benchEnv("quota", "reserve"),
+			Usage: "fraction of the quota batch work leaves to interactive calls"},
+		intFlag("quota", "pools", d.Pools, "worker pools, each on its own connection pool"),
+		intFlag("quota", "workers", d.Workers, "handlers per pool"),
+		intFlag("quota", "max-cost", int(d.MaxCost), "batch jobs cost 1..max-cost tokens"),
+		intFlag("quota", "interactive", d.Interactive, "interactive callers"),
+		durationFlag("quota", "interactive-every", d.InteractiveEvery, "how often each interactive caller calls"),
+		intFlag("quota", "interactive-cost", int(d.InteractiveCost), "tokens of an interactive call"),
+	}
+}
+
+func runBenchQuota(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+	return benchkit.Quota(c.Context, env, benchkit.QuotaConfig{
+		Runs: runs, Duration: c.Duration("duration"), Window: c.Duration("window"),
+		Tokens: int64(c.Int("tokens")), Requests: int64(c.Int("requests")),
+		Latency: c.Duration("latency"), Jitter: c.Duration("jitter"), Reserve: c.Float64("reserve"),
+		Pools: c.Int("pools"), Workers: c.Int("workers"), MaxCost: int64(c.Int("max-cost")),
+		Interactive: c.Int("interactive"), InteractiveEvery: c.Duration("interactive-every"),
+		InteractiveCost: int64(c.Int("interactive-cost")),
+	})
+}
+
+func enqueueFlags() []cli.Flag {
+	d := benchkit.DefaultEnqueueConfig()
+	return []cli.Flag{
+		intFlag("enqueue", "jobs", d.Jobs, "jobs per single-row measurement"),
+		intFlag("enqueue", "bulk-jobs", d.BulkJobs, "jobs per bulk measurement"),
+		intFlag("enqueue", "bulk-size", d.BulkSize, "jobs per bulk call"),
+		listFlag("enqueue", "concurrency", d.Concurrency, "goroutines inserting at once"),
+		intFlag("enqueue", "tenants", d.Tenants, "tenants the jobs are spread over"),
+	}
+}
+
+func runBenchEnqueue(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+	conc, err := intList(c, "concurrency")
+	if err != nil {
+		return nil, err
+	}
+	return benchkit.Enqueue(c.Context, env, benchkit.EnqueueConfig{
+		Runs: runs, Jobs: c.Int("jobs"), BulkJobs: c.Int("bulk-jobs"), BulkSize: c.Int("bulk-size"),
+		Concurrency: conc, Tenants: c.Int("tenants"),
+	})
+}

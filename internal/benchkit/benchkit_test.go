@@ -1,0 +1,129 @@
+package benchkit_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/benchkit"
+	"github.com/batchq/batchq/internal/pgtest"
+)
+
+// workerEnv makes the test binary run benchkit.WorkerMain instead of the
+// tests, so Drain's worker processes are this binary started again.
+const workerEnv = "BENCHKIT_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := benchkit.WorkerMain(context.Background(), os.Getenv("DATABASE_URL"), os.Args[1:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func testSpawner(t *testing.T) benchkit.Spawner {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	spawn := benchkit.ExecSpawner(exe)
+	return func(ctx context.Context, dbURL string, args []string) *exec.Cmd {
+		cmd := spawn(ctx, dbURL, args)
+		cmd.Env = append(cmd.Env, workerEnv+"=1")
+		return cmd
+	}
+}
+
+// setup returns an Env on a fresh migrated database.
+func setup(t *testing.T) *benchkit.Env {
+	t.Helper()
+	env, err := benchkit.OpenEnv(context.Background(), pgtest.URL(t), 24)
+	require.NoError(t, err)
+	t.Cleanup(env.Close)
+	return env
+}
+
+// quiet is the Runs of a tiny test run: two repetitions after a warm-up,
+// progress to the test log.
+func quiet(t *testing.T) benchkit.Runs {
+	return benchkit.Runs{Reps: 2, Progress: testLog{t}, Seed: 7}
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// table returns the report's table named name.
+func table(t *testing.T, r *benchkit.Report, name string) *benchkit.Table {
+	t.Helper()
+	for _, tb := range r.Tables {
+		if tb.Name == name {
+			return tb
+		}
+	}
+	t.Fatalf("no table %q in the %s report", name, r.Scenario)
+	return nil
+}
+
+// rows returns the table's rows as maps by column, the way JSON shows them.
+func rows(t *testing.T, tb *benchkit.Table) []map[string]any {
+	t.Helper()
+	b, err := json.Marshal(tb)
+	require.NoError(t, err)
+	var got struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.Len(t, got.Rows, len(tb.Rows))
+	return got.Rows
+}
+
+// median reads a sample cell of a row as JSON shows it.
+func median(t *testing.T, row map[string]any, col string) float64 {
+	t.Helper()
+	s, ok := row[col].(map[string]any)
+	require.True(t, ok, "column %s is not a sample: %v", col, row[col])
+	v, ok := s["median"].(float64)
+	require.True(t, ok, "column %s has no median: %v", col, s)
+	return v
+}
+
+// checkReport checks what every report carries and that it prints.
+func checkReport(t *testing.T, r *benchkit.Report, scenario string) string {
+	t.Helper()
+	require.Equal(t, scenario, r.Scenario)
+	require.Positive(t, r.Machine.Cores)
+	require.Contains(t, r.Machine.Postgres, "PostgreSQL")
+	names := map[string]string{}
+	for _, s := range r.Machine.PostgresSetting {
+		names[s.Name] = s.Value
+	}
+	for _, want := range []string{"shared_buffers", "synchronous_commit", "max_connections"} {
+		require.NotEmpty(t, names[want], want)
+	}
+	require.Equal(t, 2, r.Reps)
+	require.True(t, r.WarmUp)
+	var text strings.Builder
+	require.NoError(t, r.WriteText(&text))
+	out := text.String()
+	require.Contains(t, out, "batchq bench "+scenario)
+	require.Contains(t, out, "shared_buffers=")
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	var back map[string]any
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, scenario, back["scenario"])
+	t.Log("\n" + out)
+	return out
+}

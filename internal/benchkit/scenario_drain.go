@@ -1,0 +1,285 @@
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// DrainConfig configures Drain. Zero fields take the defaults of
+// DefaultDrainConfig.
+type DrainConfig struct {
+	Runs
+	// Jobs, Tenants and MaxCost shape the backlog: Jobs no-op jobs spread
+	// over Tenants tenants in random order, costs uniform in 1..MaxCost.
+	Jobs    int
+	Tenants int
+	MaxCost int64
+	// Processes lists the numbers of worker processes to measure.
+	Processes []int
+	// Batches lists the claim batch sizes to measure.
+	Batches []int
+	// Workers is the claimers of each measurement in all, split as evenly as
+	// possible over its processes (at least one each), so rows with more
+	// processes do the same work with the same concurrency.
+	Workers int
+	// Systems lists what to drain: SystemFair, SystemPool, SystemFIFO.
+	Systems []string
+	// Spawn starts the worker processes. Required.
+	Spawn Spawner
+}
+
+// DefaultDrainConfig returns the defaults: 50,000 jobs of 100 tenants, costs
+// 1..1000, 8 claimers in 1, 2 and 4 processes, batches of 10, 100 and 1000, for
+// the fair queue, the worker pool and the FIFO baseline.
+func DefaultDrainConfig() DrainConfig {
+	return DrainConfig{
+		Jobs: 50_000, Tenants: 100, MaxCost: 1000,
+		Processes: []int{1, 2, 4}, Batches: []int{10, 100, 1000}, Workers: 8,
+		Systems: []string{SystemFair, SystemPool, SystemFIFO},
+	}
+}
+
+func (c DrainConfig) withDefaults() (DrainConfig, error) {
+	d := DefaultDrainConfig()
+	if c.Jobs == 0 {
+		c.Jobs = d.Jobs
+	}
+	if c.Tenants == 0 {
+		c.Tenants = d.Tenants
+	}
+	if c.MaxCost == 0 {
+		c.MaxCost = d.MaxCost
+	}
+	if len(c.Processes) == 0 {
+		c.Processes = d.Processes
+	}
+	if len(c.Batches) == 0 {
+		c.Batches = d.Batches
+	}
+	if c.Workers == 0 {
+		c.Workers = d.Workers
+	}
+	if len(c.Systems) == 0 {
+		c.Systems = d.Systems
+	}
+	switch {
+	case c.Spawn == nil:
+		return c, configErrorf("drain: Spawn is required")
+	case c.Jobs < 1 || c.Tenants < 1 || c.MaxCost < 1:
+		return c, configErrorf("drain: jobs, tenants and max cost must be positive")
+	case c.Workers < 1:
+		return c, configErrorf("drain: workers must be positive")
+	}
+	for _, p := range c.Processes {
+		if p < 1 || p > 64 {
+			return c, configErrorf("drain: processes %d: must be in 1..64", p)
+		}
+	}
+	for _, b := range c.Batches {
+		if b < 1 || b > 10000 {
+			return c, configErrorf("drain: batch %d: must be in 1..10000", b)
+		}
+	}
+	for _, s := range c.Systems {
+		if s != SystemFair && s != SystemPool && s != SystemFIFO {
+			return c, configErrorf("drain: system %q: must be fair, pool or fifo", s)
+		}
+	}
+	return c, nil
+}
+
+type drainKey struct {
+	system     string
+	procs, bat int
+}
+
+// Drain measures how fast pre-inserted no-op jobs drain, in jobs per second,
+// for each system, number of worker processes and claim batch size: the
+// fair queue with outcome rows beside the FIFO baseline doing the same work,
+// in the same run. Its bar: the fair queue at its best batch size drains at
+// least 0.8× as fast as FIFO at its best, for each number of processes.
+func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rep, err := newReport(ctx, env, "drain", cfg.Runs)
+	if err != nil {
+		return nil, err
+	}
+	rep.param("jobs", cfg.Jobs)
+	rep.param("tenants", cfg.Tenants)
+	rep.param("max_cost", cfg.MaxCost)
+	rep.param("workers", cfg.Workers)
+	rep.param("processes", joinInts(cfg.Processes))
+	rep.param("batches", joinInts(cfg.Batches))
+	rep.param("systems", joinStrings(cfg.Systems))
+
+	backlog := Backlog{Jobs: cfg.Jobs, Tenants: cfg.Tenants, MaxCost: cfg.MaxCost, Seed: cfg.Seed}
+	run := func(k drainKey) (Drained, error) {
+		return drainOnce(ctx, env, cfg, backlog, k)
+	}
+	if !cfg.NoWarmUp {
+		for _, s := range cfg.Systems {
+			k := drainKey{s, cfg.Processes[0], slices.Max(cfg.Batches)}
+			d, err := run(k)
+			if err != nil {
+				return nil, err
+			}
+			cfg.progress("drain warm-up %s processes=%d batch=%d: %.0f jobs/s", s, k.procs, k.bat, d.JobsPerSecond())
+		}
+	}
+	results := map[drainKey][]float64{}
+	secs := map[drainKey][]float64{}
+	for r := range cfg.reps() {
+		for _, p := range cfg.Processes {
+			for _, b := range cfg.Batches {
+				// Systems interleaved: drift hits them alike.
+				for _, s := range cfg.Systems {
+					k := drainKey{s, p, b}
+					d, err := run(k)
+					if err != nil {
+						return nil, err
+					}
+					results[k] = append(results[k], d.JobsPerSecond())
+					secs[k] = append(secs[k], d.Elapsed.Seconds())
+					cfg.progress("drain rep %d/%d %s processes=%d batch=%d: %.0f jobs/s", r+1, cfg.reps(), s, p, b, d.JobsPerSecond())
+				}
+			}
+		}
+	}
+
+	t := NewTable("drain", fmt.Sprintf("drain: %d no-op jobs, %d tenants, costs 1..%d, outcome rows written; %d claimers in all",
+		cfg.Jobs, cfg.Tenants, cfg.MaxCost, cfg.Workers),
+		"system", "processes", "claimers_per_process", "batch", "jobs_per_s", "seconds", "vs_fifo")
+	for _, p := range cfg.Processes {
+		for _, b := range cfg.Batches {
+			for _, s := range cfg.Systems {
+				k := drainKey{s, p, b}
+				fifoMedian := median(results[drainKey{SystemFIFO, p, b}])
+				vs := any("-")
+				if slices.Contains(cfg.Systems, SystemFIFO) {
+					vs = ratioCell(median(results[k]), fifoMedian)
+				}
+				t.Add(s, p, claimersLabel(cfg.Workers, p), b, NewSample(0, results[k]...), NewSample(2, secs[k]...), vs)
+			}
+		}
+	}
+	rep.Tables = append(rep.Tables, t)
+
+	if slices.Contains(cfg.Systems, SystemFIFO) {
+		for _, p := range cfg.Processes {
+			fifoBest, fifoBatch := bestBatch(results, SystemFIFO, p, cfg.Batches)
+			for _, s := range []string{SystemFair, SystemPool} {
+				if !slices.Contains(cfg.Systems, s) {
+					continue
+				}
+				best, batch := bestBatch(results, s, p, cfg.Batches)
+				rep.Bars = append(rep.Bars, newBar(
+					fmt.Sprintf("drain %s vs FIFO, each at its best batch, %d process(es)", s, p),
+					ratio(best, fifoBest), 0.8, false,
+					fmt.Sprintf("%s %s jobs/s at batch %d / fifo %s jobs/s at batch %d", s, fmtFloat(best, 0), batch, fmtFloat(fifoBest, 0), fifoBatch)))
+			}
+		}
+	}
+	return rep.finish(), nil
+}
+
+// drainOnce seeds the backlog for k's system and drains it with k's
+// processes, checking that every job was drained and has its outcome row.
+func drainOnce(ctx context.Context, env *Env, cfg DrainConfig, b Backlog, k drainKey) (Drained, error) {
+	if err := env.reset(ctx, queue.QueueConfig{}); err != nil {
+		return Drained{}, err
+	}
+	table, outcomes := "batchq.jobs", `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`
+	if k.system == SystemFIFO {
+		table, outcomes = "batchq_fifo.jobs", `SELECT count(*) FROM batchq_fifo.outcomes`
+		if err := SeedFIFO(ctx, env.FIFO, b); err != nil {
+			return Drained{}, err
+		}
+	} else if err := SeedFair(ctx, env.Client, benchQueue, b); err != nil {
+		return Drained{}, err
+	}
+	if err := env.settle(ctx, table); err != nil {
+		return Drained{}, err
+	}
+	var args [][]string
+	for _, n := range splitWorkers(cfg.Workers, k.procs) {
+		args = append(args, workerArgs(k.system, n, k.bat))
+	}
+	d, err := runProcs(ctx, cfg.Spawn, env.URL, args)
+	if err != nil {
+		return d, err
+	}
+	if d.Jobs != b.Jobs {
+		return d, fmt.Errorf("benchkit: drain %s: drained %d jobs of %d", k.system, d.Jobs, b.Jobs)
+	}
+	var n int
+	if err := env.Pool.QueryRow(ctx, outcomes).Scan(&n); err != nil {
+		return d, err
+	}
+	if n != b.Jobs {
+		return d, fmt.Errorf("benchkit: drain %s: %d outcome rows for %d jobs", k.system, n, b.Jobs)
+	}
+	return d, nil
+}
+
+func workerArgs(system string, claimers, batch int) []string {
+	return []string{"-system", system, "-claimers", strconv.Itoa(claimers), "-batch", strconv.Itoa(batch)}
+}
+
+// splitWorkers spreads workers over procs processes, at least one each.
+func splitWorkers(workers, procs int) []int {
+	out := make([]int, procs)
+	for i := range out {
+		out[i] = workers / procs
+		if i < workers%procs {
+			out[i]++
+		}
+		out[i] = max(out[i], 1)
+	}
+	return out
+}
+
+func claimersLabel(workers, procs int) string {
+	per := splitWorkers(workers, procs)
+	if slices.Min(per) == slices.Max(per) {
+		return strconv.Itoa(per[0])
+	}
+	return fmt.Sprintf("%d-%d", slices.Min(per), slices.Max(per))
+}
+
+// bestBatch returns the highest median jobs/s of system at procs processes
+// over the batch sizes, and that batch size.
+func bestBatch(results map[drainKey][]float64, system string, procs int, batches []int) (float64, int) {
+	best, at := 0.0, 0
+	for _, b := range batches {
+		if m := median(results[drainKey{system, procs, b}]); m > best {
+			best, at = m, b
+		}
+	}
+	return best, at
+}
+
+func joinInts(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return joinStrings(s)
+}
+
+func joinStrings(vs []string) string {
+	out := ""
+	for i, v := range vs {
+		if i > 0 {
+			out += ","
+		}
+		out += v
+	}
+	return out
+}

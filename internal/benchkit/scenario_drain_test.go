@@ -1,0 +1,58 @@
+package benchkit_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/benchkit"
+)
+
+// A tiny drain in real worker processes: every system and process count has
+// a row with a positive rate, each row's ratio to FIFO is its rate over
+// FIFO's, and there is one bar per batchq system and process count.
+func TestBenchDrain(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	r, err := benchkit.Drain(context.Background(), env, benchkit.DrainConfig{
+		Runs: quiet(t), Jobs: 200, Tenants: 10, MaxCost: 100,
+		Processes: []int{1, 2}, Batches: []int{10, 50}, Workers: 3,
+		Spawn: testSpawner(t),
+	})
+	require.NoError(t, err)
+	out := checkReport(t, r, "drain")
+	require.Contains(t, out, "vs FIFO")
+
+	got := rows(t, table(t, r, "drain"))
+	require.Len(t, got, 2*2*3)
+	fifo := map[[2]float64]float64{}
+	for _, row := range got {
+		if row["system"] == benchkit.SystemFIFO {
+			fifo[[2]float64{row["processes"].(float64), row["batch"].(float64)}] = median(t, row, "jobs_per_s")
+		}
+	}
+	for _, row := range got {
+		rate := median(t, row, "jobs_per_s")
+		require.Positive(t, rate, "%v", row)
+		require.Positive(t, median(t, row, "seconds"), "%v", row)
+		vs := row["vs_fifo"].(float64)
+		want := rate / fifo[[2]float64{row["processes"].(float64), row["batch"].(float64)}]
+		require.InEpsilon(t, want, vs, 0.01, "%v", row)
+	}
+	// 3 claimers over 2 processes: 1 and 2.
+	require.Equal(t, "1-2", got[len(got)-1]["claimers_per_process"])
+
+	require.Len(t, r.Bars, 2*2)
+	for _, b := range r.Bars {
+		require.Positive(t, b.Value, b.Name)
+		require.Equal(t, 0.8, b.Target)
+		require.Equal(t, b.Value >= 0.8, b.Met, b.Name)
+	}
+}
+
+func TestBenchDrainNeedsASpawner(t *testing.T) {
+	t.Parallel()
+	_, err := benchkit.Drain(context.Background(), &benchkit.Env{}, benchkit.DrainConfig{})
+	require.ErrorContains(t, err, "Spawn is required")
+}

@@ -1,0 +1,222 @@
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchq/batchq/internal/fifo/fifodb"
+	"github.com/batchq/batchq/queue"
+)
+
+// The ways Enqueue inserts jobs.
+const (
+	// ModeSingle inserts one job per transaction, inside a transaction the
+	// caller opened (EnqueueTx), as an application does with its own change.
+	ModeSingle = "single"
+	// ModeBulk inserts BulkSize jobs per call and transaction (EnqueueMany).
+	ModeBulk = "bulk"
+)
+
+// EnqueueConfig configures Enqueue. Zero fields take the defaults of
+// DefaultEnqueueConfig.
+type EnqueueConfig struct {
+	Runs
+	// Jobs is the jobs each single-row measurement inserts.
+	Jobs int
+	// BulkJobs is the jobs each bulk measurement inserts, BulkSize per call.
+	BulkJobs int
+	BulkSize int
+	// Concurrency lists the numbers of goroutines inserting at once.
+	Concurrency []int
+	// Tenants the jobs are spread over, round robin; costs are 1..1000.
+	Tenants int
+}
+
+// DefaultEnqueueConfig returns the defaults: 5,000 single-row and 100,000
+// bulk jobs (1,000 per call) per measurement, with 1 and 8 goroutines, over
+// 100 tenants.
+func DefaultEnqueueConfig() EnqueueConfig {
+	return EnqueueConfig{Jobs: 5000, BulkJobs: 100_000, BulkSize: 1000, Concurrency: []int{1, 8}, Tenants: 100}
+}
+
+func (c EnqueueConfig) withDefaults() (EnqueueConfig, error) {
+	d := DefaultEnqueueConfig()
+	for _, f := range []struct{ v, def *int }{
+		{&c.Jobs, &d.Jobs}, {&c.BulkJobs, &d.BulkJobs}, {&c.BulkSize, &d.BulkSize}, {&c.Tenants, &d.Tenants},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	if len(c.Concurrency) == 0 {
+		c.Concurrency = d.Concurrency
+	}
+	if c.Jobs < 1 || c.BulkJobs < 1 || c.BulkSize < 1 || c.Tenants < 1 {
+		return c, configErrorf("enqueue: sizes must be positive")
+	}
+	for _, n := range c.Concurrency {
+		if n < 1 || n > 32 {
+			return c, configErrorf("enqueue: concurrency %d: must be in 1..32", n)
+		}
+	}
+	return c, nil
+}
+
+type enqueueKey struct {
+	system, mode string
+	conc         int
+}
+
+// Enqueue measures how fast jobs go in: one per transaction inside the
+// caller's transaction, and in bulk, with each level of concurrency, for the
+// fair queue (which keeps each tenant's bound and DRR keys as it inserts)
+// and for the FIFO baseline's plain INSERT. The issue sets no bar for it.
+func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rep, err := newReport(ctx, env, "enqueue", cfg.Runs)
+	if err != nil {
+		return nil, err
+	}
+	rep.param("jobs", cfg.Jobs)
+	rep.param("bulk_jobs", cfg.BulkJobs)
+	rep.param("bulk_size", cfg.BulkSize)
+	rep.param("concurrency", joinInts(cfg.Concurrency))
+	rep.param("tenants", cfg.Tenants)
+
+	var keys []enqueueKey
+	for _, mode := range []string{ModeSingle, ModeBulk} {
+		for _, n := range cfg.Concurrency {
+			for _, s := range []string{SystemFair, SystemFIFO} {
+				keys = append(keys, enqueueKey{s, mode, n})
+			}
+		}
+	}
+	if !cfg.NoWarmUp {
+		for _, k := range keys[:2] {
+			if _, err := enqueueOnce(ctx, env, cfg, k); err != nil {
+				return nil, err
+			}
+		}
+		cfg.progress("enqueue warm-up done")
+	}
+	res := map[enqueueKey][]float64{}
+	for r := range cfg.reps() {
+		for _, k := range keys {
+			d, err := enqueueOnce(ctx, env, cfg, k)
+			if err != nil {
+				return nil, err
+			}
+			res[k] = append(res[k], d.JobsPerSecond())
+			cfg.progress("enqueue rep %d/%d %s %s concurrency=%d: %.0f jobs/s", r+1, cfg.reps(), k.system, k.mode, k.conc, d.JobsPerSecond())
+		}
+	}
+	t := NewTable("enqueue", fmt.Sprintf("enqueue: %s jobs one per transaction, %s in calls of %s, over %d tenants",
+		group(fmt.Sprint(cfg.Jobs)), group(fmt.Sprint(cfg.BulkJobs)), group(fmt.Sprint(cfg.BulkSize)), cfg.Tenants),
+		"system", "mode", "concurrency", "jobs_per_s", "vs_fifo")
+	for _, k := range keys {
+		f := median(res[enqueueKey{SystemFIFO, k.mode, k.conc}])
+		t.Add(k.system, k.mode, k.conc, NewSample(0, res[k]...), ratioCell(median(res[k]), f))
+	}
+	rep.Tables = append(rep.Tables, t)
+	return rep.finish(), nil
+}
+
+// enqueueOnce empties the tables and inserts one measurement's jobs.
+func enqueueOnce(ctx context.Context, env *Env, cfg EnqueueConfig, k enqueueKey) (Drained, error) {
+	if err := env.reset(ctx, queue.QueueConfig{}); err != nil {
+		return Drained{}, err
+	}
+	table := "batchq.jobs"
+	if k.system == SystemFIFO {
+		table = "batchq_fifo.jobs"
+	}
+	if err := env.settle(ctx, table); err != nil {
+		return Drained{}, err
+	}
+	total, per := cfg.Jobs, 1
+	if k.mode == ModeBulk {
+		total, per = cfg.BulkJobs, cfg.BulkSize
+	}
+	calls := (total + per - 1) / per
+	insert := enqueuer(env, k)
+	var mu sync.Mutex
+	var firstErr error
+	next := 0
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range k.conc {
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := i >= calls || firstErr != nil
+				mu.Unlock()
+				if stop {
+					return
+				}
+				n := min(per, total-i*per)
+				tenants, costs := make([]string, n), make([]int64, n)
+				for j := range n {
+					tenants[j], costs[j] = fmt.Sprintf("tenant-%04d", (i*per+j)%cfg.Tenants), 1+rng.Int64N(1000)
+				}
+				if err := insert(ctx, tenants, costs); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d := Drained{Jobs: total, Elapsed: time.Since(start)}
+	if firstErr != nil {
+		return d, firstErr
+	}
+	var n int
+	if err := env.Pool.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		return d, err
+	}
+	if n != total {
+		return d, fmt.Errorf("benchkit: enqueue %s %s: %d rows for %d jobs", k.system, k.mode, n, total)
+	}
+	return d, nil
+}
+
+// enqueuer returns the insert a measurement makes per call.
+func enqueuer(env *Env, k enqueueKey) func(ctx context.Context, tenants []string, costs []int64) error {
+	fifoQ := fifodb.New()
+	switch {
+	case k.system == SystemFIFO && k.mode == ModeSingle:
+		// The application's transaction, holding the one INSERT.
+		return func(ctx context.Context, tenants []string, costs []int64) error {
+			return pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+				return fifoQ.Insert(ctx, tx, fifodb.InsertParams{Tenants: tenants, Costs: costs})
+			})
+		}
+	case k.system == SystemFIFO:
+		return env.FIFO.Insert
+	case k.mode == ModeSingle:
+		return func(ctx context.Context, tenants []string, costs []int64) error {
+			return pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
+				_, err := env.Client.EnqueueTx(ctx, tx, queue.NewJob{Queue: benchQueue, Tenant: tenants[0], Cost: costs[0]})
+				return err
+			})
+		}
+	}
+	return func(ctx context.Context, tenants []string, costs []int64) error {
+		return insertJobs(ctx, env, SystemFair, tenants, costs)
+	}
+}

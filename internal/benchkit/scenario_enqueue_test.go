@@ -1,0 +1,33 @@
+package benchkit_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/benchkit"
+)
+
+// A tiny enqueue run: every system, mode and concurrency has a positive rate
+// (the scenario itself checks every job arrived), FIFO's ratio is 1.
+func TestBenchEnqueue(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	r, err := benchkit.Enqueue(context.Background(), env, benchkit.EnqueueConfig{
+		Runs: quiet(t), Jobs: 60, BulkJobs: 250, BulkSize: 100, Concurrency: []int{1, 3}, Tenants: 7,
+	})
+	require.NoError(t, err)
+	checkReport(t, r, "enqueue")
+	got := rows(t, table(t, r, "enqueue"))
+	require.Len(t, got, 2*2*2)
+	for _, row := range got {
+		require.Positive(t, median(t, row, "jobs_per_s"), "%v", row)
+		if row["system"] == "fifo" {
+			require.Equal(t, 1.0, row["vs_fifo"])
+		} else {
+			require.Positive(t, row["vs_fifo"])
+		}
+	}
+	require.Empty(t, r.Bars)
+}

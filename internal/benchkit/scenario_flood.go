@@ -1,0 +1,518 @@
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// FloodConfig configures Flood. Zero fields take the defaults of
+// DefaultFloodConfig.
+type FloodConfig struct {
+	Runs
+	// Backlog is the jobs the flooding tenant has queued before anyone else
+	// arrives.
+	Backlog int
+	// SmallTenants tenants of SmallJobs jobs each arrive after it, once the
+	// workers have claimed ArriveAfter jobs (0: Backlog/50).
+	SmallTenants int
+	SmallJobs    int
+	ArriveAfter  int
+	// MaxCost: every job costs 1..MaxCost tokens, uniformly.
+	MaxCost int64
+	// Workers claimers take Batch jobs per claim and complete them together.
+	Workers int
+	Batch   int
+	// Quantum is the queue's quantum.
+	Quantum int64
+	// WindowRounds is the length of a fairness window, in rounds: the tokens
+	// one round serves when every backlogged tenant gets its quantum.
+	WindowRounds int
+}
+
+// DefaultFloodConfig returns the defaults: a backlog of 50,000 jobs, then 20
+// tenants of 100 jobs each, costs 1..1000, 8 claimers taking 10 jobs each,
+// quantum 1000, windows of 10 rounds.
+func DefaultFloodConfig() FloodConfig {
+	return FloodConfig{
+		Backlog: 50_000, SmallTenants: 20, SmallJobs: 100, MaxCost: 1000,
+		Workers: 8, Batch: 10, Quantum: queue.DefaultQuantum, WindowRounds: 10,
+	}
+}
+
+func (c FloodConfig) withDefaults() (FloodConfig, error) {
+	d := DefaultFloodConfig()
+	for _, f := range []struct{ v, def *int }{
+		{&c.Backlog, &d.Backlog}, {&c.SmallTenants, &d.SmallTenants}, {&c.SmallJobs, &d.SmallJobs},
+		{&c.Workers, &d.Workers}, {&c.Batch, &d.Batch}, {&c.WindowRounds, &d.WindowRounds},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	if c.MaxCost == 0 {
+		c.MaxCost = d.MaxCost
+	}
+	if c.Quantum == 0 {
+		c.Quantum = d.Quantum
+	}
+	if c.ArriveAfter == 0 {
+		c.ArriveAfter = max(c.Backlog/50, 1)
+	}
+	if c.Backlog < 1 || c.SmallTenants < 1 || c.SmallJobs < 1 || c.MaxCost < 1 || c.Workers < 1 ||
+		c.Batch < 1 || c.Quantum < 1 || c.WindowRounds < 1 || c.ArriveAfter < 0 || c.ArriveAfter >= c.Backlog {
+		return c, configErrorf("flood: sizes must be positive, and arrive-after below the backlog")
+	}
+	return c, nil
+}
+
+// floodResult is what one flood run measured.
+type floodResult struct {
+	enqueueP50       float64 // small tenants' enqueue calls, ms
+	enqueueMax       float64
+	waitP50, waitP99 float64 // small tenants' wait, enqueue to claim, ms
+	posP50, posP99   float64 // jobs claimed between their arrival and their claim
+	posMax           float64
+	jainMin, jainMed float64 // over the windows in which every tenant was backlogged
+	windows          int
+	deadlocks        int    // claims the database aborted as deadlocked, retried
+	deadlock         string // what the first one said
+}
+
+type floodKey struct {
+	system  string
+	backlog bool
+}
+
+// Flood measures what a flood does to everyone else: one tenant's backlog
+// is queued, the workers start on it, then SmallTenants small tenants arrive
+// at once, each enqueueing its jobs in its own transaction. It reports how
+// long those enqueues took, the small tenants' wait from enqueue (the
+// enqueue transaction's start, as the outcome rows record it) to claim, and
+// their claim position (jobs claimed since they arrived), with the backlog
+// and without it, for the fair queue and for FIFO; and each backlogged
+// tenant's share of the tokens over sliding windows of WindowRounds rounds,
+// taken while every tenant is backlogged, as Jain's fairness index (1: equal
+// shares; 1/n: one tenant gets everything). Its bars: the fair queue's p99
+// wait with the backlog at most 2× that without it, and Jain's index at
+// least 0.99 in every window. A claim the database aborts as a deadlock is
+// retried, as a worker pool would, and counted.
+func Flood(ctx context.Context, env *Env, cfg FloodConfig) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rep, err := newReport(ctx, env, "flood", cfg.Runs)
+	if err != nil {
+		return nil, err
+	}
+	rep.param("backlog", cfg.Backlog)
+	rep.param("small_tenants", cfg.SmallTenants)
+	rep.param("small_jobs", cfg.SmallJobs)
+	rep.param("arrive_after", cfg.ArriveAfter)
+	rep.param("max_cost", cfg.MaxCost)
+	rep.param("workers", cfg.Workers)
+	rep.param("batch", cfg.Batch)
+	rep.param("quantum", cfg.Quantum)
+	rep.param("window_rounds", cfg.WindowRounds)
+
+	keys := []floodKey{{SystemFair, true}, {SystemFair, false}, {SystemFIFO, true}, {SystemFIFO, false}}
+	if !cfg.NoWarmUp {
+		for _, k := range keys[:3:3] {
+			if _, err := floodOnce(ctx, env, cfg, k, 0); err != nil {
+				return nil, err
+			}
+			cfg.progress("flood warm-up %s backlog=%v", k.system, k.backlog)
+		}
+	}
+	res := map[floodKey][]floodResult{}
+	for r := range cfg.reps() {
+		for _, k := range keys {
+			got, err := floodOnce(ctx, env, cfg, k, r+1)
+			if err != nil {
+				return nil, err
+			}
+			res[k] = append(res[k], got)
+			cfg.progress("flood rep %d/%d %s backlog=%v: small wait p99 %.1f ms, position p99 %.0f, Jain min %.4f over %d windows",
+				r+1, cfg.reps(), k.system, k.backlog, got.waitP99, got.posP99, got.jainMin, got.windows)
+		}
+	}
+
+	col := func(k floodKey, f func(floodResult) float64, prec int) Sample {
+		var vs []float64
+		for _, r := range res[k] {
+			vs = append(vs, f(r))
+		}
+		return NewSample(prec, vs...)
+	}
+	t := NewTable("flood", fmt.Sprintf("flood: one tenant's %d-job backlog, then %d tenants of %d jobs arrive; %d claimers, batches of %d",
+		cfg.Backlog, cfg.SmallTenants, cfg.SmallJobs, cfg.Workers, cfg.Batch),
+		"system", "backlog", "small_enqueue_ms", "small_enqueue_max_ms", "small_wait_p50_ms", "small_wait_p99_ms", "position_p50", "position_p99", "position_max",
+		"jain_min", "jain_median", "windows", "claim_deadlocks")
+	for _, k := range keys {
+		backlog := 0
+		if k.backlog {
+			backlog = cfg.Backlog
+		}
+		t.Add(k.system, backlog,
+			col(k, func(r floodResult) float64 { return r.enqueueP50 }, -1),
+			col(k, func(r floodResult) float64 { return r.enqueueMax }, -1),
+			col(k, func(r floodResult) float64 { return r.waitP50 }, -1),
+			col(k, func(r floodResult) float64 { return r.waitP99 }, -1),
+			col(k, func(r floodResult) float64 { return r.posP50 }, 0),
+			col(k, func(r floodResult) float64 { return r.posP99 }, 0),
+			col(k, func(r floodResult) float64 { return r.posMax }, 0),
+			col(k, func(r floodResult) float64 { return r.jainMin }, 4),
+			col(k, func(r floodResult) float64 { return r.jainMed }, 4),
+			col(k, func(r floodResult) float64 { return float64(r.windows) }, 0),
+			col(k, func(r floodResult) float64 { return float64(r.deadlocks) }, 0))
+	}
+	rep.Tables = append(rep.Tables, t)
+	for _, k := range keys {
+		n, first := 0, ""
+		for _, r := range res[k] {
+			if n += r.deadlocks; first == "" {
+				first = r.deadlock
+			}
+		}
+		if n > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s (backlog %v): %d claims failed with a deadlock over %d repetitions and were retried; the first: %s",
+				k.system, k.backlog, n, cfg.reps(), first))
+		}
+	}
+
+	p99 := func(k floodKey) float64 { return col(k, func(r floodResult) float64 { return r.waitP99 }, 0).Median() }
+	fair, quiet := p99(floodKey{SystemFair, true}), p99(floodKey{SystemFair, false})
+	fifo, fifoQuiet := p99(floodKey{SystemFIFO, true}), p99(floodKey{SystemFIFO, false})
+	rep.Bars = append(rep.Bars, newBar("flood: small tenants' p99 wait with the backlog / without it", ratio(fair, quiet), 2, true,
+		fmt.Sprintf("fair %s ms / %s ms; FIFO %s ms / %s ms = %s", fmtFloat(fair, -1), fmtFloat(quiet, -1),
+			fmtFloat(fifo, -1), fmtFloat(fifoQuiet, -1), fmtFloat(ratio(fifo, fifoQuiet), 1))))
+	minJain := func(k floodKey) (float64, int) {
+		m, n := math.NaN(), 0
+		for _, r := range res[k] {
+			if r.windows > 0 && !(r.jainMin >= m) {
+				m = r.jainMin
+			}
+			n += r.windows
+		}
+		return m, n
+	}
+	fairJain, fairWindows := minJain(floodKey{SystemFair, true})
+	fifoJain, fifoWindows := minJain(floodKey{SystemFIFO, true})
+	rep.Bars = append(rep.Bars, newBar("flood: Jain's index in every window while all tenants are backlogged (the lowest)", fairJain, 0.99, false,
+		fmt.Sprintf("fair: lowest of %d windows over %d repetitions; FIFO: %s over %d windows",
+			fairWindows, cfg.reps(), fmtFloat(fifoJain, 4), fifoWindows)))
+	return rep.finish(), nil
+}
+
+// floodClaim is one claimed job, in claim order.
+type floodClaim struct {
+	seq    int64
+	tenant string
+	cost   int64
+}
+
+// floodOnce runs one flood and measures it.
+func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep int) (floodResult, error) {
+	if err := env.reset(ctx, queue.QueueConfig{Quantum: cfg.Quantum}); err != nil {
+		return floodResult{}, err
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(rep)))
+	enqueue := func(tenant string, n int) error {
+		tenants, costs := make([]string, n), make([]int64, n)
+		for i := range n {
+			tenants[i], costs[i] = tenant, 1+rng.Int64N(cfg.MaxCost)
+		}
+		return insertJobs(ctx, env, k.system, tenants, costs)
+	}
+	if k.backlog {
+		for done := 0; done < cfg.Backlog; done += 5000 {
+			if err := enqueue("big", min(5000, cfg.Backlog-done)); err != nil {
+				return floodResult{}, err
+			}
+		}
+	}
+	table := "batchq.jobs"
+	if k.system == SystemFIFO {
+		table = "batchq_fifo.jobs"
+	}
+	if err := env.settle(ctx, table); err != nil {
+		return floodResult{}, err
+	}
+
+	var (
+		mu        sync.Mutex
+		claims    []floodClaim
+		seq       atomic.Int64
+		small     atomic.Int64
+		stop      atomic.Bool
+		firstErr  error
+		deadlocks int
+		deadlock  string
+		enqueueMS []float64 // how long each small tenant's enqueue took
+	)
+	smallTotal := int64(cfg.SmallTenants * cfg.SmallJobs)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		stop.Store(true)
+	}
+	claim := claimer(env, k.system)
+	var wg sync.WaitGroup
+	for range cfg.Workers {
+		wg.Go(func() {
+			for !stop.Load() && ctx.Err() == nil {
+				got, complete, err := claim(ctx, cfg.Batch)
+				if isDeadlock(err) {
+					// A worker pool logs it and claims again; so does this.
+					what := describePgError(ctx, env, err)
+					mu.Lock()
+					if deadlocks++; deadlock == "" {
+						deadlock = what
+					}
+					mu.Unlock()
+					continue
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+				if len(got) == 0 {
+					time.Sleep(2 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				n := int64(0)
+				for _, c := range got {
+					claims = append(claims, floodClaim{seq: seq.Add(1), tenant: c.tenant, cost: c.cost})
+					if c.tenant != "big" {
+						n++
+					}
+				}
+				mu.Unlock()
+				if err := complete(); err != nil {
+					fail(err)
+					return
+				}
+				if small.Add(n) >= smallTotal {
+					stop.Store(true)
+				}
+			}
+		})
+	}
+
+	// The small tenants arrive once the workers are into the backlog (or,
+	// without one, once they are polling).
+	arrivedAt, allArrivedAt := int64(0), int64(0)
+	if k.backlog {
+		for seq.Load() < int64(cfg.ArriveAfter) && !stop.Load() {
+			time.Sleep(time.Millisecond)
+		}
+	} else {
+		time.Sleep(50 * time.Millisecond)
+	}
+	// They arrive together: each its own transaction, all at once.
+	arrivedAt = seq.Load()
+	var arrivals sync.WaitGroup
+	for i := range cfg.SmallTenants {
+		tenants, costs := make([]string, cfg.SmallJobs), make([]int64, cfg.SmallJobs)
+		for j := range tenants {
+			tenants[j], costs[j] = fmt.Sprintf("small-%02d", i), 1+rng.Int64N(cfg.MaxCost)
+		}
+		arrivals.Go(func() {
+			t0 := time.Now()
+			if err := insertJobs(ctx, env, k.system, tenants, costs); err != nil {
+				fail(err)
+			}
+			took := float64(time.Since(t0)) / float64(time.Millisecond)
+			mu.Lock()
+			enqueueMS = append(enqueueMS, took)
+			mu.Unlock()
+		})
+	}
+	arrivals.Wait()
+	allArrivedAt = seq.Load()
+	wg.Wait()
+	if firstErr != nil {
+		return floodResult{}, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return floodResult{}, err
+	}
+
+	waits, err := smallWaits(ctx, env, k.system)
+	if err != nil {
+		return floodResult{}, err
+	}
+	if int64(len(waits)) != smallTotal {
+		return floodResult{}, fmt.Errorf("benchkit: flood %s: %d small jobs finished of %d", k.system, len(waits), smallTotal)
+	}
+	var pos []float64
+	for _, c := range claims {
+		if c.tenant != "big" {
+			pos = append(pos, float64(c.seq-arrivedAt))
+		}
+	}
+	res := floodResult{
+		waitP50: quantile(waits, 0.5), waitP99: quantile(waits, 0.99),
+		posP50: quantile(pos, 0.5), posP99: quantile(pos, 0.99), posMax: slices.Max(pos),
+		deadlocks: deadlocks, deadlock: deadlock,
+		enqueueP50: quantile(enqueueMS, 0.5), enqueueMax: slices.Max(enqueueMS),
+	}
+	tenants := cfg.SmallTenants
+	if k.backlog {
+		tenants++
+	}
+	jains := windowJain(claims, allArrivedAt, tenants, cfg.Quantum, cfg.WindowRounds)
+	res.windows = len(jains)
+	res.jainMin, res.jainMed = math.NaN(), math.NaN()
+	if len(jains) > 0 {
+		res.jainMin, res.jainMed = slices.Min(jains), median(jains)
+	}
+	return res, nil
+}
+
+// insertJobs enqueues jobs into the system's queue in one transaction.
+func insertJobs(ctx context.Context, env *Env, system string, tenants []string, costs []int64) error {
+	if system == SystemFIFO {
+		return env.FIFO.Insert(ctx, tenants, costs)
+	}
+	jobs := make([]queue.NewJob, len(tenants))
+	for i := range jobs {
+		jobs[i] = queue.NewJob{Queue: benchQueue, Tenant: tenants[i], Cost: costs[i]}
+	}
+	_, err := env.Client.EnqueueMany(ctx, jobs)
+	return err
+}
+
+// claimedJob is a claimed job of either system.
+type claimedJob struct {
+	tenant string
+	cost   int64
+}
+
+// claimer returns a function that claims up to n jobs of the system and a
+// function that completes them (outcome rows included).
+func claimer(env *Env, system string) func(ctx context.Context, n int) ([]claimedJob, func() error, error) {
+	if system == SystemFIFO {
+		return func(ctx context.Context, n int) ([]claimedJob, func() error, error) {
+			jobs, err := env.FIFO.Claim(ctx, n)
+			if err != nil || len(jobs) == 0 {
+				return nil, nil, err
+			}
+			out, ids := make([]claimedJob, len(jobs)), make([]int64, len(jobs))
+			for i, j := range jobs {
+				out[i], ids[i] = claimedJob{j.Tenant, j.Cost}, j.ID
+			}
+			return out, func() error { return env.FIFO.Complete(ctx, ids) }, nil
+		}
+	}
+	return func(ctx context.Context, n int) ([]claimedJob, func() error, error) {
+		jobs, err := env.Client.Claim(ctx, benchQueue, &queue.ClaimOpts{Limit: n, Worker: "bench"})
+		if err != nil || len(jobs) == 0 {
+			return nil, nil, err
+		}
+		out, done := make([]claimedJob, len(jobs)), make([]queue.Completion, len(jobs))
+		for i, j := range jobs {
+			out[i], done[i] = claimedJob{j.Tenant, j.Cost}, queue.Completion{Job: j}
+		}
+		return out, func() error {
+			lost, err := env.Client.CompleteMany(ctx, done)
+			if err == nil && len(lost) > 0 {
+				err = fmt.Errorf("benchkit: %d completions lost their lease", len(lost))
+			}
+			return err
+		}, nil
+	}
+}
+
+// smallWaits returns, in milliseconds, how long each finished job of a
+// tenant other than the flooding one waited from enqueue to claim, by the
+// database's clock.
+func smallWaits(ctx context.Context, env *Env, system string) ([]float64, error) {
+	q := `SELECT extract(epoch FROM first_claimed_at - enqueued_at)::float8 * 1000 FROM batchq.outcomes WHERE tenant <> 'big'`
+	if system == SystemFIFO {
+		q = `SELECT extract(epoch FROM claimed_at - enqueued_at)::float8 * 1000 FROM batchq_fifo.outcomes WHERE tenant <> 'big'`
+	}
+	rows, err := env.Pool.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []float64
+	for rows.Next() {
+		var v float64
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// windowJain slides a window over the claims made after seq from (when
+// every tenant had arrived) for as long as every tenant stayed backlogged:
+// until the claim of the first tenant's last job. A window spans the tokens
+// of rounds rounds (rounds × quantum × tenants) and moves one round at a
+// time. It returns Jain's fairness index of the tenants' tokens in each
+// window: (Σx)² / (n·Σx²).
+func windowJain(claims []floodClaim, from int64, tenants int, quantum int64, rounds int) []float64 {
+	last := map[string]int{}
+	for i, c := range claims {
+		last[c.tenant] = i
+	}
+	if len(last) < tenants {
+		return nil
+	}
+	end := len(claims) - 1
+	for _, i := range last {
+		end = min(end, i)
+	}
+	start := 0
+	for start < len(claims) && claims[start].seq <= from {
+		start++
+	}
+	size, step := int64(rounds)*quantum*int64(tenants), quantum*int64(tenants)
+	var out []float64
+	for i := start; i <= end; {
+		tokens := map[string]int64{}
+		var sum int64
+		j := i
+		for ; j <= end && sum < size; j++ {
+			tokens[claims[j].tenant] += claims[j].cost
+			sum += claims[j].cost
+		}
+		if sum < size {
+			break
+		}
+		out = append(out, jain(tokens, tenants))
+		for moved := int64(0); i <= end && moved < step; i++ {
+			moved += claims[i].cost
+		}
+	}
+	return out
+}
+
+// jain is Jain's fairness index of the shares, n of them (those missing
+// from the map had none).
+func jain(shares map[string]int64, n int) float64 {
+	var sum, sq float64
+	for _, v := range shares {
+		sum += float64(v)
+		sq += float64(v) * float64(v)
+	}
+	if sq == 0 {
+		return math.NaN()
+	}
+	return sum * sum / (float64(n) * sq)
+}

@@ -1,0 +1,54 @@
+package benchkit_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/benchkit"
+)
+
+// A tiny flood: the fair queue serves the small tenants long before FIFO
+// does, shares the tokens far more evenly while everyone is backlogged, and
+// reports both bars.
+func TestBenchFlood(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	r, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{
+		Runs: quiet(t), Backlog: 400, SmallTenants: 3, SmallJobs: 30, MaxCost: 100,
+		Workers: 2, Batch: 5, Quantum: 100, WindowRounds: 2,
+	})
+	require.NoError(t, err)
+	checkReport(t, r, "flood")
+
+	got := rows(t, table(t, r, "flood"))
+	require.Len(t, got, 4)
+	by := map[[2]any]map[string]any{}
+	for _, row := range got {
+		by[[2]any{row["system"], row["backlog"].(float64) > 0}] = row
+		for _, c := range []string{"small_wait_p50_ms", "small_wait_p99_ms"} {
+			require.GreaterOrEqual(t, median(t, row, c), 0.0, "%s %v", c, row)
+		}
+		require.LessOrEqual(t, median(t, row, "small_wait_p50_ms"), median(t, row, "small_wait_p99_ms"), "%v", row)
+		require.LessOrEqual(t, median(t, row, "position_p99"), median(t, row, "position_max"), "%v", row)
+	}
+	fair, fifo := by[[2]any{"fair", true}], by[[2]any{"fifo", true}]
+	require.NotNil(t, fair)
+	require.NotNil(t, fifo)
+	// FIFO serves the small tenants only after the rest of the backlog.
+	require.Greater(t, median(t, fifo, "position_p50"), 350.0)
+	require.Less(t, median(t, fair, "position_p99"), median(t, fifo, "position_p50"))
+	// While all are backlogged FIFO serves one tenant of four: Jain 1/4.
+	require.InDelta(t, 0.25, median(t, fifo, "jain_median"), 0.05)
+	require.Positive(t, median(t, fair, "windows"))
+	require.Greater(t, median(t, fair, "jain_median"), median(t, fifo, "jain_median"))
+	require.LessOrEqual(t, median(t, fair, "jain_min"), 1.0)
+
+	require.Len(t, r.Bars, 2)
+	require.Equal(t, 2.0, r.Bars[0].Target)
+	require.True(t, r.Bars[0].AtMost)
+	require.Positive(t, r.Bars[0].Value)
+	require.Equal(t, 0.99, r.Bars[1].Target)
+	require.InDelta(t, 0.5, r.Bars[1].Value, 0.5)
+}
