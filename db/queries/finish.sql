@@ -41,6 +41,7 @@ WITH input AS (
     SELECT j.id, (NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline) AS retry
     FROM batchq.jobs j JOIN input i ON i.id = j.id
     WHERE j.id = ANY (@ids::bigint[]) AND j.lease_token = i.token
+    ORDER BY j.id -- every statement that waits on job rows locks them in id order
     FOR UPDATE OF j
 ), retried AS (
     UPDATE batchq.jobs j
