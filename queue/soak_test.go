@@ -152,7 +152,10 @@ func TestSoak(t *testing.T) {
 					}
 					jobs = append(jobs, j)
 				}
-				res, err := c.EnqueueMany(loadCtx, jobs)
+				// Not cancelled mid-call: an enqueue cut off by the stop
+				// could commit and still report an error, and the count must
+				// know every job that exists.
+				res, err := c.EnqueueMany(context.WithoutCancel(loadCtx), jobs)
 				switch {
 				case errors.Is(err, queue.ErrQueueFull):
 					refused.Add(1)
