@@ -364,8 +364,14 @@ func (p *pool) addInflight(n int) {
 // before trying again when it took none.
 func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, error) {
 	opts := &ClaimOpts{Limit: n, Worker: p.cfg.Name}
+	// A claim cut off by the shutdown could commit on the server and still
+	// report an error, leaving its jobs running under a lease nobody holds
+	// until they are rescued; so the claim itself is not cancelled, only
+	// bounded. Jobs it returns after the shutdown began are handed back.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	if p.th == nil {
-		jobs, expired, err := p.c.claim(ctx, p.cfg.Queue, opts)
+		jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, opts)
 		p.expired(expired)
 		return p.dispatches(jobs, time.Now()), 0, err
 	}
@@ -388,7 +394,7 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	}
 	if calls > 0 && tokens >= head {
 		opts.Limit, opts.Budget = int(min(int64(n), calls)), tokens
-		jobs, expired, err := p.c.claim(ctx, p.cfg.Queue, opts)
+		jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, opts)
 		p.expired(expired)
 		return p.admit(ctx, jobs), 0, err
 	}
@@ -402,7 +408,7 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 		return nil, 0, err
 	case d.Never:
 		// Claim it to fail it with the reason; admit checks each job.
-		jobs, expired, err := p.c.claim(ctx, p.cfg.Queue, &ClaimOpts{Limit: 1, Worker: p.cfg.Name})
+		jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, &ClaimOpts{Limit: 1, Worker: p.cfg.Name})
 		p.expired(expired)
 		return p.admit(ctx, jobs), 0, err
 	case !d.OK:
@@ -411,7 +417,7 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	}
 	sentAt := time.Now()
 	opts.Limit, opts.Budget = 1, head
-	jobs, expired, err := p.c.claim(ctx, p.cfg.Queue, opts)
+	jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, opts)
 	p.expired(expired)
 	return p.dispatches(jobs, sentAt), 0, err // admitted above, as head
 }
