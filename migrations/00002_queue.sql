@@ -1,8 +1,6 @@
 -- +goose Up
 
--- Queues carry the settings every process of a fleet schedules with, and the
--- round of the latest claim: a tenant that joins the ring starts in that round,
--- behind every tenant already in it.
+-- Queues carry the settings every process of a fleet schedules with.
 CREATE TABLE batchq.queues (
     name           text PRIMARY KEY
                    CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
@@ -12,9 +10,19 @@ CREATE TABLE batchq.queues (
     lease          interval NOT NULL DEFAULT '5 minutes' CHECK (lease > '0'),
     max_attempts   integer  NOT NULL DEFAULT 5 CHECK (max_attempts > 0),
     unique_for     interval NOT NULL DEFAULT '0' CHECK (unique_for >= '0'),
-    cursor_round   bigint   NOT NULL DEFAULT 0,
     created_at     timestamptz NOT NULL DEFAULT now(),
     updated_at     timestamptz NOT NULL DEFAULT now()
+);
+
+-- The round of a queue's latest claim: a tenant that joins the ring starts in
+-- that round, behind every tenant already in it. It has a row of its own that
+-- only claims write, never waiting for it (SKIP LOCKED): a settings change
+-- holds the queue's row while it re-keys the backlog and waits on job rows
+-- claims hold, so a claim that also waited for the queue's row could
+-- deadlock with it.
+CREATE TABLE batchq.queue_cursors (
+    queue text PRIMARY KEY REFERENCES batchq.queues (name) ON DELETE CASCADE,
+    round bigint NOT NULL DEFAULT 0
 );
 
 -- Tenants are shared by all queues: a weight (a plan) and an optional bound
@@ -120,14 +128,17 @@ CREATE INDEX outcomes_unique ON batchq.outcomes (queue, unique_key, finished_at)
 
 -- Corrections to a tenant's ledger that the completion path records without
 -- touching the ring: actual cost minus estimate, or minus the cost of a job
--- dropped before it ran. Maintenance folds them into the tenant's queued keys.
--- Insert-only for writers, so completions never wait on a lock here.
+-- dropped before it ran. Maintenance folds each into the keys of the jobs
+-- queued behind the job it is about (seq > after_seq), so a refund deep in a
+-- backlog never moves the tenant's head ahead of the ring. Insert-only for
+-- writers, so completions never wait on a lock here.
 CREATE TABLE batchq.ledger_adjustments (
-    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    queue  text   NOT NULL,
-    tenant text   NOT NULL,
-    pos    bigint NOT NULL,
-    delta  bigint NOT NULL
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue     text   NOT NULL,
+    tenant    text   NOT NULL,
+    pos       bigint NOT NULL,
+    after_seq bigint NOT NULL,
+    delta     bigint NOT NULL
 );
 
 CREATE INDEX ledger_adjustments_tenant ON batchq.ledger_adjustments (queue, tenant);
@@ -178,7 +189,9 @@ BEGIN
         RETURN;
     END IF;
 
-    SELECT q.cursor_round, q.quantum INTO v_round, v_quantum FROM batchq.queues q WHERE q.name = p_queue;
+    SELECT coalesce(c.round, 0), q.quantum INTO v_round, v_quantum
+    FROM batchq.queues q LEFT JOIN batchq.queue_cursors c ON c.queue = q.name
+    WHERE q.name = p_queue;
 
     -- Rejoin in the order given: that is the order the tenants became active.
     FOR v_tenant IN
@@ -427,18 +440,28 @@ $$;
 -- +goose StatementEnd
 
 -- apply_adjustments folds pending ledger adjustments into the keys of each
--- tenant's queued jobs: a tenant that spent more than it estimated waits
--- longer, one that spent less (or lost a job to its deadline) comes sooner.
--- Adjustments of an earlier membership are dropped: a tenant whose queue
--- emptied starts afresh. Tenants whose ring row is locked are left for later.
--- Returns how many tenants it adjusted.
+-- tenant's queued jobs behind the job each is about: a tenant that spent more
+-- than it estimated waits longer, one that spent less (or lost a job to its
+-- deadline) comes sooner. Adjustments of an earlier membership are dropped: a
+-- tenant whose queue emptied starts afresh. Tenants whose ring row is locked
+-- are left for later. Returns how many tenants it adjusted.
+--
+-- It and rekey lock a tenant's queued jobs before re-keying them, in id order,
+-- as every statement that waits on job rows does (completions delete through
+-- the primary key, failures lock ORDER BY id, claims never wait): updating in
+-- plan order instead could lock a job a claim had just taken (a recheck locks
+-- the newest version of a row before it finds the row no longer qualifies)
+-- and then wait for a job a completion holds, while the completion waited for
+-- the first.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.apply_adjustments(p_queue text) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
-    v       record;
-    v_delta bigint;
-    v_n     integer := 0;
+    v        record;
+    v_seqs   bigint[];
+    v_deltas bigint[];
+    v_total  bigint;
+    v_n      integer := 0;
 BEGIN
     FOR v IN
         SELECT r.tenant, r.pos, r.join_round, r.share FROM batchq.tenant_ring r
@@ -447,17 +470,32 @@ BEGIN
         ORDER BY r.tenant
         FOR UPDATE SKIP LOCKED
     LOOP
+        -- Adjustments of an earlier membership are dropped: a tenant whose
+        -- queue emptied starts afresh.
         WITH consumed AS (
             DELETE FROM batchq.ledger_adjustments a
             WHERE a.queue = p_queue AND a.tenant = v.tenant
-            RETURNING a.pos, a.delta
+            RETURNING a.pos, a.after_seq, a.delta
         )
-        SELECT coalesce(sum(c.delta) FILTER (WHERE c.pos = v.pos), 0) INTO v_delta FROM consumed c;
-        CONTINUE WHEN v_delta = 0;
+        SELECT array_agg(c.after_seq), array_agg(c.delta), coalesce(sum(c.delta), 0)
+        INTO v_seqs, v_deltas, v_total
+        FROM consumed c WHERE c.pos = v.pos;
+        CONTINUE WHEN v_total = 0;
+        WITH mine AS (
+            SELECT j.id, j.seq FROM batchq.jobs j
+            WHERE j.queue = p_queue AND j.tenant = v.tenant AND j.state = 'queued' AND j.pos = v.pos
+            ORDER BY j.id
+            FOR UPDATE
+        ), shift AS (
+            SELECT m.id, (SELECT sum(u.delta) FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta)
+                          WHERE u.after_seq < m.seq)::bigint AS delta
+            FROM mine m
+        )
         UPDATE batchq.jobs j
-        SET cum = j.cum + v_delta, round = batchq.drr_round(v.join_round, j.cum + v_delta, v.share)
-        WHERE j.queue = p_queue AND j.tenant = v.tenant AND j.state = 'queued' AND j.pos = v.pos;
-        UPDATE batchq.tenant_ring r SET cum = r.cum + v_delta
+        SET cum = j.cum + s.delta, round = batchq.drr_round(v.join_round, j.cum + s.delta, v.share)
+        FROM shift s
+        WHERE j.id = s.id AND s.delta <> 0;
+        UPDATE batchq.tenant_ring r SET cum = r.cum + v_total
         WHERE r.queue = p_queue AND r.tenant = v.tenant;
         v_n := v_n + 1;
     END LOOP;
@@ -468,36 +506,45 @@ $$;
 
 -- rekey re-schedules a tenant's queued jobs in a queue after its weight or
 -- the queue's quantum changed: the head keeps its round, and the jobs behind
--- it follow at the new share per visit. The tenant keeps its ring position.
+-- it follow at the new share per visit. The tenant keeps its ring position;
+-- with no job left queued, it keeps its ledger and takes the new share at its
+-- next membership.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.rekey(p_queue text, p_tenant text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_share bigint;
     v_start bigint;
+    v_cum   bigint;
 BEGIN
     PERFORM 1 FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = p_tenant FOR UPDATE;
     SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)) INTO v_share
     FROM batchq.queues q LEFT JOIN batchq.tenants w ON w.name = p_tenant
     WHERE q.name = p_queue;
-    SELECT j.round INTO v_start FROM batchq.jobs j
-    WHERE j.queue = p_queue AND j.tenant = p_tenant AND j.state = 'queued'
-    ORDER BY j.seq LIMIT 1;
+    WITH locked AS (
+        SELECT j.id, j.seq, j.cost, j.round FROM batchq.jobs j
+        WHERE j.queue = p_queue AND j.tenant = p_tenant AND j.state = 'queued'
+        ORDER BY j.id
+        FOR UPDATE
+    ), mine AS (
+        SELECT l.* FROM locked l
+    ), src AS (
+        SELECT m.id, (sum(m.cost) OVER (ORDER BY m.seq))::bigint AS cum,
+               first_value(m.round) OVER (ORDER BY m.seq) AS start
+        FROM mine m
+    ), upd AS (
+        UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(s.start, s.cum, v_share)
+        FROM src s WHERE j.id = s.id
+        RETURNING j.cum, s.start
+    )
+    SELECT max(u.start), max(u.cum) INTO v_start, v_cum FROM upd u;
     IF v_start IS NULL THEN
+        -- Nothing left to re-key: the ring keeps its ledger, and the tenant's
+        -- next job starts a new membership with the new share.
         UPDATE batchq.tenant_ring r SET share = v_share WHERE r.queue = p_queue AND r.tenant = p_tenant;
         RETURN;
     END IF;
-    WITH src AS (
-        SELECT j.id, (sum(j.cost) OVER (ORDER BY j.seq))::bigint AS cum
-        FROM batchq.jobs j
-        WHERE j.queue = p_queue AND j.tenant = p_tenant AND j.state = 'queued'
-    ), upd AS (
-        UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(v_start, s.cum, v_share)
-        FROM src s WHERE j.id = s.id
-        RETURNING j.cum
-    )
-    UPDATE batchq.tenant_ring r
-    SET join_round = v_start, share = v_share, cum = (SELECT max(u.cum) FROM upd u)
+    UPDATE batchq.tenant_ring r SET join_round = v_start, share = v_share, cum = v_cum
     WHERE r.queue = p_queue AND r.tenant = p_tenant;
 END
 $$;
@@ -520,4 +567,5 @@ DROP TYPE batchq.job_state;
 DROP TABLE batchq.tenant_ring;
 DROP SEQUENCE batchq.ring_pos;
 DROP TABLE batchq.tenants;
+DROP TABLE batchq.queue_cursors;
 DROP TABLE batchq.queues;

@@ -177,8 +177,8 @@ type BatchqLedgerAdjustment struct {
 	Queue    string
 	Tenant   string
 	Pos      int64
-	Delta    int64
 	AfterSeq int64
+	Delta    int64
 }
 
 type BatchqOutcome struct {

@@ -35,7 +35,7 @@ $$;
 GRANT USAGE ON SCHEMA batchq TO :"app_role", :"worker_role";
 
 -- The application enqueues through batchq.enqueue, which runs as the
--- schema's owner (migrations/00006_least_privilege.sql): the role has no
+-- schema's owner (migrations/00005_least_privilege.sql): the role has no
 -- right on the jobs or the tenant ring, so it cannot skip the bounds or the
 -- fair order, read other jobs' payloads, or change or delete anything.
 GRANT EXECUTE ON FUNCTION
