@@ -165,9 +165,8 @@ CREATE FUNCTION batchq.ring_join(p_queue text, p_tenants text[], p_skip_locked b
 RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_locked text[];
-    v_tenant text;
-    v_round  bigint;
+    v_locked  text[];
+    v_round   bigint;
     v_quantum bigint;
 BEGIN
     INSERT INTO batchq.tenant_ring (queue, tenant)
@@ -194,21 +193,26 @@ BEGIN
     WHERE q.name = p_queue;
 
     -- Rejoin in the order given: that is the order the tenants became active.
-    FOR v_tenant IN
-        SELECT t.tenant FROM unnest(p_tenants) WITH ORDINALITY AS t (tenant, ord)
-        WHERE t.tenant = ANY (v_locked)
-          AND NOT EXISTS (SELECT 1 FROM batchq.jobs j
-                          WHERE j.queue = p_queue AND j.tenant = t.tenant AND j.state = 'queued')
-        GROUP BY t.tenant ORDER BY min(t.ord)
-    LOOP
-        UPDATE batchq.tenant_ring r
-        SET pos = nextval('batchq.ring_pos'),
-            join_round = v_round,
-            share = batchq.drr_share(v_quantum, coalesce(
-                (SELECT w.weight FROM batchq.tenants w WHERE w.name = v_tenant), 1)),
-            cum = 0
-        WHERE r.queue = p_queue AND r.tenant = v_tenant;
-    END LOOP;
+    -- Positions are drawn in that order; concurrent joiners interleave, and
+    -- any order among them is a fair one.
+    WITH firsts AS (
+        SELECT t.tenant, min(t.ord) AS first
+        FROM unnest(p_tenants) WITH ORDINALITY AS t (tenant, ord)
+        GROUP BY t.tenant
+    ), joiners AS (
+        SELECT f.tenant, f.first
+        FROM firsts f JOIN unnest(v_locked) AS l (tenant) ON l.tenant = f.tenant
+        WHERE NOT EXISTS (SELECT 1 FROM batchq.jobs j
+                          WHERE j.queue = p_queue AND j.tenant = f.tenant AND j.state = 'queued')
+        ORDER BY f.first
+    ), numbered AS (
+        SELECT j.tenant, nextval('batchq.ring_pos') AS pos FROM joiners j
+    )
+    UPDATE batchq.tenant_ring r
+    SET pos = n.pos, join_round = v_round, cum = 0,
+        share = batchq.drr_share(v_quantum, coalesce(w.weight, 1))
+    FROM numbered n LEFT JOIN batchq.tenants w ON w.name = n.tenant
+    WHERE r.queue = p_queue AND r.tenant = n.tenant;
 
     RETURN QUERY SELECT unnest(v_locked);
 END
