@@ -165,23 +165,25 @@ CREATE FUNCTION batchq.ring_join(p_queue text, p_tenants text[], p_skip_locked b
 RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_distinct text[];
     v_locked  text[];
     v_round   bigint;
     v_quantum bigint;
 BEGIN
+    v_distinct := ARRAY(SELECT DISTINCT t FROM unnest(p_tenants) AS t ORDER BY t);
     INSERT INTO batchq.tenant_ring (queue, tenant)
-    SELECT p_queue, t FROM (SELECT DISTINCT t FROM unnest(p_tenants) AS t ORDER BY t) s
+    SELECT p_queue, t FROM unnest(v_distinct) AS t
     ON CONFLICT DO NOTHING;
 
     IF p_skip_locked THEN
         SELECT array_agg(r.tenant) INTO v_locked FROM (
             SELECT r.tenant FROM batchq.tenant_ring r
-            WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
+            WHERE r.queue = p_queue AND r.tenant = ANY (v_distinct)
             ORDER BY r.tenant FOR UPDATE SKIP LOCKED) r;
     ELSE
         SELECT array_agg(r.tenant) INTO v_locked FROM (
             SELECT r.tenant FROM batchq.tenant_ring r
-            WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
+            WHERE r.queue = p_queue AND r.tenant = ANY (v_distinct)
             ORDER BY r.tenant FOR UPDATE) r;
     END IF;
     IF v_locked IS NULL THEN
@@ -202,8 +204,12 @@ BEGIN
     ), joiners AS (
         SELECT f.tenant, f.first
         FROM firsts f JOIN unnest(v_locked) AS l (tenant) ON l.tenant = f.tenant
-        WHERE NOT EXISTS (SELECT 1 FROM batchq.jobs j
-                          WHERE j.queue = p_queue AND j.tenant = f.tenant AND j.state = 'queued')
+        -- A scalar subquery, not NOT EXISTS: the planner keeps it a probe of
+        -- the tenant's head per joiner, where an anti join planned from
+        -- stale statistics read the whole queue.
+        WHERE (SELECT true FROM batchq.jobs j
+               WHERE j.queue = p_queue AND j.tenant = f.tenant AND j.state = 'queued'
+               LIMIT 1) IS NULL
         ORDER BY f.first
     ), numbered AS (
         SELECT j.tenant, nextval('batchq.ring_pos') AS pos FROM joiners j
@@ -245,10 +251,16 @@ CREATE FUNCTION batchq.enqueue(
     p_payload      jsonb[],
     p_unique_key   text[]
 ) RETURNS SETOF batchq.enqueue_results
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Every statement here reaches rows by an index. A session caches the plans
+-- of this function; planned while a queue was empty, they would otherwise
+-- scan the whole table for as long as the session lives once it is not.
+SET enable_seqscan = off
+AS $$
 DECLARE
     q        batchq.queues;
     v_n      integer := coalesce(cardinality(p_tenant), 0);
+    v_tenants text[];
     v_dup    bigint[];
     v_first  integer[];
     v_full   record;
@@ -268,6 +280,7 @@ BEGIN
     END IF;
 
     PERFORM batchq.ring_join(p_queue, p_tenant, false);
+    v_tenants := ARRAY(SELECT DISTINCT t FROM unnest(p_tenant) AS t);
 
     -- An empty unique key is no key.
     p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
@@ -302,7 +315,8 @@ BEGIN
               FROM unnest(p_tenant, v_dup, v_first) WITH ORDINALITY AS x (tenant, dup, first_ord, ord)
               WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)
               GROUP BY x.tenant) n
-        JOIN batchq.tenant_ring r ON r.queue = p_queue AND r.tenant = n.tenant
+        CROSS JOIN LATERAL (SELECT r.enq_seq FROM batchq.tenant_ring r
+                            WHERE r.queue = p_queue AND r.tenant = n.tenant LIMIT 1) r
         LEFT JOIN batchq.tenants w ON w.name = n.tenant
         LEFT JOIN LATERAL (SELECT j.seq FROM batchq.jobs j
                            WHERE j.queue = p_queue AND j.tenant = n.tenant AND j.state = 'queued'
@@ -332,7 +346,12 @@ BEGIN
                r.enq_seq + row_number() OVER w AS seq
         FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_max_attempts, p_payload, p_unique_key, v_dup, v_first)
              WITH ORDINALITY AS x (tenant, kind, cost, deadline, max_attempts, payload, unique_key, dup, first_ord, ord)
-        JOIN batchq.tenant_ring r ON r.queue = p_queue AND r.tenant = x.tenant AND r.tenant = ANY (p_tenant)
+        -- A probe of the ring row per line: a join here is planned from
+        -- statistics that a queue filling from empty has not got yet.
+        CROSS JOIN LATERAL (SELECT r.pos, r.join_round, r.share, r.cum, r.enq_seq
+                            FROM batchq.tenant_ring r
+                            WHERE r.queue = p_queue AND r.tenant = x.tenant
+                            LIMIT 1) r
         WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)
         WINDOW w AS (PARTITION BY x.tenant ORDER BY x.ord)
     ), ins AS (
@@ -347,7 +366,7 @@ BEGIN
     ), ring AS (
         UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq
         FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq FROM ins i GROUP BY i.tenant) a
-        WHERE r.queue = p_queue AND r.tenant = a.tenant AND r.tenant = ANY (p_tenant)
+        WHERE r.queue = p_queue AND r.tenant = ANY (v_tenants) AND r.tenant = a.tenant
     )
     SELECT (SELECT array_agg(s.ord ORDER BY s.ord) FROM src s),
            (SELECT array_agg(s.id ORDER BY s.ord) FROM src s),
@@ -395,7 +414,9 @@ $$;
 -- left for a later call. Returns how many jobs it requeued.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.requeue(p_queue text, p_limit integer) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET enable_seqscan = off -- as enqueue: index access whatever the statistics say
+AS $$
 DECLARE
     v_ids     bigint[];
     v_tenants text[];
@@ -459,7 +480,9 @@ $$;
 -- the first.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.apply_adjustments(p_queue text) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET enable_seqscan = off -- as enqueue: index access whatever the statistics say
+AS $$
 DECLARE
     v        record;
     v_seqs   bigint[];
@@ -515,7 +538,9 @@ $$;
 -- next membership.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.rekey(p_queue text, p_tenant text) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET enable_seqscan = off -- as enqueue: index access whatever the statistics say
+AS $$
 DECLARE
     v_share bigint;
     v_start bigint;
