@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -59,6 +60,9 @@ type Client struct {
 	q    *dbsqlc.Queries
 	cfg  Config
 	log  *slog.Logger
+
+	analyzeMu  sync.Mutex
+	analyzedAt time.Time // the last check for stale statistics
 }
 
 // NewClient returns a Client over pool. The pool's database must be migrated

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -519,4 +520,32 @@ func TestQuantumChangesDuringClaims(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+func TestMaintainRefreshesStatisticsOfAQueueThatFilledFromEmpty(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	_, err := b.pool.Exec(b.ctx, "ANALYZE batchq.jobs")
+	require.NoError(t, err)
+	for i := range 10 {
+		b.enqueueN(t, fmt.Sprint("t", i), 300, 10)
+	}
+
+	// The server counts the new rows once the inserting session goes idle.
+	var st queue.MaintainStats
+	require.Eventually(t, func() bool {
+		st, err = b.client.Maintain(b.ctx, b.queue)
+		require.NoError(t, err)
+		return len(st.Analyzed) > 0
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Equal(t, []string{"jobs"}, st.Analyzed)
+
+	var reltuples float64
+	require.NoError(t, b.pool.QueryRow(b.ctx,
+		"SELECT reltuples FROM pg_class WHERE oid = 'batchq.jobs'::regclass").Scan(&reltuples))
+	require.Equal(t, 3000.0, reltuples)
+
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Empty(t, st.Analyzed, "one ANALYZE per interval")
 }

@@ -3,6 +3,9 @@ package queue
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/batchq/batchq/internal/dbsqlc"
 )
@@ -18,6 +21,10 @@ type MaintainStats struct {
 	Expired  int // waiting jobs removed because their deadline passed
 	Requeued int // retrying jobs returned to their tenants' queues
 	Adjusted int // tenants whose queued keys took ledger adjustments
+	// Analyzed names the tables whose planner statistics were stale and
+	// which the pass ran ANALYZE on (for a role that does not own them, a
+	// no-op with a warning).
+	Analyzed []string
 }
 
 // More reports whether a step hit its batch bound, so another pass should
@@ -59,5 +66,38 @@ func (c *Client) Maintain(ctx context.Context, queue string) (MaintainStats, err
 		return st, fmt.Errorf("batchq: maintain %q: adjust: %w", queue, err)
 	}
 	st.Adjusted = int(adjusted)
+	if st.Analyzed, err = c.analyzeStale(ctx); err != nil {
+		return st, fmt.Errorf("batchq: maintain %q: statistics: %w", queue, err)
+	}
 	return st, nil
+}
+
+// analyzeInterval spaces the ANALYZEs one client runs.
+const analyzeInterval = time.Minute
+
+// analyzeStale refreshes the planner statistics of the queue's tables when
+// they are far from what the tables hold, at most once per analyzeInterval
+// per client. Sessions keep the plans of their prepared statements until the
+// statistics change; planned while a queue was empty, a claim scans the whole
+// jobs table once it is not. Autovacuum repairs that in time, when it runs; a
+// role that may not ANALYZE the tables (only their owner may) leaves it to
+// autovacuum, and a table another ANALYZE holds is skipped.
+func (c *Client) analyzeStale(ctx context.Context) ([]string, error) {
+	c.analyzeMu.Lock()
+	defer c.analyzeMu.Unlock()
+	if !c.analyzedAt.IsZero() && time.Since(c.analyzedAt) < analyzeInterval {
+		return nil, nil
+	}
+	stale, err := c.q.StaleTables(ctx, c.pool)
+	if err != nil || len(stale) == 0 {
+		return nil, err
+	}
+	c.analyzedAt = time.Now()
+	for _, t := range stale {
+		name := pgx.Identifier{"batchq", t}.Sanitize()
+		if _, err := c.pool.Exec(ctx, "ANALYZE (SKIP_LOCKED) "+name); err != nil {
+			return nil, fmt.Errorf("analyze %s: %w", name, err)
+		}
+	}
+	return stale, nil
 }

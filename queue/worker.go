@@ -609,6 +609,9 @@ func (p *pool) maintain(ctx context.Context) {
 			if st.Requeued > 0 {
 				p.poke()
 			}
+			if len(st.Analyzed) > 0 {
+				p.log.Info("refreshed stale planner statistics", "tables", st.Analyzed)
+			}
 			if !st.More() {
 				break
 			}

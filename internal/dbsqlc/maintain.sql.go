@@ -140,3 +140,37 @@ func (q *Queries) RescueLostLeases(ctx context.Context, db DBTX, arg RescueLostL
 	}
 	return items, nil
 }
+
+const staleTables = `-- name: StaleTables :many
+SELECT c.relname::text AS name
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_stat_user_tables s ON s.relid = c.oid
+WHERE c.relnamespace = 'batchq'::regnamespace
+  AND c.relname IN ('jobs', 'tenant_ring')
+  AND abs(s.n_live_tup - greatest(c.reltuples, 0)) > greatest(1000, 0.5 * greatest(c.reltuples, 0))
+ORDER BY c.relname
+`
+
+// The queue's tables whose planner statistics are far from what they hold
+// now: live rows differ from the last ANALYZE's count by half or more (and
+// by more than 1,000 rows). A queue that filled from empty looks empty to the
+// planner until then.
+func (q *Queries) StaleTables(ctx context.Context, db DBTX) ([]string, error) {
+	rows, err := db.Query(ctx, staleTables)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		items = append(items, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
