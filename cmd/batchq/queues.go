@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,14 +18,14 @@ func queuesCommand() *cli.Command {
 				Name:      "create",
 				Usage:     "create a queue; settings not given take their defaults",
 				ArgsUsage: "NAME",
-				Flags:     append(queueSettingFlags(), commandFormatFlag()),
+				Flags:     append(queueSettingFlags(true), commandFormatFlag()),
 				Action:    withQueueClient(queuesCreate),
 			},
 			{
 				Name:      "set",
 				Usage:     "change settings of a queue; those not given stay as they are",
 				ArgsUsage: "NAME",
-				Flags:     append(queueSettingFlags(), commandFormatFlag()),
+				Flags:     append(queueSettingFlags(false), commandFormatFlag()),
 				Action:    withQueueClient(queuesSet),
 			},
 			{
@@ -37,14 +38,28 @@ func queuesCommand() *cli.Command {
 	}
 }
 
-func queueSettingFlags() []cli.Flag {
+// queueSettingFlags are the settings of queues create and queues set. With
+// create, a setting not given takes its default; with set, it is unchanged.
+func queueSettingFlags(create bool) []cli.Flag {
+	def := func(v any) string {
+		if create {
+			return fmt.Sprint(v)
+		}
+		return "unchanged"
+	}
 	return []cli.Flag{
-		&cli.Int64Flag{Name: "quantum", Usage: fmt.Sprintf("cost (tokens) a tenant of weight 1 is granted per round (default %d)", queue.DefaultQuantum)},
-		&cli.IntFlag{Name: "max-per-tenant", Usage: fmt.Sprintf("queued jobs a tenant may hold, unless it has its own bound (default %d)", queue.DefaultMaxPerTenant)},
-		&cli.DurationFlag{Name: "default-ttl", Usage: fmt.Sprintf("deadline of a job enqueued without one, counted from its enqueue (default %s)", queue.DefaultTTL)},
-		&cli.DurationFlag{Name: "lease", Usage: fmt.Sprintf("how long a claim holds a job before it may be rescued, at least 1s (default %s)", queue.DefaultLease)},
-		&cli.IntFlag{Name: "max-attempts", Usage: fmt.Sprintf("attempts of a job enqueued without its own (default %d)", queue.DefaultMaxAttempts)},
-		&cli.DurationFlag{Name: "unique-for", Usage: "how long a finished job's unique key still deduplicates enqueues (default 0s: only while unfinished)"},
+		&cli.Int64Flag{Name: "quantum", Usage: "cost (tokens) a tenant of weight 1 is granted per round",
+			DefaultText: def(queue.DefaultQuantum)},
+		&cli.IntFlag{Name: "max-per-tenant", Usage: "queued jobs a tenant may hold, unless it has its own bound",
+			DefaultText: def(queue.DefaultMaxPerTenant)},
+		&cli.DurationFlag{Name: "default-ttl", Usage: "deadline of a job enqueued without one, counted from its enqueue",
+			DefaultText: def(queue.DefaultTTL)},
+		&cli.DurationFlag{Name: "lease", Usage: "how long a claim holds a job before it may be rescued, at least 1s",
+			DefaultText: def(queue.DefaultLease)},
+		&cli.IntFlag{Name: "max-attempts", Usage: "attempts of a job enqueued without its own",
+			DefaultText: def(queue.DefaultMaxAttempts)},
+		&cli.DurationFlag{Name: "unique-for", Usage: "how long a finished job's unique key still deduplicates enqueues (0s: only while unfinished)",
+			DefaultText: def(time.Duration(0))},
 	}
 }
 

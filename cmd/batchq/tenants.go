@@ -20,8 +20,10 @@ func tenantsCommand() *cli.Command {
 				Usage:     "create or change a tenant's settings; those not given stay as they are",
 				ArgsUsage: "NAME",
 				Flags: []cli.Flag{
-					&cli.Float64Flag{Name: "weight", Usage: "the tenant's share of each round relative to weight 1: 3 gets three times the tokens (default 1)"},
-					&cli.IntFlag{Name: "max-queued", Usage: "queued jobs the tenant may hold in each queue; 0 uses each queue's --max-per-tenant (default 0)"},
+					&cli.Float64Flag{Name: "weight", Usage: "the tenant's share of each round relative to weight 1: 3 gets three times the tokens",
+						DefaultText: "1 for a new tenant, else unchanged"},
+					&cli.IntFlag{Name: "max-queued", Usage: "queued jobs the tenant may hold in each queue; 0 uses each queue's --max-per-tenant",
+						DefaultText: "0 for a new tenant, else unchanged"},
 					commandFormatFlag(),
 				},
 				Action: withQueueClient(tenantsSet),

@@ -195,13 +195,13 @@ func TestRunWritesPNG(t *testing.T) {
 	t.Parallel()
 	server := pgtest.ServerURL(t)
 	if testing.Short() {
-		t.Skip("plays the demo for 2 seconds")
+		t.Skip("plays the demo for 3 seconds")
 	}
 	name := fmt.Sprintf("batchq_demo_test_%d", rand.Uint64())
 	t.Cleanup(func() { _ = DropDatabase(context.Background(), server, name) })
 	chart := filepath.Join(t.TempDir(), "shares.png")
 	_, err := Run(context.Background(), Config{
-		DatabaseURL: server, DatabaseName: name, Duration: 2 * time.Second, Speed: 20, ChartPath: chart,
+		DatabaseURL: server, DatabaseName: name, Duration: 3 * time.Second, Speed: 20, ChartPath: chart,
 	})
 	require.NoError(t, err)
 	b, err := os.ReadFile(chart)

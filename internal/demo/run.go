@@ -211,21 +211,29 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	if err := r.enqueue(ctx, r.story.initial()); err != nil {
 		return nil, err
 	}
+	// The fleet connects before the clock starts: the story's time is the
+	// fleet's working time.
+	type member struct {
+		wc     queue.WorkerConfig
+		client *queue.Client
+	}
+	members := make([]member, fleetPools)
+	for i := range members {
+		wc, client, closePool, err := r.worker(ctx, poolCfg, thCfg, i+1)
+		if err != nil {
+			return nil, err
+		}
+		defer closePool()
+		members[i] = member{wc, client}
+	}
 	runCtx, stopRun := context.WithTimeout(ctx, r.cfg.Duration)
 	defer stopRun()
 	r.start = time.Now()
 	var fleet sync.WaitGroup
 	fleetErrs := make(chan error, fleetPools)
-	for i := range fleetPools {
-		wc, client, closePool, err := r.worker(ctx, poolCfg, thCfg, i+1)
-		if err != nil {
-			stopRun()
-			fleet.Wait()
-			return nil, err
-		}
-		defer closePool()
+	for _, m := range members {
 		fleet.Go(func() {
-			if err := client.Work(runCtx, wc); err != nil {
+			if err := m.client.Work(runCtx, m.wc); err != nil {
 				fleetErrs <- err
 				stopRun()
 			}
