@@ -166,25 +166,38 @@ RETURNS SETOF text
 LANGUAGE plpgsql AS $$
 DECLARE
     v_distinct text[];
-    v_locked  text[];
-    v_round   bigint;
-    v_quantum bigint;
+    v_first    bigint[];
+    v_locked   text[];
+    v_joined   bigint[];
+    v_round    bigint;
+    v_quantum  bigint;
 BEGIN
-    v_distinct := ARRAY(SELECT DISTINCT t FROM unnest(p_tenants) AS t ORDER BY t);
+    -- Each tenant once, in tenant order, with its first line in the batch.
+    SELECT array_agg(f.tenant ORDER BY f.tenant), array_agg(f.first ORDER BY f.tenant)
+    INTO v_distinct, v_first
+    FROM (SELECT t.tenant, min(t.ord) AS first
+          FROM unnest(p_tenants) WITH ORDINALITY AS t (tenant, ord)
+          GROUP BY t.tenant) f;
     INSERT INTO batchq.tenant_ring (queue, tenant)
     SELECT p_queue, t FROM unnest(v_distinct) AS t
     ON CONFLICT DO NOTHING;
 
+    -- Lock in tenant order, one index probe per tenant: however many
+    -- tenants the ring holds, a batch reads only its own.
     IF p_skip_locked THEN
-        SELECT array_agg(r.tenant) INTO v_locked FROM (
-            SELECT r.tenant FROM batchq.tenant_ring r
-            WHERE r.queue = p_queue AND r.tenant = ANY (v_distinct)
-            ORDER BY r.tenant FOR UPDATE SKIP LOCKED) r;
+        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord)
+        INTO v_locked, v_joined
+        FROM unnest(v_distinct, v_first) WITH ORDINALITY AS d (tenant, first, ord)
+        CROSS JOIN LATERAL (SELECT r.tenant FROM batchq.tenant_ring r
+                            WHERE r.queue = p_queue AND r.tenant = d.tenant
+                            FOR UPDATE SKIP LOCKED) l;
     ELSE
-        SELECT array_agg(r.tenant) INTO v_locked FROM (
-            SELECT r.tenant FROM batchq.tenant_ring r
-            WHERE r.queue = p_queue AND r.tenant = ANY (v_distinct)
-            ORDER BY r.tenant FOR UPDATE) r;
+        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord)
+        INTO v_locked, v_joined
+        FROM unnest(v_distinct, v_first) WITH ORDINALITY AS d (tenant, first, ord)
+        CROSS JOIN LATERAL (SELECT r.tenant FROM batchq.tenant_ring r
+                            WHERE r.queue = p_queue AND r.tenant = d.tenant
+                            FOR UPDATE) l;
     END IF;
     IF v_locked IS NULL THEN
         RETURN;
@@ -194,23 +207,20 @@ BEGIN
     FROM batchq.queues q LEFT JOIN batchq.queue_cursors c ON c.queue = q.name
     WHERE q.name = p_queue;
 
-    -- Rejoin in the order given: that is the order the tenants became active.
-    -- Positions are drawn in that order; concurrent joiners interleave, and
-    -- any order among them is a fair one.
-    WITH firsts AS (
-        SELECT t.tenant, min(t.ord) AS first
-        FROM unnest(p_tenants) WITH ORDINALITY AS t (tenant, ord)
-        GROUP BY t.tenant
-    ), joiners AS (
-        SELECT f.tenant, f.first
-        FROM firsts f JOIN unnest(v_locked) AS l (tenant) ON l.tenant = f.tenant
+    -- Locked tenants with nothing queued join the ring, in the order of their
+    -- first lines: that is the order they became active. Positions are drawn
+    -- in that order; concurrent joiners interleave, and any order among them
+    -- is a fair one.
+    WITH joiners AS (
+        SELECT l.tenant, l.first
+        FROM unnest(v_locked, v_joined) AS l (tenant, first)
         -- A scalar subquery, not NOT EXISTS: the planner keeps it a probe of
         -- the tenant's head per joiner, where an anti join planned from
         -- stale statistics read the whole queue.
         WHERE (SELECT true FROM batchq.jobs j
-               WHERE j.queue = p_queue AND j.tenant = f.tenant AND j.state = 'queued'
+               WHERE j.queue = p_queue AND j.tenant = l.tenant AND j.state = 'queued'
                LIMIT 1) IS NULL
-        ORDER BY f.first
+        ORDER BY l.first
     ), numbered AS (
         SELECT j.tenant, nextval('batchq.ring_pos') AS pos FROM joiners j
     )
@@ -260,7 +270,6 @@ AS $$
 DECLARE
     q        batchq.queues;
     v_n      integer := coalesce(cardinality(p_tenant), 0);
-    v_tenants text[];
     v_dup    bigint[];
     v_first  integer[];
     v_full   record;
@@ -280,7 +289,6 @@ BEGIN
     END IF;
 
     PERFORM batchq.ring_join(p_queue, p_tenant, false);
-    v_tenants := ARRAY(SELECT DISTINCT t FROM unnest(p_tenant) AS t);
 
     -- An empty unique key is no key.
     p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
@@ -366,7 +374,7 @@ BEGIN
     ), ring AS (
         UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq
         FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq FROM ins i GROUP BY i.tenant) a
-        WHERE r.queue = p_queue AND r.tenant = ANY (v_tenants) AND r.tenant = a.tenant
+        WHERE r.queue = p_queue AND r.tenant = a.tenant
     )
     SELECT (SELECT array_agg(s.ord ORDER BY s.ord) FROM src s),
            (SELECT array_agg(s.id ORDER BY s.ord) FROM src s),

@@ -22,8 +22,7 @@ type MaintainStats struct {
 	Requeued int // retrying jobs returned to their tenants' queues
 	Adjusted int // tenants whose queued keys took ledger adjustments
 	// Analyzed names the tables whose planner statistics were stale and
-	// which the pass ran ANALYZE on (for a role that does not own them, a
-	// no-op with a warning).
+	// which the pass ran ANALYZE on.
 	Analyzed []string
 }
 
