@@ -278,6 +278,7 @@ DECLARE
     v_src_id  bigint[];
     v_ids     bigint[];
     v_inserted bigint;
+    v_cursor   bigint;
 BEGIN
     SELECT * INTO q FROM batchq.queues WHERE name = p_queue;
     IF NOT FOUND THEN
@@ -342,6 +343,14 @@ BEGIN
         END IF;
     END LOOP;
 
+    -- A tenant that has no cost on its ledger yet (it joined the ring in this
+    -- call, or earlier with nothing inserted) joins the round current now,
+    -- not the one current when ring_join ran: claims may have moved on
+    -- meanwhile, and its first jobs must not come out ahead of the rounds
+    -- already served.
+    SELECT coalesce(max(c.round), 0) INTO v_cursor
+    FROM batchq.queue_cursors c WHERE c.queue = p_queue;
+
     -- Keys: each tenant's new jobs continue its ledger in input order. Ids
     -- are drawn here so the result needs no join back to what was inserted.
     WITH src AS MATERIALIZED (
@@ -356,7 +365,9 @@ BEGIN
              WITH ORDINALITY AS x (tenant, kind, cost, deadline, max_attempts, payload, unique_key, dup, first_ord, ord)
         -- A probe of the ring row per line: a join here is planned from
         -- statistics that a queue filling from empty has not got yet.
-        CROSS JOIN LATERAL (SELECT r.pos, r.join_round, r.share, r.cum, r.enq_seq
+        CROSS JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq,
+                                   CASE WHEN r.cum = 0 THEN greatest(r.join_round, v_cursor)
+                                        ELSE r.join_round END AS join_round
                             FROM batchq.tenant_ring r
                             WHERE r.queue = p_queue AND r.tenant = x.tenant
                             LIMIT 1) r
@@ -372,7 +383,8 @@ BEGIN
         ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
         RETURNING id, jobs.tenant, jobs.seq, jobs.cum
     ), ring AS (
-        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq
+        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq,
+            join_round = CASE WHEN r.cum = 0 THEN greatest(r.join_round, v_cursor) ELSE r.join_round END
         FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq FROM ins i GROUP BY i.tenant) a
         WHERE r.queue = p_queue AND r.tenant = a.tenant
     )
