@@ -226,39 +226,27 @@ func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) (
 }
 
 const release = `-- name: Release :many
-WITH input AS (
-    SELECT i.id, ($1::uuid[])[i.n] AS token, ($2::bigint[])[i.n] AS delay_us
-    FROM unnest($3::bigint[]) WITH ORDINALITY AS i (id, n)
-), released AS (
-    UPDATE batchq.jobs j
-    SET state = 'retrying', run_after = now() + make_interval(secs => greatest(i.delay_us, 0) / 1e6),
-        attempt = j.attempt - 1, lease_token = NULL, lease_expires_at = NULL, worker = NULL
-    FROM input i
-    WHERE j.id = ANY ($3::bigint[]) AND j.id = i.id AND j.lease_token = i.token
-    RETURNING j.id, j.queue, j.tenant, j.pos, j.seq, j.cost
-), refunds AS (
-    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
-    SELECT r.queue, r.tenant, r.pos, r.seq, -r.cost FROM released r
-)
-SELECT r.id FROM released r
+UPDATE batchq.jobs j
+SET state = 'retrying', run_after = i.run_after, attempt = j.attempt - 1,
+    lease_token = NULL, lease_expires_at = NULL, worker = NULL
+FROM (SELECT i.id, ($2::uuid[])[i.n] AS token, ($3::timestamptz[])[i.n] AS run_after
+      FROM unnest($1::bigint[]) WITH ORDINALITY AS i (id, n)) i
+WHERE j.id = ANY ($1::bigint[]) AND j.id = i.id AND j.lease_token = i.token
+RETURNING j.id
 `
 
 type ReleaseParams struct {
-	Tokens   []uuid.UUID
-	DelaysUs []int64
 	Ids      []int64
+	Tokens   []uuid.UUID
+	RunAfter []time.Time
 }
 
 // Hands running jobs back without using an attempt (the provider refused to
-// start them, the throttle had no room for them after all, or the worker is
-// shutting down): each waits in 'retrying' for its delay (@delays_us,
-// microseconds), then rejoins its tenant's queue at the tail. A released job
-// never ran, so, as for a job that expired before it ran, its cost goes back
-// to the tenant's ledger for the jobs behind its old place: rejoining charges
-// it once more, and the tenant pays for it once. Returns the ids released;
+// start them, or the worker is shutting down): each waits in 'retrying' until
+// its @run_after, then rejoins its tenant's queue. Returns the ids released;
 // the rest lost their lease.
 func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) ([]int64, error) {
-	rows, err := db.Query(ctx, release, arg.Tokens, arg.DelaysUs, arg.Ids)
+	rows, err := db.Query(ctx, release, arg.Ids, arg.Tokens, arg.RunAfter)
 	if err != nil {
 		return nil, err
 	}
