@@ -56,17 +56,28 @@ func migrateCommand() *cli.Command {
 
 func withProvider(run func(*cli.Context, *goose.Provider) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		db, err := openSQL(c.String("database-url"))
+		p, closeDB, err := openProvider(c)
 		if err != nil {
 			return err
 		}
-		defer db.Close()
-		p, err := migrations.NewProvider(db)
-		if err != nil {
-			return err
-		}
+		defer closeDB()
 		return run(c, p)
 	}
+}
+
+// openProvider opens --database-url and a goose provider over batchq's
+// migrations; the caller closes the database with the returned function.
+func openProvider(c *cli.Context) (*goose.Provider, func() error, error) {
+	db, err := openSQL(c.String("database-url"))
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return p, db.Close, nil
 }
 
 func openSQL(url string) (*sql.DB, error) {
