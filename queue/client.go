@@ -61,8 +61,8 @@ type Client struct {
 	cfg  Config
 	log  *slog.Logger
 
-	analyzeMu  sync.Mutex
-	analyzedAt time.Time // the last check for stale statistics
+	statsMu        sync.Mutex
+	statsCheckedAt time.Time // the last check for stale statistics
 }
 
 // NewClient returns a Client over pool. The pool's database must be migrated

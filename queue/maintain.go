@@ -71,27 +71,31 @@ func (c *Client) Maintain(ctx context.Context, queue string) (MaintainStats, err
 	return st, nil
 }
 
-// analyzeInterval spaces the ANALYZEs one client runs.
-const analyzeInterval = time.Minute
+// statsCheckInterval spaces one client's checks for stale statistics; the
+// check reads the server's table statistics, which maintenance every second
+// need not do.
+const statsCheckInterval = 10 * time.Second
 
 // analyzeStale refreshes the planner statistics of the queue's tables when
-// they are far from what the tables hold, at most once per analyzeInterval
-// per client. Sessions keep the plans of their prepared statements until the
-// statistics change; planned while a queue was empty, a claim scans the whole
-// jobs table once it is not. Autovacuum repairs that in time, when it runs; a
-// role that may not ANALYZE the tables (only their owner may) leaves it to
-// autovacuum, and a table another ANALYZE holds is skipped.
+// they are far from what the tables hold, checking at most once per
+// statsCheckInterval per client. Sessions keep the plans of their prepared
+// statements until the statistics change; planned while a queue was empty, a
+// claim scans the whole jobs table once it is not. Autovacuum repairs that in
+// time, when it runs; a role that may not ANALYZE the tables (only their
+// owner may) leaves it to autovacuum, and a table another ANALYZE holds is
+// skipped. A table just analyzed is no longer stale, so it is not analyzed
+// again until it drifts again.
 func (c *Client) analyzeStale(ctx context.Context) ([]string, error) {
-	c.analyzeMu.Lock()
-	defer c.analyzeMu.Unlock()
-	if !c.analyzedAt.IsZero() && time.Since(c.analyzedAt) < analyzeInterval {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	if !c.statsCheckedAt.IsZero() && time.Since(c.statsCheckedAt) < statsCheckInterval {
 		return nil, nil
 	}
+	c.statsCheckedAt = time.Now()
 	stale, err := c.q.StaleTables(ctx, c.pool)
-	if err != nil || len(stale) == 0 {
+	if err != nil {
 		return nil, err
 	}
-	c.analyzedAt = time.Now()
 	for _, t := range stale {
 		name := pgx.Identifier{"batchq", t}.Sanitize()
 		if _, err := c.pool.Exec(ctx, "ANALYZE (SKIP_LOCKED) "+name); err != nil {
