@@ -527,7 +527,8 @@ BEGIN
         SELECT array_agg(c.after_seq), array_agg(c.delta), coalesce(sum(c.delta), 0)
         INTO v_seqs, v_deltas, v_total
         FROM consumed c WHERE c.pos = v.pos;
-        CONTINUE WHEN v_total = 0;
+        -- Deltas that sum to nothing still move the jobs between them.
+        CONTINUE WHEN v_seqs IS NULL;
         WITH mine AS (
             SELECT j.id, j.seq FROM batchq.jobs j
             WHERE j.queue = p_queue AND j.tenant = v.tenant AND j.state = 'queued' AND j.pos = v.pos

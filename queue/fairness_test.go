@@ -123,3 +123,31 @@ func TestDeepRefundsMoveOnlyTheJobsBehind(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT max(round) FILTER (WHERE tenant = 'a'), max(round) FILTER (WHERE tenant = 'b') FROM batchq.jobs`).Scan(&aLast, &bLast))
 	require.Equal(t, bLast-9, aLast)
 }
+
+// TestAdjustmentsThatCancelOutStillMoveTheJobsBetween: a correction of +100
+// after one job and a refund of 100 after a later one add up to nothing for
+// the jobs behind both, but the jobs between them owe 100 more.
+func TestAdjustmentsThatCancelOutStillMoveTheJobsBetween(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	b.enqueueN(t, "a", 12, 100)
+	round := func(seq int) int64 {
+		return b.scalar(t, `SELECT round FROM batchq.jobs WHERE tenant = 'a' AND seq = $1`, seq)
+	}
+	between, behind := round(6), round(12)
+
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	for _, j := range jobs[:2] {
+		require.NoError(t, b.client.Complete(b.ctx, j, queue.Result{}))
+	}
+	require.NoError(t, b.client.Complete(b.ctx, jobs[2], queue.Result{ActualCost: 200}))
+	require.NoError(t, b.client.Cancel(b.ctx, b.scalar(t, `SELECT id FROM batchq.jobs WHERE tenant = 'a' AND seq = 10`), "not needed"))
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Adjusted)
+
+	require.Equal(t, between+1, round(6), "a job between the two owes the correction")
+	require.Equal(t, behind, round(12), "a job behind both owes nothing")
+}
