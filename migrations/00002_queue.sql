@@ -576,12 +576,10 @@ BEGIN
         WHERE j.queue = p_queue AND j.tenant = p_tenant AND j.state = 'queued'
         ORDER BY j.id
         FOR UPDATE
-    ), mine AS (
-        SELECT l.* FROM locked l
     ), src AS (
-        SELECT m.id, (sum(m.cost) OVER (ORDER BY m.seq))::bigint AS cum,
-               first_value(m.round) OVER (ORDER BY m.seq) AS start
-        FROM mine m
+        SELECT l.id, (sum(l.cost) OVER (ORDER BY l.seq))::bigint AS cum,
+               first_value(l.round) OVER (ORDER BY l.seq) AS start
+        FROM locked l
     ), upd AS (
         UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(s.start, s.cum, v_share)
         FROM src s WHERE j.id = s.id

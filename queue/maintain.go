@@ -86,7 +86,10 @@ const statsCheckInterval = 10 * time.Second
 // skipped. A table just analyzed is no longer stale, so it is not analyzed
 // again until it drifts again.
 func (c *Client) analyzeStale(ctx context.Context) ([]string, error) {
-	c.statsMu.Lock()
+	// Maintenance of another queue on this client checking now is as good.
+	if !c.statsMu.TryLock() {
+		return nil, nil
+	}
 	defer c.statsMu.Unlock()
 	if !c.statsCheckedAt.IsZero() && time.Since(c.statsCheckedAt) < statsCheckInterval {
 		return nil, nil
