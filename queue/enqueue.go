@@ -209,19 +209,26 @@ func (c *Client) checkPayload(j *NewJob) *InvalidJobError {
 	if !json.Valid(j.Payload) {
 		return &InvalidJobError{Field: "payload", Rule: "must be valid JSON"}
 	}
-	if loneSurrogate(j.Payload) {
-		return &InvalidJobError{Field: "payload", Rule: `must not contain an unpaired UTF-16 surrogate escape such as \ud800 (PostgreSQL's jsonb cannot store it)`}
-	}
-	// jsonb cannot store the NUL character; say so instead of failing in SQL.
-	if bytes.Contains(j.Payload, []byte(`\u0000`)) {
+	// Say what jsonb cannot store instead of failing in SQL.
+	switch jsonbRejects(j.Payload) {
+	case escapedNUL:
 		return &InvalidJobError{Field: "payload", Rule: `must not contain \u0000 (PostgreSQL's jsonb cannot store it)`}
+	case loneSurrogate:
+		return &InvalidJobError{Field: "payload", Rule: `must not contain an unpaired UTF-16 surrogate escape such as \ud800 (PostgreSQL's jsonb cannot store it)`}
 	}
 	return nil
 }
 
-// loneSurrogate reports whether valid JSON text holds a \u escape of a
-// UTF-16 surrogate that is not part of a high-low pair.
-func loneSurrogate(b []byte) bool {
+// What jsonbRejects finds.
+const (
+	escapedNUL    = "\\u0000"
+	loneSurrogate = "unpaired surrogate"
+)
+
+// jsonbRejects returns why PostgreSQL's jsonb would refuse valid JSON text b
+// (an escaped NUL, or a \u escape of a UTF-16 surrogate that is not part of a
+// high-low pair), or "" if it stores it.
+func jsonbRejects(b []byte) string {
 	for i := 0; i < len(b); i++ {
 		if b[i] != '\\' {
 			continue
@@ -232,22 +239,24 @@ func loneSurrogate(b []byte) bool {
 		}
 		r := hex4(b[i+1 : i+5])
 		switch {
+		case r == 0:
+			return escapedNUL
 		case r >= 0xDC00 && r <= 0xDFFF:
-			return true
+			return loneSurrogate
 		case r >= 0xD800 && r <= 0xDBFF:
 			next := b[i+5:]
 			if len(next) < 6 || next[0] != '\\' || next[1] != 'u' {
-				return true
+				return loneSurrogate
 			}
 			if lo := hex4(next[2:6]); lo < 0xDC00 || lo > 0xDFFF {
-				return true
+				return loneSurrogate
 			}
 			i += 10
 		default:
 			i += 4
 		}
 	}
-	return false
+	return ""
 }
 
 func hex4(b []byte) rune {

@@ -176,7 +176,7 @@ func (c *Client) boundResult(out []byte) string {
 	if len(out) == 0 {
 		return ""
 	}
-	if len(out) <= c.cfg.MaxResultBytes && json.Valid(out) && !containsNUL(out) {
+	if len(out) <= c.cfg.MaxResultBytes && json.Valid(out) && jsonbRejects(out) == "" {
 		return string(out)
 	}
 	head := out
@@ -192,15 +192,6 @@ func (c *Client) boundResult(out []byte) string {
 		Head      string `json:"head"`
 	}{len(head) < len(out), len(out), string(head)})
 	return string(b)
-}
-
-func containsNUL(b []byte) bool {
-	for i := 0; i+5 < len(b); i++ {
-		if b[i] == '\\' && string(b[i:i+6]) == `\u0000` {
-			return true
-		}
-	}
-	return false
 }
 
 // FailOpts shapes a failure. nil means defaults.

@@ -549,3 +549,21 @@ func TestMaintainRefreshesStatisticsOfAQueueThatFilledFromEmpty(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, st.Analyzed, "one check per interval")
 }
+
+// TestJSONThatJsonbStoresIsKept: text that only looks like an escaped NUL is
+// a valid payload, and a result jsonb cannot store is kept as a wrapper
+// instead of failing the completion.
+func TestJSONThatJsonbStoresIsKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Payload: []byte(`{"a":"\\u0000"}`)})
+	require.NoError(t, err, `an escaped backslash followed by "u0000" is text`)
+
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Equal(t, res.ID, jobs[0].ID)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{Output: []byte(`{"text":"\ud800"}`)}))
+	var result string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result::text FROM batchq.outcomes WHERE job_id = $1`, res.ID).Scan(&result))
+	require.Contains(t, result, `"truncated"`, "stored as a wrapper around the raw text")
+}
