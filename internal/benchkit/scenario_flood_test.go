@@ -43,12 +43,15 @@ func TestBenchFlood(t *testing.T) {
 	require.InDelta(t, 0.25, median(t, fifo, "jain_median"), 0.05)
 	require.Positive(t, median(t, fair, "windows"))
 	require.Greater(t, median(t, fair, "jain_median"), median(t, fifo, "jain_median"))
-	require.LessOrEqual(t, median(t, fair, "jain_min"), 1.0)
+	// Even the fair queue's worst window is fairer than FIFO's typical one.
+	require.Greater(t, median(t, fair, "jain_min"), median(t, fifo, "jain_median"))
 
 	require.Len(t, r.Bars, 2)
 	require.Equal(t, 2.0, r.Bars[0].Target)
 	require.True(t, r.Bars[0].AtMost)
 	require.Positive(t, r.Bars[0].Value)
 	require.Equal(t, 0.99, r.Bars[1].Target)
-	require.InDelta(t, 0.5, r.Bars[1].Value, 0.5)
+	// The bar is the lowest window of all repetitions.
+	require.LessOrEqual(t, r.Bars[1].Value, median(t, fair, "jain_min"))
+	require.Greater(t, r.Bars[1].Value, median(t, fifo, "jain_median"))
 }

@@ -30,18 +30,24 @@ func TestBenchQuota(t *testing.T) {
 	require.Equal(t, "quota", r.Scenario)
 	got := rows(t, table(t, r, "quota"))
 	require.Len(t, got, 4)
+	naiveFixed := 0
 	for _, row := range got {
 		u := median(t, row, "utilization")
 		require.Greater(t, u, 0.0, "%v", row)
 		require.LessOrEqual(t, u, 1.5, "%v", row)
 		require.InDelta(t, u, median(t, row, "batch_share")+median(t, row, "interactive_share"), 0.01, "%v", row)
 		require.InDelta(t, u/0.8, median(t, row, "of_limit_less_reserve"), 0.01, "%v", row)
-		require.GreaterOrEqual(t, median(t, row, "http_429"), 0.0)
+		if row["quota"] == "fixed window" && row["client"] == "naive" {
+			// Eight workers sending at will overrun 5,000 tokens a quarter second.
+			require.Positive(t, median(t, row, "http_429"), "%v", row)
+			naiveFixed++
+		}
 		require.Positive(t, median(t, row, "batch_calls"), "%v", row)
 		if row["client"] == "batchq" {
 			require.Positive(t, median(t, row, "interactive_calls"), "%v", row)
 		}
 	}
+	require.Equal(t, 1, naiveFixed, "one naive client against the fixed window")
 	require.Len(t, r.Bars, 4)
 	require.NotEmpty(t, r.Notes)
 }
