@@ -25,8 +25,6 @@ import (
 type Database struct {
 	Name string
 	URL  string // the server's URL with the database name in place
-	// Schema is the batchq migration version it was migrated to.
-	Schema int64
 
 	serverURL string
 }
@@ -51,28 +49,28 @@ func CreateDatabase(ctx context.Context, serverURL string) (*Database, error) {
 		return nil, fmt.Errorf("benchkit: create database %s (the role needs CREATEDB): %w", name, err)
 	}
 	d := &Database{Name: name, URL: dbURL, serverURL: serverURL}
-	if d.Schema, err = migrate(ctx, dbURL); err != nil {
+	if err := migrate(ctx, dbURL); err != nil {
 		_ = d.Drop(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	return d, nil
 }
 
-func migrate(ctx context.Context, dbURL string) (int64, error) {
+func migrate(ctx context.Context, dbURL string) error {
 	cfg, err := pgx.ParseConfig(dbURL)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	p, err := migrations.NewProvider(db)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if _, err := p.Up(ctx); err != nil {
-		return 0, fmt.Errorf("benchkit: migrate: %w", err)
+		return fmt.Errorf("benchkit: migrate: %w", err)
 	}
-	return p.GetDBVersion(ctx)
+	return nil
 }
 
 // Drop removes the database, ending any session still connected to it. It

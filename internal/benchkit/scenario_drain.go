@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/batchq/batchq/queue"
 )
@@ -117,7 +118,7 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 	rep.param("workers", cfg.Workers)
 	rep.param("processes", joinInts(cfg.Processes))
 	rep.param("batches", joinInts(cfg.Batches))
-	rep.param("systems", joinStrings(cfg.Systems))
+	rep.param("systems", strings.Join(cfg.Systems, ","))
 
 	backlog := Backlog{Jobs: cfg.Jobs, Tenants: cfg.Tenants, MaxCost: cfg.MaxCost, Seed: cfg.Seed}
 	run := func(k drainKey) (Drained, error) {
@@ -270,16 +271,5 @@ func joinInts(vs []int) string {
 	for i, v := range vs {
 		s[i] = strconv.Itoa(v)
 	}
-	return joinStrings(s)
-}
-
-func joinStrings(vs []string) string {
-	out := ""
-	for i, v := range vs {
-		if i > 0 {
-			out += ","
-		}
-		out += v
-	}
-	return out
+	return strings.Join(s, ",")
 }
