@@ -491,12 +491,13 @@ $$;
 -- tenant whose queue emptied starts afresh. Tenants whose ring row is locked
 -- are left for later. Returns how many tenants it adjusted.
 --
--- It and rekey lock a tenant's queued jobs before re-keying them, in id order,
--- as every statement that waits on job rows does (completions delete through
--- the primary key, failures lock ORDER BY id, claims never wait): updating in
--- plan order instead could lock a job a claim had just taken (a recheck locks
+-- Job rows: every statement that waits on job rows locks them in id order
+-- (completions, failures, releases and heartbeats lock ORDER BY id; claims,
+-- rescues and expiries skip locked rows and never wait), and a transaction
+-- that re-keys locks all it will touch in one such statement first. Locking
+-- in any other order could hold a job a claim had just taken (a recheck locks
 -- the newest version of a row before it finds the row no longer qualifies)
--- and then wait for a job a completion holds, while the completion waited for
+-- while waiting for a job a completion holds, and the completion wait for
 -- the first.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.apply_adjustments(p_queue text) RETURNS integer
@@ -509,13 +510,22 @@ DECLARE
     v_deltas bigint[];
     v_total  bigint;
     v_n      integer := 0;
+    v_locked text[];
 BEGIN
-    FOR v IN
-        SELECT r.tenant, r.pos, r.join_round, r.share FROM batchq.tenant_ring r
+    v_locked := ARRAY(
+        SELECT r.tenant FROM batchq.tenant_ring r
         WHERE r.queue = p_queue
           AND r.tenant IN (SELECT DISTINCT a.tenant FROM batchq.ledger_adjustments a WHERE a.queue = p_queue)
         ORDER BY r.tenant
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE SKIP LOCKED);
+    PERFORM 1 FROM batchq.jobs j
+    WHERE j.queue = p_queue AND j.tenant = ANY (v_locked) AND j.state = 'queued'
+    ORDER BY j.id
+    FOR UPDATE;
+    FOR v IN
+        SELECT r.tenant, r.pos, r.join_round, r.share FROM batchq.tenant_ring r
+        WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)
+        ORDER BY r.tenant
     LOOP
         -- Adjustments of an earlier membership are dropped: a tenant whose
         -- queue emptied starts afresh.
@@ -532,8 +542,6 @@ BEGIN
         WITH mine AS (
             SELECT j.id, j.seq FROM batchq.jobs j
             WHERE j.queue = p_queue AND j.tenant = v.tenant AND j.state = 'queued' AND j.pos = v.pos
-            ORDER BY j.id
-            FOR UPDATE
         ), shift AS (
             SELECT m.id, (SELECT sum(u.delta) FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta)
                           WHERE u.after_seq < m.seq)::bigint AS delta
@@ -552,48 +560,66 @@ END
 $$;
 -- +goose StatementEnd
 
--- rekey re-schedules a tenant's queued jobs in a queue after its weight or
--- the queue's quantum changed: the head keeps its round, and the jobs behind
--- it follow at the new share per visit. The tenant keeps its ring position;
--- with no job left queued, it keeps its ledger and takes the new share at its
--- next membership.
+-- rekey re-schedules the queued jobs of (queue, tenant) pairs after a weight
+-- or a quantum changed: each head keeps its round, and the jobs behind it
+-- follow at the new share per visit. A tenant keeps its ring position; with
+-- no job left queued, it keeps its ledger and takes the new share at its next
+-- membership.
+--
+-- Ring rows are locked first, in (queue, tenant) order, which holds off
+-- enqueues and requeues of these tenants; then every queued job of every
+-- pair in one statement, in id order. Locking pair by pair would hold one
+-- tenant's rows while waiting for another's, and a recheck locks even a row a
+-- claim has just taken, so a completion holding the second could be waiting
+-- for the first. The updates then only touch rows this transaction holds.
 -- +goose StatementBegin
-CREATE FUNCTION batchq.rekey(p_queue text, p_tenant text) RETURNS void
+CREATE FUNCTION batchq.rekey(p_queues text[], p_tenants text[]) RETURNS void
 LANGUAGE plpgsql
 SET enable_seqscan = off -- as enqueue: index access whatever the statistics say
 AS $$
 DECLARE
+    v       record;
     v_share bigint;
     v_start bigint;
     v_cum   bigint;
 BEGIN
-    PERFORM 1 FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = p_tenant FOR UPDATE;
-    SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)) INTO v_share
-    FROM batchq.queues q LEFT JOIN batchq.tenants w ON w.name = p_tenant
-    WHERE q.name = p_queue;
-    WITH locked AS (
-        SELECT j.id, j.seq, j.cost, j.round FROM batchq.jobs j
-        WHERE j.queue = p_queue AND j.tenant = p_tenant AND j.state = 'queued'
-        ORDER BY j.id
-        FOR UPDATE
-    ), src AS (
-        SELECT l.id, (sum(l.cost) OVER (ORDER BY l.seq))::bigint AS cum,
-               first_value(l.round) OVER (ORDER BY l.seq) AS start
-        FROM locked l
-    ), upd AS (
-        UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(s.start, s.cum, v_share)
-        FROM src s WHERE j.id = s.id
-        RETURNING j.cum, s.start
-    )
-    SELECT max(u.start), max(u.cum) INTO v_start, v_cum FROM upd u;
-    IF v_start IS NULL THEN
-        -- Nothing left to re-key: the ring keeps its ledger, and the tenant's
-        -- next job starts a new membership with the new share.
-        UPDATE batchq.tenant_ring r SET share = v_share WHERE r.queue = p_queue AND r.tenant = p_tenant;
-        RETURN;
-    END IF;
-    UPDATE batchq.tenant_ring r SET join_round = v_start, share = v_share, cum = v_cum
-    WHERE r.queue = p_queue AND r.tenant = p_tenant;
+    PERFORM 1 FROM batchq.tenant_ring r
+    JOIN unnest(p_queues, p_tenants) AS p (queue, tenant) ON r.queue = p.queue AND r.tenant = p.tenant
+    ORDER BY r.queue, r.tenant
+    FOR UPDATE OF r;
+    PERFORM 1 FROM batchq.jobs j
+    JOIN unnest(p_queues, p_tenants) AS p (queue, tenant) ON j.queue = p.queue AND j.tenant = p.tenant
+    WHERE j.state = 'queued'
+    ORDER BY j.id
+    FOR UPDATE OF j;
+
+    FOR v IN
+        SELECT DISTINCT p.queue, p.tenant FROM unnest(p_queues, p_tenants) AS p (queue, tenant)
+        ORDER BY p.queue, p.tenant
+    LOOP
+        SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)) INTO v_share
+        FROM batchq.queues q LEFT JOIN batchq.tenants w ON w.name = v.tenant
+        WHERE q.name = v.queue;
+        WITH src AS (
+            SELECT j.id, (sum(j.cost) OVER (ORDER BY j.seq))::bigint AS cum,
+                   first_value(j.round) OVER (ORDER BY j.seq) AS start
+            FROM batchq.jobs j
+            WHERE j.queue = v.queue AND j.tenant = v.tenant AND j.state = 'queued'
+        ), upd AS (
+            UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(s.start, s.cum, v_share)
+            FROM src s WHERE j.id = s.id
+            RETURNING j.cum, s.start
+        )
+        SELECT max(u.start), max(u.cum) INTO v_start, v_cum FROM upd u;
+        IF v_start IS NULL THEN
+            -- Nothing left to re-key: the ring keeps its ledger, and the
+            -- tenant's next job starts a new membership with the new share.
+            UPDATE batchq.tenant_ring r SET share = v_share WHERE r.queue = v.queue AND r.tenant = v.tenant;
+        ELSE
+            UPDATE batchq.tenant_ring r SET join_round = v_start, share = v_share, cum = v_cum
+            WHERE r.queue = v.queue AND r.tenant = v.tenant;
+        END IF;
+    END LOOP;
 END
 $$;
 -- +goose StatementEnd

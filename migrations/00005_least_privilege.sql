@@ -27,7 +27,7 @@ REVOKE EXECUTE ON FUNCTION
     batchq.requeue(text, integer),
     batchq.apply_adjustments(text),
     batchq.ring_join(text, text[], boolean),
-    batchq.rekey(text, text)
+    batchq.rekey(text[], text[])
 FROM PUBLIC;
 
 -- +goose Down
@@ -36,7 +36,7 @@ GRANT EXECUTE ON FUNCTION
     batchq.requeue(text, integer),
     batchq.apply_adjustments(text),
     batchq.ring_join(text, text[], boolean),
-    batchq.rekey(text, text)
+    batchq.rekey(text[], text[])
 TO PUBLIC;
 ALTER FUNCTION batchq.apply_adjustments(text) SECURITY INVOKER RESET search_path;
 ALTER FUNCTION batchq.requeue(text, integer) SECURITY INVOKER RESET search_path;

@@ -237,12 +237,11 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (Q
 		if err != nil {
 			return err
 		}
-		for _, t := range tenants {
-			if err := c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queue: name, Tenant: t}); err != nil {
-				return err
-			}
+		queues := make([]string, len(tenants))
+		for i := range queues {
+			queues[i] = name
 		}
-		return nil
+		return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: tenants})
 	})
 	if err != nil {
 		return QueueConfig{}, fmt.Errorf("batchq: update queue %q: %w", name, err)
@@ -324,12 +323,11 @@ func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
 		if err != nil {
 			return err
 		}
-		for _, q := range queues {
-			if err := c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queue: q, Tenant: t.Name}); err != nil {
-				return err
-			}
+		tenants := make([]string, len(queues))
+		for i := range tenants {
+			tenants[i] = t.Name
 		}
-		return nil
+		return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: tenants})
 	})
 	if err != nil {
 		return fmt.Errorf("batchq: set tenant %q: %w", t.Name, err)

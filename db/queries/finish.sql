@@ -7,12 +7,16 @@ WITH input AS (
            nullif((@actual_costs::bigint[])[i.n], -1) AS actual_cost,
            nullif((@results::text[])[i.n], '')::jsonb AS result
     FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
-), done AS (
+), target AS (
     -- Only a running job has a lease token, so a matching token is the
     -- whole check.
+    SELECT j.id FROM batchq.jobs j JOIN input i ON i.id = j.id
+    WHERE j.id = ANY (@ids::bigint[]) AND j.lease_token = i.token
+    ORDER BY j.id -- every statement that waits on job rows locks them in id order
+    FOR UPDATE OF j
+), done AS (
     DELETE FROM batchq.jobs j
-    USING input i
-    WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.lease_token = i.token
+    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t))
     RETURNING j.*
 ), written AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts,
@@ -70,22 +74,38 @@ SELECT d.id, false AS retrying FROM dead d;
 -- start them, or the worker is shutting down): each waits in 'retrying' until
 -- its @run_after, then rejoins its tenant's queue. Returns the ids released;
 -- the rest lost their lease.
+WITH input AS (
+    SELECT i.id, (@tokens::uuid[])[i.n] AS token, (@run_after::timestamptz[])[i.n] AS run_after
+    FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
+), target AS (
+    SELECT j.id, i.run_after FROM batchq.jobs j JOIN input i ON i.id = j.id
+    WHERE j.id = ANY (@ids::bigint[]) AND j.lease_token = i.token
+    ORDER BY j.id -- every statement that waits on job rows locks them in id order
+    FOR UPDATE OF j
+)
 UPDATE batchq.jobs j
-SET state = 'retrying', run_after = i.run_after, attempt = j.attempt - 1,
+SET state = 'retrying', run_after = t.run_after, attempt = j.attempt - 1,
     lease_token = NULL, lease_expires_at = NULL, worker = NULL
-FROM (SELECT i.id, (@tokens::uuid[])[i.n] AS token, (@run_after::timestamptz[])[i.n] AS run_after
-      FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)) i
-WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.lease_token = i.token
+FROM target t
+WHERE j.id = t.id
 RETURNING j.id;
 
 -- name: Heartbeat :many
 -- Extends the leases of running jobs whose token still matches by the
 -- queue's lease length. Returns the ids extended.
+WITH input AS (
+    SELECT i.id, (@tokens::uuid[])[i.n] AS token
+    FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
+), target AS (
+    SELECT j.id FROM batchq.jobs j JOIN input i ON i.id = j.id
+    WHERE j.id = ANY (@ids::bigint[]) AND j.lease_token = i.token
+    ORDER BY j.id -- every statement that waits on job rows locks them in id order
+    FOR UPDATE OF j
+)
 UPDATE batchq.jobs j
 SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = j.queue)
-FROM (SELECT i.id, (@tokens::uuid[])[i.n] AS token
-      FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)) i
-WHERE j.id = ANY (@ids::bigint[]) AND j.id = i.id AND j.lease_token = i.token
+FROM target t
+WHERE j.id = t.id
 RETURNING j.id, j.lease_expires_at::timestamptz AS lease_expires_at;
 
 -- name: Cancel :one

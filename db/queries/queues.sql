@@ -49,4 +49,6 @@ WHERE r.tenant = @tenant
 ORDER BY r.queue;
 
 -- name: Rekey :exec
-SELECT batchq.rekey(@queue, @tenant);
+-- Re-keys the queued jobs of each (queue, tenant) pair, all in one
+-- statement so that its locks are taken in one order.
+SELECT batchq.rekey(@queues::text[], @tenants::text[]);

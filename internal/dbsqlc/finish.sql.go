@@ -50,12 +50,16 @@ WITH input AS (
            nullif(($2::bigint[])[i.n], -1) AS actual_cost,
            nullif(($3::text[])[i.n], '')::jsonb AS result
     FROM unnest($4::bigint[]) WITH ORDINALITY AS i (id, n)
-), done AS (
+), target AS (
     -- Only a running job has a lease token, so a matching token is the
     -- whole check.
+    SELECT j.id FROM batchq.jobs j JOIN input i ON i.id = j.id
+    WHERE j.id = ANY ($4::bigint[]) AND j.lease_token = i.token
+    ORDER BY j.id -- every statement that waits on job rows locks them in id order
+    FOR UPDATE OF j
+), done AS (
     DELETE FROM batchq.jobs j
-    USING input i
-    WHERE j.id = ANY ($4::bigint[]) AND j.id = i.id AND j.lease_token = i.token
+    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t))
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.round, j.pos, j.cum, j.seq, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
 ), written AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts,
@@ -185,17 +189,25 @@ func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) ([]FailRow,
 }
 
 const heartbeat = `-- name: Heartbeat :many
+WITH input AS (
+    SELECT i.id, ($1::uuid[])[i.n] AS token
+    FROM unnest($2::bigint[]) WITH ORDINALITY AS i (id, n)
+), target AS (
+    SELECT j.id FROM batchq.jobs j JOIN input i ON i.id = j.id
+    WHERE j.id = ANY ($2::bigint[]) AND j.lease_token = i.token
+    ORDER BY j.id -- every statement that waits on job rows locks them in id order
+    FOR UPDATE OF j
+)
 UPDATE batchq.jobs j
 SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = j.queue)
-FROM (SELECT i.id, ($2::uuid[])[i.n] AS token
-      FROM unnest($1::bigint[]) WITH ORDINALITY AS i (id, n)) i
-WHERE j.id = ANY ($1::bigint[]) AND j.id = i.id AND j.lease_token = i.token
+FROM target t
+WHERE j.id = t.id
 RETURNING j.id, j.lease_expires_at::timestamptz AS lease_expires_at
 `
 
 type HeartbeatParams struct {
-	Ids    []int64
 	Tokens []uuid.UUID
+	Ids    []int64
 }
 
 type HeartbeatRow struct {
@@ -206,7 +218,7 @@ type HeartbeatRow struct {
 // Extends the leases of running jobs whose token still matches by the
 // queue's lease length. Returns the ids extended.
 func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) ([]HeartbeatRow, error) {
-	rows, err := db.Query(ctx, heartbeat, arg.Ids, arg.Tokens)
+	rows, err := db.Query(ctx, heartbeat, arg.Tokens, arg.Ids)
 	if err != nil {
 		return nil, err
 	}
@@ -226,19 +238,27 @@ func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) (
 }
 
 const release = `-- name: Release :many
+WITH input AS (
+    SELECT i.id, ($1::uuid[])[i.n] AS token, ($2::timestamptz[])[i.n] AS run_after
+    FROM unnest($3::bigint[]) WITH ORDINALITY AS i (id, n)
+), target AS (
+    SELECT j.id, i.run_after FROM batchq.jobs j JOIN input i ON i.id = j.id
+    WHERE j.id = ANY ($3::bigint[]) AND j.lease_token = i.token
+    ORDER BY j.id -- every statement that waits on job rows locks them in id order
+    FOR UPDATE OF j
+)
 UPDATE batchq.jobs j
-SET state = 'retrying', run_after = i.run_after, attempt = j.attempt - 1,
+SET state = 'retrying', run_after = t.run_after, attempt = j.attempt - 1,
     lease_token = NULL, lease_expires_at = NULL, worker = NULL
-FROM (SELECT i.id, ($2::uuid[])[i.n] AS token, ($3::timestamptz[])[i.n] AS run_after
-      FROM unnest($1::bigint[]) WITH ORDINALITY AS i (id, n)) i
-WHERE j.id = ANY ($1::bigint[]) AND j.id = i.id AND j.lease_token = i.token
+FROM target t
+WHERE j.id = t.id
 RETURNING j.id
 `
 
 type ReleaseParams struct {
-	Ids      []int64
 	Tokens   []uuid.UUID
 	RunAfter []time.Time
+	Ids      []int64
 }
 
 // Hands running jobs back without using an attempt (the provider refused to
@@ -246,7 +266,7 @@ type ReleaseParams struct {
 // its @run_after, then rejoins its tenant's queue. Returns the ids released;
 // the rest lost their lease.
 func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) ([]int64, error) {
-	rows, err := db.Query(ctx, release, arg.Ids, arg.Tokens, arg.RunAfter)
+	rows, err := db.Query(ctx, release, arg.Tokens, arg.RunAfter, arg.Ids)
 	if err != nil {
 		return nil, err
 	}

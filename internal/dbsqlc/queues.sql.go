@@ -128,16 +128,18 @@ func (q *Queries) ListTenants(ctx context.Context, db DBTX) ([]BatchqTenant, err
 }
 
 const rekey = `-- name: Rekey :exec
-SELECT batchq.rekey($1, $2)
+SELECT batchq.rekey($1::text[], $2::text[])
 `
 
 type RekeyParams struct {
-	Queue  string
-	Tenant string
+	Queues  []string
+	Tenants []string
 }
 
+// Re-keys the queued jobs of each (queue, tenant) pair, all in one
+// statement so that its locks are taken in one order.
 func (q *Queries) Rekey(ctx context.Context, db DBTX, arg RekeyParams) error {
-	_, err := db.Exec(ctx, rekey, arg.Queue, arg.Tenant)
+	_, err := db.Exec(ctx, rekey, arg.Queues, arg.Tenants)
 	return err
 }
 
