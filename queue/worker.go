@@ -157,7 +157,7 @@ type pool struct {
 
 type dispatch struct {
 	job     *Job
-	sentAt  time.Time // when the throttle admitted it
+	sentAt  time.Time // when the throttle counted it; zero: not asked yet
 	claimed time.Time
 }
 
@@ -396,7 +396,7 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 		opts.Limit, opts.Budget = int(min(int64(n), calls)), tokens
 		jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, opts)
 		p.expired(expired)
-		return p.admit(ctx, jobs), 0, err
+		return p.dispatches(jobs, time.Time{}), 0, err
 	}
 
 	// The head job does not fit what is known to be free: ask the throttle
@@ -407,41 +407,44 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	case err != nil:
 		return nil, 0, err
 	case d.Never:
-		// Claim it to fail it with the reason; admit checks each job.
+		// Claim it to fail it with the reason; admitted checks each job.
 		jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, &ClaimOpts{Limit: 1, Worker: p.cfg.Name})
 		p.expired(expired)
-		return p.admit(ctx, jobs), 0, err
+		return p.dispatches(jobs, time.Time{}), 0, err
 	case !d.OK:
 		p.emit(Event{Kind: EventThrottled, Wait: d.Wait})
 		return nil, d.Wait, nil
 	}
-	sentAt := time.Now()
 	opts.Limit, opts.Budget = 1, head
 	jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, opts)
 	p.expired(expired)
-	return p.dispatches(jobs, sentAt), 0, err // admitted above, as head
+	return p.dispatches(jobs, d.At), 0, err // admitted above, as head
 }
 
-// admit asks the throttle for each claimed job. The claim was sized by the
-// throttle's headroom, so this nearly always admits; a job that does not fit
-// after all (another process took the room) goes back at once, and one that
-// can never fit fails with the reason.
-func (p *pool) admit(ctx context.Context, jobs []*Job) []*dispatch {
-	var out []*dispatch
-	for _, j := range jobs {
-		now := time.Now()
-		d, err := p.th.CanStartContext(ctx, now, j.Cost, throttle.Batch)
-		switch {
-		case err == nil && d.OK:
-			out = append(out, &dispatch{job: j, sentAt: now, claimed: now})
-		case err == nil && d.Never:
-			p.done.fail(j, Permanent(fmt.Errorf("batchq: job %d can never start: its cost of %d tokens does not fit the quota at batch priority: %w",
-				j.ID, j.Cost, d.Why)), time.Now())
-		default:
-			p.done.release(j, d.Wait)
-		}
+// admitted asks the throttle about a job its handler is about to send,
+// unless the claim already counted it. Counting next to the send keeps calls
+// reaching the provider in about the order the throttle counted them, which
+// is what lets a response be read as counting the calls counted before it.
+// The claim was sized by the throttle's headroom, so this nearly always
+// admits; a job that does not fit after all (another process took the room)
+// goes back at once, and one that can never fit fails with the reason.
+func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
+	if p.th == nil || !d.sentAt.IsZero() {
+		return true
 	}
-	return out
+	j := d.job
+	dec, err := p.th.CanStartContext(ctx, time.Now(), j.Cost, throttle.Batch)
+	switch {
+	case err == nil && dec.OK:
+		d.sentAt = dec.At
+		return true
+	case err == nil && dec.Never:
+		p.done.fail(j, Permanent(fmt.Errorf("batchq: job %d can never start: its cost of %d tokens does not fit the quota at batch priority: %w",
+			j.ID, j.Cost, dec.Why)), time.Now())
+	default:
+		p.done.release(j, dec.Wait)
+	}
+	return false
 }
 
 func (p *pool) dispatches(jobs []*Job, sentAt time.Time) []*dispatch {
@@ -484,6 +487,9 @@ func (p *pool) runJob(d *dispatch) {
 		p.mu.Unlock()
 	}()
 
+	if !p.admitted(ctx, d) {
+		return
+	}
 	start := time.Now()
 	res, err := p.call(ctx, j)
 	received := time.Now()

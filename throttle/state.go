@@ -58,8 +58,8 @@ type Quota struct {
 	Remaining int64 `json:"remaining"`
 	// SentAt is when the kept observation's call was admitted (sent):
 	// Remaining counts the calls admitted up to then, that one included, and
-	// not those admitted after. A call admitted in the same microsecond is
-	// taken to be that one (or one the provider saw first).
+	// not those admitted after. Calls are counted at distinct instants, so a
+	// call counted in the same microsecond is that one.
 	SentAt time.Time `json:"sent_at"`
 	// ReceivedAt is when its response arrived; a token bucket's refill is
 	// counted from here, since the provider measured no later than this.
@@ -84,8 +84,9 @@ type Admission struct {
 }
 
 // MaxAdmitted bounds State.Admitted. When more entries are needed, the oldest
-// two are merged at the later one's time: that counts the older calls as sent
-// later than they were, which only ever makes the throttle more careful.
+// two are merged at the later one's time (unless that is an observed call's
+// own): that counts the older calls as sent later than they were, which only
+// ever makes the throttle more careful.
 const MaxAdmitted = 64
 
 // policy is a Config with its defaults applied.
@@ -95,6 +96,7 @@ type policy struct {
 	probeInterval time.Duration
 	defaultPause  time.Duration
 	maxPause      time.Duration
+	reorder       time.Duration
 }
 
 // reserveOf is how much of limit a call of priority p may not use.
@@ -136,7 +138,7 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 	var wait time.Duration
 	short, probe := false, false
 	for _, u := range units {
-		v := view(u.q, pol.refill, s.Admitted, u.unit, now)
+		v := view(u.q, pol, s.Admitted, u.unit, now)
 		if !v.known {
 			continue
 		}
@@ -167,8 +169,7 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 		// The probe: one call through, the next one an interval later.
 		s.ProbeAt = ceilMicro(now.Add(pol.probeInterval))
 	}
-	s.admit(now, 1, cost)
-	return Decision{OK: true}, nil
+	return Decision{OK: true, At: s.admit(now, 1, cost)}, nil
 }
 
 // unitView is what one unit allows at one instant.
@@ -180,13 +181,13 @@ type unitView struct {
 }
 
 // view computes what q allows at now.
-func view(q *Quota, refill Refill, log []Admission, unit quotaheaders.Unit, now time.Time) unitView {
+func view(q *Quota, pol policy, log []Admission, unit quotaheaders.Unit, now time.Time) unitView {
 	if !q.Observed {
 		return unitView{}
 	}
-	if refill == TokenBucket {
+	if pol.refill == TokenBucket {
 		if rate, ok := q.bucketRate(); ok {
-			return unitView{known: true, avail: bucketLevel(q, rate, log, unit, now), rate: rate}
+			return unitView{known: true, avail: bucketLevel(q, rate, pol.reorder, log, unit, now), rate: rate}
 		}
 	}
 	// A window (or a bucket whose rate cannot be told): what was reported,
@@ -197,13 +198,13 @@ func view(q *Quota, refill Refill, log []Admission, unit quotaheaders.Unit, now 
 		}
 		// A window forgets what was admitted before it rolled over; a bucket,
 		// full at its reset but for what was taken since, does not.
-		since, inclusive := q.ResetFrom, true
-		if refill == TokenBucket {
-			since, inclusive = q.SentAt, false
+		taken := admitted(log, q.ResetFrom, unit)
+		if pol.refill == TokenBucket {
+			taken = uncounted(log, q, pol.reorder, unit)
 		}
-		return unitView{known: true, avail: q.Limit - admitted(log, since, inclusive, unit)}
+		return unitView{known: true, avail: q.Limit - taken}
 	}
-	v := unitView{known: true, avail: q.Remaining - admitted(log, q.SentAt, false, unit)}
+	v := unitView{known: true, avail: q.Remaining - uncounted(log, q, pol.reorder, unit)}
 	if q.HasReset {
 		v.until = q.ResetAt
 	}
@@ -240,8 +241,8 @@ func (q *Quota) bucketRate() (float64, bool) {
 
 // bucketLevel replays a token bucket from the kept observation: it holds
 // Remaining at ReceivedAt, refills at rate up to the limit, and loses each
-// call admitted since the observation's request was sent.
-func bucketLevel(q *Quota, rate float64, log []Admission, unit quotaheaders.Unit, now time.Time) int64 {
+// call the observation did not count (see notCounted).
+func bucketLevel(q *Quota, rate float64, reorder time.Duration, log []Admission, unit quotaheaders.Unit, now time.Time) int64 {
 	limit := float64(q.Limit)
 	level, at := float64(q.Remaining), q.ReceivedAt
 	refill := func(to time.Time) {
@@ -251,7 +252,7 @@ func bucketLevel(q *Quota, rate float64, log []Admission, unit quotaheaders.Unit
 		}
 	}
 	for _, a := range log {
-		if !a.At.After(q.SentAt) {
+		if !notCounted(a, q, reorder) {
 			continue
 		}
 		refill(a.At)
@@ -268,14 +269,9 @@ func (a Admission) cost(unit quotaheaders.Unit) int64 {
 	return a.Tokens
 }
 
-// admitted sums the admissions after since, or at or after it if inclusive.
-func admitted(log []Admission, since time.Time, inclusive bool, unit quotaheaders.Unit) int64 {
-	i := sort.Search(len(log), func(i int) bool {
-		if inclusive {
-			return !log[i].At.Before(since)
-		}
-		return log[i].At.After(since)
-	})
+// admitted sums the admissions at or after since.
+func admitted(log []Admission, since time.Time, unit quotaheaders.Unit) int64 {
+	i := sort.Search(len(log), func(i int) bool { return !log[i].At.Before(since) })
 	var n int64
 	for _, a := range log[i:] {
 		n += a.cost(unit)
@@ -283,30 +279,71 @@ func admitted(log []Admission, since time.Time, inclusive bool, unit quotaheader
 	return n
 }
 
-// admit records a call in the log, keeping it sorted (processes of a fleet
-// may decide slightly out of time order) and bounded.
-func (s *State) admit(now time.Time, calls, tokens int64) {
-	at := floorMicro(now)
-	i := sort.Search(len(s.Admitted), func(i int) bool { return !s.Admitted[i].At.Before(at) })
-	switch {
-	case i < len(s.Admitted) && s.Admitted[i].At.Equal(at):
-		s.Admitted[i].Calls += calls
-		s.Admitted[i].Tokens += tokens
-	default:
-		s.Admitted = append(s.Admitted, Admission{})
-		copy(s.Admitted[i+1:], s.Admitted[i:])
-		s.Admitted[i] = Admission{At: at, Calls: calls, Tokens: tokens}
+// uncounted sums the admissions that the kept observation of q may not have
+// counted (see notCounted).
+func uncounted(log []Admission, q *Quota, reorder time.Duration, unit quotaheaders.Unit) int64 {
+	var n int64
+	for _, a := range log {
+		if notCounted(a, q, reorder) {
+			n += a.cost(unit)
+		}
 	}
-	for len(s.Admitted) > MaxAdmitted {
-		s.Admitted[1].Calls += s.Admitted[0].Calls
-		s.Admitted[1].Tokens += s.Admitted[0].Tokens
-		s.Admitted = append(s.Admitted[:0], s.Admitted[1:]...)
-	}
+	return n
 }
 
-// prune drops admissions that no kept observation needs: those before the
-// oldest SentAt of the observed units.
-func (s *State) prune() {
+// notCounted reports whether the response of q's kept observation may not
+// have counted the calls of a: those counted after its own call, and those
+// counted less than reorder before it, which may have reached the provider
+// after it. Its own call, counted at exactly SentAt, it counted.
+func notCounted(a Admission, q *Quota, reorder time.Duration) bool {
+	return a.At.After(q.SentAt) || a.At.Before(q.SentAt) && !a.At.Before(q.SentAt.Add(-reorder))
+}
+
+// admit counts a call and returns the instant it is counted at: now, or a
+// microsecond after the latest instant the state already holds when another
+// process (or goroutine) recorded a later one first. Deciding takes a store
+// round trip or a lock, so a call decided at an earlier now can be counted,
+// and sent, after a call decided later; counting it at its own now would
+// take it as sent before the other, and the other's response, which never saw
+// it, as having counted it. The log stays in order and bounded.
+func (s *State) admit(now time.Time, calls, tokens int64) time.Time {
+	at := floorMicro(now)
+	latest := func(t time.Time) {
+		if !at.After(t) {
+			at = t.Add(time.Microsecond)
+		}
+	}
+	if n := len(s.Admitted); n > 0 {
+		latest(s.Admitted[n-1].At)
+	}
+	for _, q := range [...]*Quota{&s.Requests, &s.Tokens} {
+		if q.Observed {
+			latest(q.SentAt)
+		}
+	}
+	s.Admitted = append(s.Admitted, Admission{At: at, Calls: calls, Tokens: tokens})
+	for len(s.Admitted) > MaxAdmitted {
+		// Merged into an observed call's own instant, older calls would be
+		// taken as that call: merge the next two instead.
+		i := 0
+		if s.observedAt(s.Admitted[1].At) {
+			i = 1
+		}
+		s.Admitted[i+1].Calls += s.Admitted[i].Calls
+		s.Admitted[i+1].Tokens += s.Admitted[i].Tokens
+		s.Admitted = append(s.Admitted[:i], s.Admitted[i+1:]...)
+	}
+	return at
+}
+
+// observedAt reports whether t is the SentAt of a kept observation.
+func (s *State) observedAt(t time.Time) bool {
+	return s.Requests.Observed && s.Requests.SentAt.Equal(t) || s.Tokens.Observed && s.Tokens.SentAt.Equal(t)
+}
+
+// prune drops admissions that no kept observation needs: those more than
+// reorder before the oldest SentAt of the observed units.
+func (s *State) prune(reorder time.Duration) {
 	var oldest time.Time
 	for _, q := range [...]*Quota{&s.Requests, &s.Tokens} {
 		if q.Observed && (oldest.IsZero() || q.SentAt.Before(oldest)) {
@@ -316,6 +353,7 @@ func (s *State) prune() {
 	if oldest.IsZero() {
 		return
 	}
+	oldest = oldest.Add(-reorder)
 	i := sort.Search(len(s.Admitted), func(i int) bool { return !s.Admitted[i].At.Before(oldest) })
 	s.Admitted = append(s.Admitted[:0], s.Admitted[i:]...)
 }
@@ -374,7 +412,7 @@ func observe(s *State, pol policy, sentAt, receivedAt time.Time, unit quotaheade
 		q.ResetFrom, q.ResetAt = maxTime(old.ResetFrom, from), minTime(old.ResetAt, until)
 	}
 	s.ProbeAt = time.Time{}
-	s.prune()
+	s.prune(pol.reorder)
 }
 
 // succeeded ends a 429 episode when a call sent after it got through.
@@ -452,7 +490,7 @@ func headroom(s *State, pol policy, now time.Time, p Priority) (calls, tokens in
 		{quotaheaders.Requests, &s.Requests, &calls},
 		{quotaheaders.Tokens, &s.Tokens, &tokens},
 	} {
-		v := view(u.q, pol.refill, s.Admitted, u.unit, now)
+		v := view(u.q, pol, s.Admitted, u.unit, now)
 		if !v.known {
 			continue
 		}

@@ -64,6 +64,10 @@ type Decision struct {
 	OK    bool          // start now; the cost has been counted
 	Wait  time.Duration // when !OK: how long before asking again is worthwhile
 	Never bool          // this cost can never be granted at this priority (cost > limit − reserve)
+	// At is, when OK, the instant the call was counted at: the sentAt to
+	// pass when its response is observed. It is now, or a little later when
+	// a call decided at a later now was counted first.
+	At time.Time
 	// Why says, when Never, which unit the cost can never fit and why; it
 	// wraps ErrNever. Nil otherwise.
 	Why *NeverError
@@ -121,6 +125,18 @@ type Config struct {
 	// Retry-After is honoured as given. Default 60s.
 	MaxPause time.Duration
 
+	// Reorder is how much earlier than another call a call may be counted
+	// and still reach the provider after it: between counting a call and
+	// its request arriving lie a hand-off to a handler, a connection and the
+	// network, longer for some calls than others, and across a fleet calls
+	// are sent from many machines. A response is taken not to have counted
+	// the calls counted up to Reorder before its own, so their cost is kept
+	// against what it reports. Too small, and a call that arrived late is
+	// missed until a later response; too large, and the throttle holds
+	// back about Reorder's worth of calls it could have started. Default
+	// 10ms.
+	Reorder time.Duration
+
 	// Store holds the state shared by every Throttle with the same Key, across
 	// processes if the store is shared (the queue's store is a Postgres
 	// table). Default: a new MemoryStore, private to this Throttle.
@@ -135,6 +151,7 @@ const (
 	defaultProbeInterval = time.Second
 	defaultPause         = time.Second
 	defaultMaxPause      = time.Minute
+	defaultReorder       = 10 * time.Millisecond
 )
 
 func (c Config) policy() (policy, error) {
@@ -144,6 +161,7 @@ func (c Config) policy() (policy, error) {
 		probeInterval: c.ProbeInterval,
 		defaultPause:  c.DefaultPause,
 		maxPause:      c.MaxPause,
+		reorder:       c.Reorder,
 	}
 	if math.IsNaN(c.Reserve) || c.Reserve < 0 || c.Reserve >= 1 {
 		return policy{}, fmt.Errorf("batchq: throttle: Config.Reserve must be in [0, 1), got %v", c.Reserve)
@@ -159,6 +177,7 @@ func (c Config) policy() (policy, error) {
 		{"ProbeInterval", &pol.probeInterval, defaultProbeInterval},
 		{"DefaultPause", &pol.defaultPause, defaultPause},
 		{"MaxPause", &pol.maxPause, defaultMaxPause},
+		{"Reorder", &pol.reorder, defaultReorder},
 	} {
 		switch {
 		case *d.v < 0:
@@ -298,8 +317,8 @@ func (t *Throttle) decide(ctx context.Context, now time.Time, cost int64, p Prio
 // subtracted from it. An observation older than the kept one only teaches
 // the limit and, for a window, narrows the reset.
 //
-// sentAt is best the instant the call was admitted: the time CanStartAt was
-// given when it said OK, or the time Admit returned. An earlier time is safe
+// sentAt is best the instant the call was counted at: Decision.At, or the
+// time Admit returned. An earlier time is safe
 // (calls are subtracted twice); a later one may take calls admitted in
 // between as already counted.
 //
@@ -404,7 +423,7 @@ func (t *Throttle) Admit(ctx context.Context, cost int64, p Priority) (time.Time
 		case err != nil:
 			return time.Time{}, err
 		case d.OK:
-			return now, nil
+			return d.At, nil
 		case d.Never:
 			return time.Time{}, never
 		}

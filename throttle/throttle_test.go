@@ -55,9 +55,9 @@ func TestZeroValueThrottle(t *testing.T) {
 	t.Parallel()
 	// The zero value is New(Config{}): no reserve, window, defaults.
 	var th throttle.Throttle
-	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(0), 1_000_000, throttle.Batch))
+	require.Equal(t, throttle.Decision{OK: true, At: at(0)}, th.CanStartAt(at(0), 1_000_000, throttle.Batch))
 	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(100, 100, time.Minute))
-	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(time.Second), 100, throttle.Batch))
+	require.Equal(t, throttle.Decision{OK: true, At: at(time.Second)}, th.CanStartAt(at(time.Second), 100, throttle.Batch))
 	require.Equal(t, throttle.Decision{Wait: 59 * time.Second}, th.CanStartAt(at(time.Second), 1, throttle.Batch))
 	th.TooManyRequestsAt(at(2*time.Second), 0)
 	require.Equal(t, throttle.Decision{Wait: time.Second}, th.CanStartAt(at(2*time.Second), 0, throttle.Interactive))
@@ -134,7 +134,7 @@ func TestWaitBlocksUntilOK(t *testing.T) {
 	tm.c <- clock.now
 	require.NoError(t, <-done)
 	// It was counted.
-	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(10*time.Second), 300, throttle.Batch))
+	require.Equal(t, throttle.Decision{OK: true, At: at(10*time.Second + time.Microsecond)}, th.CanStartAt(at(10*time.Second), 300, throttle.Batch))
 	require.Equal(t, throttle.Decision{Wait: time.Second}, th.CanStartAt(at(10*time.Second), 1, throttle.Batch))
 }
 
@@ -212,14 +212,14 @@ func TestObserveResponseReadsBothUnits(t *testing.T) {
 	resp := &http.Response{StatusCode: http.StatusOK, Header: openAIHeaders(10, 3, "20s", 100_000, 90_000, "6m0s")}
 	th.ObserveResponseAt(at(0), at(time.Second), resp)
 	// Requests: 3 left, 2 reserved: one batch call, then wait for the reset.
-	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(2*time.Second), 1000, throttle.Batch))
+	require.Equal(t, throttle.Decision{OK: true, At: at(2 * time.Second)}, th.CanStartAt(at(2*time.Second), 1000, throttle.Batch))
 	require.Equal(t, throttle.Decision{Wait: 19 * time.Second}, th.CanStartAt(at(2*time.Second), 1000, throttle.Batch))
 	// Tokens: limit 100000 less a reserve of 20000.
 	d := th.CanStartAt(at(2*time.Second), 80_001, throttle.Batch)
 	require.True(t, d.Never)
 	require.False(t, d.OK)
 	require.Equal(t, &throttle.NeverError{Priority: throttle.Batch, Unit: quotaheaders.Tokens, Cost: 80_001, Limit: 100_000, Reserve: 20_000}, d.Why)
-	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(2*time.Second), 89_000, throttle.Interactive))
+	require.Equal(t, throttle.Decision{OK: true, At: at(2*time.Second + time.Microsecond)}, th.CanStartAt(at(2*time.Second), 89_000, throttle.Interactive))
 	require.Equal(t, throttle.Decision{Wait: 6*time.Minute - time.Second}, th.CanStartAt(at(2*time.Second), 1, throttle.Interactive))
 }
 
@@ -236,7 +236,7 @@ func TestObserveResponseTooManyRequestsRetryAfter(t *testing.T) {
 	// ... and then the headers say no request is left until 17.5s after
 	// the response.
 	require.Equal(t, throttle.Decision{Wait: 15500 * time.Millisecond}, th.CanStartAt(at(3*time.Second), 1, throttle.Interactive))
-	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(18500*time.Millisecond), 1, throttle.Interactive))
+	require.Equal(t, throttle.Decision{OK: true, At: at(18500 * time.Millisecond)}, th.CanStartAt(at(18500*time.Millisecond), 1, throttle.Interactive))
 }
 
 func TestObserveResponseWithoutQuotaHeaders(t *testing.T) {
@@ -245,7 +245,7 @@ func TestObserveResponseWithoutQuotaHeaders(t *testing.T) {
 	require.NoError(t, err)
 	th.ObserveResponseAt(at(0), at(time.Second), nil)
 	th.ObserveResponseAt(at(0), at(time.Second), &http.Response{StatusCode: http.StatusOK, Header: http.Header{}})
-	require.Equal(t, throttle.Decision{OK: true}, th.CanStartAt(at(time.Second), 1_000_000, throttle.Batch))
+	require.Equal(t, throttle.Decision{OK: true, At: at(time.Second)}, th.CanStartAt(at(time.Second), 1_000_000, throttle.Batch))
 	// A 429 without Retry-After: the default pause.
 	th.ObserveResponseAt(at(time.Second), at(2*time.Second), &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}})
 	require.Equal(t, throttle.Decision{Wait: time.Second}, th.CanStartAt(at(2*time.Second), 1, throttle.Interactive))

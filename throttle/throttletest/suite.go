@@ -45,6 +45,8 @@ func RunStoreSuite(t *testing.T, newStore func(t *testing.T) throttle.Store) {
 		{"InFlight429sDoNotDoubleThePause", testInFlight429s},
 		{"Never", testNever},
 		{"FleetSharesOneState", testFleet},
+		{"CallsDecidedOutOfOrderAreCountedInOrder", testOutOfOrderDecisions},
+		{"ResponsesMayMissCallsCountedJustBefore", testReorder},
 		{"AdmissionLogIsBounded", testAdmissionLogBounded},
 		{"StateTimesAreMicroseconds", testStateTimesAreMicroseconds},
 	} {
@@ -81,8 +83,14 @@ func check(t *testing.T, th *throttle.Throttle, now time.Time, cost int64, p thr
 	if err != nil {
 		t.Fatalf("CanStart(+%v, %d, %v): %v", now.Sub(t0), cost, p, err)
 	}
-	why := got.Why
-	got.Why = nil
+	why, counted := got.Why, got.At
+	got.Why, got.At = nil, time.Time{}
+	// An admitted call is counted at now, or just after a call counted
+	// before it; a refused one at no instant.
+	if got.OK && (counted.Before(now.Truncate(time.Microsecond)) || counted.After(now.Add(time.Millisecond))) ||
+		!got.OK && !counted.IsZero() {
+		t.Fatalf("CanStart(+%v, %d, %v): counted at +%v", now.Sub(t0), cost, p, counted.Sub(t0))
+	}
 	if got != want {
 		t.Fatalf("CanStart(+%v, %d, %v) = %+v, want %+v", now.Sub(t0), cost, p, got, want)
 	}
@@ -555,8 +563,46 @@ func testFleet(t *testing.T, s throttle.Store) {
 	check(t, a, at(3*time.Second), 1, throttle.Interactive, wait(4*time.Second))
 }
 
+func testOutOfOrderDecisions(t *testing.T, s throttle.Store) {
+	// Process b decides at +1s but reaches the store only after process a,
+	// which decided at +2s, was counted and sent. a's response cannot have
+	// seen b's call, so b's must still be subtracted from what it reports.
+	a := newThrottle(t, s, throttle.Config{})
+	b := newThrottle(t, s, throttle.Config{})
+	a.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
+	da := a.CanStartAt(at(2*time.Second), 400, throttle.Batch)
+	db := b.CanStartAt(at(time.Second), 400, throttle.Batch)
+	if !da.OK || !db.OK {
+		t.Fatalf("decisions %+v, %+v: want both OK", da, db)
+	}
+	if !db.At.After(da.At) {
+		t.Fatalf("b counted at +%v, not after a at +%v", db.At.Sub(t0), da.At.Sub(t0))
+	}
+	a.ObserveSnapshotAt(da.At, at(3*time.Second), quotaheaders.Tokens, snap(600, 1000, time.Minute))
+	check(t, a, at(3*time.Second), 201, throttle.Batch, wait(time.Minute))
+	check(t, a, at(3*time.Second), 200, throttle.Batch, ok)
+}
+
+func testReorder(t *testing.T, s throttle.Store) {
+	// Calls counted at +1s, +1.97s and +2s (the observed one): the second,
+	// less than Reorder before the third, may have reached the provider
+	// after it, so its cost stays against what the third's response says.
+	th := newThrottle(t, s, throttle.Config{Reorder: 50 * time.Millisecond})
+	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(10_000, 10_000, time.Minute))
+	check(t, th, at(time.Second), 1000, throttle.Batch, ok)
+	check(t, th, at(1970*time.Millisecond), 300, throttle.Batch, ok)
+	d := th.CanStartAt(at(2*time.Second), 100, throttle.Batch)
+	if !d.OK {
+		t.Fatalf("CanStart(+2s) = %+v, want OK", d)
+	}
+	// The provider counted the first and the third: 10,000 − 1,000 − 100.
+	th.ObserveSnapshotAt(d.At, at(2100*time.Millisecond), quotaheaders.Tokens, snap(8_900, 10_000, time.Minute))
+	check(t, th, at(3*time.Second), 8_601, throttle.Batch, wait(time.Minute-900*time.Millisecond))
+	check(t, th, at(3*time.Second), 8_600, throttle.Batch, ok)
+}
+
 func testAdmissionLogBounded(t *testing.T, s throttle.Store) {
-	th := newThrottle(t, s, throttle.Config{})
+	th := newThrottle(t, s, throttle.Config{Reorder: 10 * time.Millisecond})
 	const n = 3 * throttle.MaxAdmitted
 	for i := range n {
 		check(t, th, at(time.Duration(i)*time.Millisecond), 10, throttle.Batch, ok)
@@ -572,10 +618,11 @@ func testAdmissionLogBounded(t *testing.T, s throttle.Store) {
 	if calls != n || tokens != 10*n {
 		t.Fatalf("merging lost admissions: %d calls, %d tokens; want %d, %d", calls, tokens, n, 10*n)
 	}
-	// An observation makes the admissions before its request irrelevant.
+	// An observation makes the admissions more than Reorder before its
+	// request irrelevant.
 	th.ObserveSnapshotAt(at(n*time.Millisecond-5*time.Millisecond), at(time.Second), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
-	if st := state(t, s); len(st.Admitted) != 5 {
-		t.Fatalf("after the observation %d admissions are kept, want the last 5: %+v", len(st.Admitted), st.Admitted)
+	if st := state(t, s); len(st.Admitted) != 15 {
+		t.Fatalf("after the observation %d admissions are kept, want the last 15: %+v", len(st.Admitted), st.Admitted)
 	}
 }
 
