@@ -243,7 +243,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		func() error { return execSQL(workerPool, `SELECT * FROM batchq.outcomes`) },
 		func() error { return execSQL(workerPool, `UPDATE batchq.tenants SET weight = 100`) },
 		func() error { return execSQL(workerPool, `SELECT * FROM batchq.tenant_ring`) },
-		func() error { return execSQL(workerPool, `SELECT batchq.rekey('docs', 'tenant-0')`) },
+		func() error { return execSQL(workerPool, `SELECT batchq.rekey(ARRAY['docs'], ARRAY['tenant-0'])`) },
 		func() error { return execSQL(workerPool, `CREATE TABLE batchq.mine (id int)`) },
 		func() error { return execSQL(workerPool, `DELETE FROM batchq.ledger_adjustments`) },
 		func() error {
