@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -150,4 +151,36 @@ func TestAdjustmentsThatCancelOutStillMoveTheJobsBetween(t *testing.T) {
 
 	require.Equal(t, between+1, round(6), "a job between the two owes the correction")
 	require.Equal(t, behind, round(12), "a job behind both owes nothing")
+}
+
+// A claim skips rows another transaction holds: maintenance re-keying a
+// tenant's backlog locks its head while the claim takes rows far behind.
+// Such a claim must not move the round that joining tenants join: a tenant
+// arriving meanwhile is served within the round at the head, not after the
+// whole backlog in front of the rows the claim took.
+func TestJoinerIsServedInTheHeadRoundAfterAClaimSkippedLockedRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	b.enqueueN(t, "import", 5000, 10) // ten jobs a round
+
+	// Another transaction holds the first 100 rounds of the backlog.
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE tenant = 'import' ORDER BY id LIMIT 1000 FOR UPDATE`)
+	require.NoError(t, err)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, jobs, 5)
+	locked := b.scalar(t, `SELECT max(id) FROM (SELECT id FROM batchq.jobs WHERE tenant = 'import' ORDER BY id LIMIT 1000) l`)
+	require.Greater(t, jobs[0].ID, locked, "the claim took rows behind the locked ones")
+	for _, j := range jobs {
+		require.NoError(t, b.client.Complete(b.ctx, j, queue.Result{}))
+	}
+	require.NoError(t, tx.Rollback(b.ctx))
+
+	b.enqueue(t, "newcomer", 10)
+	order := tenantsOf(b.drainOrder(t, 20))
+	require.Equal(t, 10, slices.Index(order, "newcomer"),
+		"after the ten jobs of the head round, not after a hundred rounds: %v", order)
 }

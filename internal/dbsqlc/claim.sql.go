@@ -21,7 +21,7 @@ WITH cand AS (
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), ordered AS (
-    SELECT c.id, c.round, c.expired,
+    SELECT c.id, c.round, c.pos, c.seq, c.expired,
            sum(CASE WHEN c.expired THEN 0 ELSE c.cost END) OVER (ORDER BY c.round, c.pos, c.seq) AS spent
     FROM cand c
 ), expired AS (
@@ -49,12 +49,26 @@ WITH cand AS (
     WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE NOT o.expired AND o.spent <= $4::bigint))
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
               j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
+), taken AS (
+    SELECT o.round, o.pos, o.seq FROM ordered o
+    WHERE o.expired OR o.id = ANY (ARRAY(SELECT c.id FROM claimed c))
+    ORDER BY o.round, o.pos, o.seq
+    LIMIT 1
 ), advanced AS (
-    -- The cursor only tells joining tenants which round they join. A claim
-    -- never waits for it: if another claim holds it, the next claim moves it.
+    -- The cursor only tells joining tenants which round they join: the round
+    -- of the first row this claim took, or of a row still waiting before it.
+    -- Not the last row's: a claim skips rows other transactions hold (say,
+    -- maintenance re-keying a backlog) and may take rows far behind them,
+    -- and a tenant joining at that round would wait out the whole span.
+    -- A claim never waits for the cursor: if another claim holds it, the
+    -- next claim moves it.
     UPDATE batchq.queue_cursors cur SET round = m.round
-    FROM (SELECT max(o.round) AS round FROM ordered o
-          WHERE o.expired OR o.id = ANY (ARRAY(SELECT c.id FROM claimed c))) m
+    FROM (SELECT least(t.round, (SELECT h.round FROM batchq.jobs h
+                                 WHERE h.queue = $1 AND h.state = 'queued'
+                                   AND (h.round, h.pos, h.seq) < (t.round, t.pos, t.seq)
+                                 ORDER BY h.round, h.pos, h.seq
+                                 LIMIT 1)) AS round
+          FROM taken t) m
     WHERE cur.queue = (SELECT l.queue FROM batchq.queue_cursors l WHERE l.queue = $1 FOR NO KEY UPDATE SKIP LOCKED)
       AND cur.round < m.round
 )
