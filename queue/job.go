@@ -281,8 +281,9 @@ func Backoff(attempt int) time.Duration {
 }
 
 // Release hands a claimed job back without using an attempt, for when the
-// provider refused to start it (a 429): it rejoins its tenant's queue after
-// delay.
+// provider refused to start it (a 429) or the worker cannot run it now: it
+// rejoins its tenant's queue at the tail after delay. It never ran, so its
+// tenant is charged for it once, not twice.
 func (c *Client) Release(ctx context.Context, j *Job, delay time.Duration) error {
 	lost, err := c.releaseMany(ctx, []*Job{j}, []time.Duration{delay})
 	if err != nil {
@@ -297,12 +298,11 @@ func (c *Client) Release(ctx context.Context, j *Job, delay time.Duration) error
 // releaseMany releases jobs, each after its delay, in one statement, and
 // returns the ids whose lease was lost.
 func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Duration) (lost []int64, err error) {
-	now := time.Now()
 	p := dbsqlc.ReleaseParams{}
 	for i, j := range jobs {
 		p.Ids = append(p.Ids, j.ID)
 		p.Tokens = append(p.Tokens, j.token)
-		p.RunAfter = append(p.RunAfter, now.Add(max(delays[i], 0)))
+		p.DelaysUs = append(p.DelaysUs, max(delays[i], 0).Microseconds())
 	}
 	ids, err := c.q.Release(ctx, c.pool, p)
 	if err != nil {

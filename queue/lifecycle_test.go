@@ -593,3 +593,28 @@ func TestJSONThatJsonbStoresIsKept(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result::text FROM batchq.outcomes WHERE job_id = $1`, res.ID).Scan(&result))
 	require.Contains(t, result, `"truncated"`, "stored as a wrapper around the raw text")
 }
+
+func TestReleasedJobIsChargedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	a1 := b.enqueue(t, "a", 100)
+	b1 := b.enqueue(t, "b", 100)
+	a2 := b.enqueue(t, "a", 100)
+	b2 := b.enqueue(t, "b", 100)
+
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Equal(t, a1, jobs[0].ID)
+	require.NoError(t, b.client.Release(b.ctx, jobs[0], 0))
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+
+	// a1 never ran: a2 takes its place in round 0 and a1 follows in round 1,
+	// so a still gets one job per round. Charged twice, a1 would come last.
+	var order []int64
+	for _, j := range b.drainOrder(t, 10) {
+		order = append(order, j.ID)
+	}
+	require.Equal(t, []int64{a2, b1, a1, b2}, order)
+	require.Equal(t, int64(200), b.scalar(t, `SELECT cum FROM batchq.tenant_ring WHERE tenant = 'a'`), "a's ledger holds each job once")
+}

@@ -71,24 +71,33 @@ SELECT d.id, false AS retrying FROM dead d;
 
 -- name: Release :many
 -- Hands running jobs back without using an attempt (the provider refused to
--- start them, or the worker is shutting down): each waits in 'retrying' until
--- its @run_after, then rejoins its tenant's queue. Returns the ids released;
--- the rest lost their lease.
+-- start them, the throttle had no room for them after all, or the worker is
+-- shutting down): each waits in 'retrying' for its delay (@delays_us,
+-- microseconds, added to the database's clock), then rejoins its tenant's
+-- queue at the tail. A released job never ran, so, as for a job that expired
+-- before it ran, its cost goes back to the tenant's ledger for the jobs
+-- behind its old place: rejoining charges it once more, and the tenant pays
+-- for it once. Returns the ids released; the rest lost their lease.
 WITH input AS (
-    SELECT i.id, (@tokens::uuid[])[i.n] AS token, (@run_after::timestamptz[])[i.n] AS run_after
+    SELECT i.id, (@tokens::uuid[])[i.n] AS token, (@delays_us::bigint[])[i.n] AS delay_us
     FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
 ), target AS (
-    SELECT j.id, i.run_after FROM batchq.jobs j JOIN input i ON i.id = j.id
+    SELECT j.id, i.delay_us FROM batchq.jobs j JOIN input i ON i.id = j.id
     WHERE j.id = ANY (@ids::bigint[]) AND j.lease_token = i.token
     ORDER BY j.id -- every statement that waits on job rows locks them in id order
     FOR UPDATE OF j
+), released AS (
+    UPDATE batchq.jobs j
+    SET state = 'retrying', run_after = now() + make_interval(secs => greatest(t.delay_us, 0) / 1e6),
+        attempt = j.attempt - 1, lease_token = NULL, lease_expires_at = NULL, worker = NULL
+    FROM target t
+    WHERE j.id = t.id
+    RETURNING j.id, j.queue, j.tenant, j.pos, j.seq, j.cost
+), refunds AS (
+    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+    SELECT r.queue, r.tenant, r.pos, r.seq, -r.cost FROM released r
 )
-UPDATE batchq.jobs j
-SET state = 'retrying', run_after = t.run_after, attempt = j.attempt - 1,
-    lease_token = NULL, lease_expires_at = NULL, worker = NULL
-FROM target t
-WHERE j.id = t.id
-RETURNING j.id;
+SELECT r.id FROM released r;
 
 -- name: Heartbeat :many
 -- Extends the leases of running jobs whose token still matches by the

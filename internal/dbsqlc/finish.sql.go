@@ -239,34 +239,43 @@ func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) (
 
 const release = `-- name: Release :many
 WITH input AS (
-    SELECT i.id, ($1::uuid[])[i.n] AS token, ($2::timestamptz[])[i.n] AS run_after
+    SELECT i.id, ($1::uuid[])[i.n] AS token, ($2::bigint[])[i.n] AS delay_us
     FROM unnest($3::bigint[]) WITH ORDINALITY AS i (id, n)
 ), target AS (
-    SELECT j.id, i.run_after FROM batchq.jobs j JOIN input i ON i.id = j.id
+    SELECT j.id, i.delay_us FROM batchq.jobs j JOIN input i ON i.id = j.id
     WHERE j.id = ANY ($3::bigint[]) AND j.lease_token = i.token
     ORDER BY j.id -- every statement that waits on job rows locks them in id order
     FOR UPDATE OF j
+), released AS (
+    UPDATE batchq.jobs j
+    SET state = 'retrying', run_after = now() + make_interval(secs => greatest(t.delay_us, 0) / 1e6),
+        attempt = j.attempt - 1, lease_token = NULL, lease_expires_at = NULL, worker = NULL
+    FROM target t
+    WHERE j.id = t.id
+    RETURNING j.id, j.queue, j.tenant, j.pos, j.seq, j.cost
+), refunds AS (
+    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+    SELECT r.queue, r.tenant, r.pos, r.seq, -r.cost FROM released r
 )
-UPDATE batchq.jobs j
-SET state = 'retrying', run_after = t.run_after, attempt = j.attempt - 1,
-    lease_token = NULL, lease_expires_at = NULL, worker = NULL
-FROM target t
-WHERE j.id = t.id
-RETURNING j.id
+SELECT r.id FROM released r
 `
 
 type ReleaseParams struct {
 	Tokens   []uuid.UUID
-	RunAfter []time.Time
+	DelaysUs []int64
 	Ids      []int64
 }
 
 // Hands running jobs back without using an attempt (the provider refused to
-// start them, or the worker is shutting down): each waits in 'retrying' until
-// its @run_after, then rejoins its tenant's queue. Returns the ids released;
-// the rest lost their lease.
+// start them, the throttle had no room for them after all, or the worker is
+// shutting down): each waits in 'retrying' for its delay (@delays_us,
+// microseconds, added to the database's clock), then rejoins its tenant's
+// queue at the tail. A released job never ran, so, as for a job that expired
+// before it ran, its cost goes back to the tenant's ledger for the jobs
+// behind its old place: rejoining charges it once more, and the tenant pays
+// for it once. Returns the ids released; the rest lost their lease.
 func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) ([]int64, error) {
-	rows, err := db.Query(ctx, release, arg.Tokens, arg.RunAfter, arg.Ids)
+	rows, err := db.Query(ctx, release, arg.Tokens, arg.DelaysUs, arg.Ids)
 	if err != nil {
 		return nil, err
 	}
