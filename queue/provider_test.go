@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,6 +191,7 @@ func TestBatchUsesTheQuotaAndInteractiveNeverWaits(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(b.ctx)
 	var wg sync.WaitGroup
+	var sent, released atomic.Int64
 	for i := range 2 {
 		c := fleetClient(t, url)
 		th, err := c.Throttle("sim", throttle.Config{Reserve: reserve, Refill: throttle.TokenBucket})
@@ -198,6 +200,14 @@ func TestBatchUsesTheQuotaAndInteractiveNeverWaits(t *testing.T) {
 			require.NoError(t, c.Work(ctx, queue.WorkerConfig{
 				Queue: b.queue, Handler: handler, Throttle: th, Concurrency: 16, Name: fmt.Sprint("batch-", i),
 				PollInterval: 20 * time.Millisecond, MaintainInterval: 200 * time.Millisecond,
+				OnEvent: func(e queue.Event) {
+					switch {
+					case e.Kind == queue.EventFinished && e.Outcome == "succeeded":
+						sent.Add(1)
+					case e.Kind == queue.EventFinished && e.Outcome == "released":
+						released.Add(1)
+					}
+				},
 			}))
 		})
 	}
@@ -240,11 +250,16 @@ func TestBatchUsesTheQuotaAndInteractiveNeverWaits(t *testing.T) {
 	usable := limit * u.To.Sub(u.From).Seconds()
 	share := float64(u.Tokens) / usable
 	slices.Sort(latencies)
-	t.Logf("tokens used %d of %.0f refilled (%.1f%%); 429s %d; interactive calls %d, waited %d, p99 admission %s",
-		u.Tokens, usable, 100*share, sim.Stats().TooManyRequests, calls, waited, latencies[len(latencies)*99/100])
+	t.Logf("tokens used %d of %.0f refilled (%.1f%%); 429s %d; interactive calls %d, waited %d, p99 admission %s; batch jobs sent %d, handed back %d",
+		u.Tokens, usable, 100*share, sim.Stats().TooManyRequests, calls, waited, latencies[len(latencies)*99/100],
+		sent.Load(), released.Load())
 	require.GreaterOrEqual(t, share, 0.90, "batch left quota unused")
 	require.LessOrEqual(t, sim.Stats().TooManyRequests, int64(3))
 	require.Zero(t, waited, "an interactive call found no room in the reserve")
+	// Both pools size their claims by the same headroom; a job whose room
+	// the other pool took waits for the refill instead of going back to the
+	// tail of its tenant's queue.
+	require.LessOrEqual(t, released.Load(), sent.Load()/20, "jobs handed back unrun")
 }
 
 // A tenant whose estimates are ten times too low ends up with a fair share

@@ -148,6 +148,10 @@ type pool struct {
 	inflight int // dispatched and not yet finished
 
 	learned atomic.Bool // a handler has finished: the throttle has heard from the provider
+	// waitingRoom counts handlers whose claimed job waits for room in the
+	// quota; while any does, the headroom is spoken for and the pool claims
+	// no more.
+	waitingRoom atomic.Int32
 
 	handlerCtx    context.Context // cancelled only when a shutdown runs out of time
 	cancelHandler context.CancelFunc
@@ -298,7 +302,7 @@ func (p *pool) fetch(ctx context.Context) error {
 		// Keep up to one batch claimed ahead of the handlers, so a handler
 		// that finishes finds its next job waiting.
 		free := p.cfg.Concurrency + p.cfg.BatchSize - p.inflightCount()
-		if free <= 0 {
+		if free <= 0 || p.waitingRoom.Load() > 0 {
 			if !p.sleep(ctx, p.cfg.PollInterval) {
 				return nil
 			}
@@ -425,26 +429,52 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 // unless the claim already counted it. Counting next to the send keeps calls
 // reaching the provider in about the order the throttle counted them, which
 // is what lets a response be read as counting the calls counted before it.
+//
 // The claim was sized by the throttle's headroom, so this nearly always
-// admits; a job that does not fit after all (another process took the room)
-// goes back at once, and one that can never fit fails with the reason.
+// admits. When another pool took the room first, the job waits for it, up
+// to admitWait, keeping its place in the fair order; past that it goes back
+// to its tenant's queue. One that can never fit fails with the reason.
 func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 	if p.th == nil || !d.sentAt.IsZero() {
 		return true
 	}
 	j := d.job
-	dec, err := p.th.CanStartContext(ctx, time.Now(), j.Cost, throttle.Batch)
-	switch {
-	case err == nil && dec.OK:
-		d.sentAt = dec.At
-		return true
-	case err == nil && dec.Never:
-		p.done.fail(j, Permanent(fmt.Errorf("batchq: job %d can never start: its cost of %d tokens does not fit the quota at batch priority: %w",
-			j.ID, j.Cost, dec.Why)), time.Now())
-	default:
-		p.done.release(j, dec.Wait)
+	giveUp := time.Now().Add(admitWait)
+	for {
+		now := time.Now()
+		dec, err := p.th.CanStartContext(ctx, now, j.Cost, throttle.Batch)
+		switch {
+		case err == nil && dec.OK:
+			d.sentAt = dec.At
+			return true
+		case err == nil && dec.Never:
+			p.done.fail(j, Permanent(fmt.Errorf("batchq: job %d can never start: its cost of %d tokens does not fit the quota at batch priority: %w",
+				j.ID, j.Cost, dec.Why)), time.Now())
+			return false
+		case err != nil || now.Add(dec.Wait).After(giveUp) || !p.waitForRoom(ctx, dec.Wait):
+			p.done.release(j, dec.Wait)
+			return false
+		}
 	}
-	return false
+}
+
+// admitWait bounds how long a claimed job waits for room in the quota that
+// another pool took first.
+const admitWait = 5 * time.Second
+
+// waitForRoom sleeps for d while the claim loop holds off claiming more; it
+// reports false if ctx ended first.
+func (p *pool) waitForRoom(ctx context.Context, d time.Duration) bool {
+	p.waitingRoom.Add(1)
+	defer p.waitingRoom.Add(-1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 func (p *pool) dispatches(jobs []*Job, sentAt time.Time) []*dispatch {

@@ -1,7 +1,8 @@
 -- name: DemoProgress :many
 -- For `batchq demo`'s live table, per tenant of a queue: finished jobs by
 -- outcome, the tokens of jobs that reached the provider (actual cost, else the
--- estimate), those claimed since @since, the 95th percentile of the wait from
+-- estimate), those that finished since @since (a job handed back and run
+-- later counts when it ran, not when it was first claimed), the 95th percentile of the wait from
 -- enqueue to first claim (in seconds, nearest rank), and what is still
 -- waiting or running.
 WITH o AS (
@@ -10,7 +11,7 @@ WITH o AS (
            count(*) FILTER (WHERE o.outcome = 'failed') AS failed,
            count(*) FILTER (WHERE o.outcome = 'expired') AS expired,
            sum(coalesce(o.actual_cost, o.estimated_cost)) FILTER (WHERE o.first_claimed_at IS NOT NULL) AS tokens,
-           sum(coalesce(o.actual_cost, o.estimated_cost)) FILTER (WHERE o.first_claimed_at >= @since::timestamptz) AS recent_tokens,
+           sum(coalesce(o.actual_cost, o.estimated_cost)) FILTER (WHERE o.first_claimed_at IS NOT NULL AND o.finished_at >= @since::timestamptz) AS recent_tokens,
            percentile_disc(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM o.first_claimed_at - o.enqueued_at))
                FILTER (WHERE o.first_claimed_at IS NOT NULL) AS wait_p95
     FROM batchq.outcomes o
