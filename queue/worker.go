@@ -152,6 +152,7 @@ type pool struct {
 	// quota; while any does, the headroom is spoken for and the pool claims
 	// no more.
 	waitingRoom atomic.Int32
+	admitMu     sync.Mutex // one throttle decision at a time (see canStart)
 
 	handlerCtx    context.Context // cancelled only when a shutdown runs out of time
 	cancelHandler context.CancelFunc
@@ -441,8 +442,7 @@ func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 	j := d.job
 	giveUp := time.Now().Add(admitWait)
 	for {
-		now := time.Now()
-		dec, err := p.th.CanStartContext(ctx, now, j.Cost, throttle.Batch)
+		now, dec, err := p.canStart(ctx, j.Cost)
 		switch {
 		case err == nil && dec.OK:
 			d.sentAt = dec.At
@@ -456,6 +456,18 @@ func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 			return false
 		}
 	}
+}
+
+// canStart asks the throttle about one batch call. A pool's handlers ask one
+// at a time: the shared state is one row, and every handler of every pool
+// racing to save it would make interactive calls, which ask the same row,
+// wait behind the retries.
+func (p *pool) canStart(ctx context.Context, cost int64) (time.Time, throttle.Decision, error) {
+	p.admitMu.Lock()
+	defer p.admitMu.Unlock()
+	now := time.Now()
+	dec, err := p.th.CanStartContext(ctx, now, cost, throttle.Batch)
+	return now, dec, err
 }
 
 // admitWait bounds how long a claimed job waits for room in the quota that
