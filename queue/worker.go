@@ -154,6 +154,8 @@ type pool struct {
 	waitingRoom atomic.Int32
 	admitMu     sync.Mutex // one throttle decision at a time (see canStart)
 
+	stopping context.Context // done once a shutdown has begun
+
 	handlerCtx    context.Context // cancelled only when a shutdown runs out of time
 	cancelHandler context.CancelFunc
 
@@ -246,6 +248,7 @@ func (p *pool) run(ctx context.Context) error {
 	if p.cfg.MaintainInterval > 0 {
 		bgWG.Go(func() { p.maintain(bg) })
 	}
+	p.stopping = ctx
 	var handlers sync.WaitGroup
 	for range p.cfg.Concurrency {
 		handlers.Go(p.handle)
@@ -440,6 +443,11 @@ func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 		return true
 	}
 	j := d.job
+	if p.stopping.Err() != nil {
+		// Shutting down: a job not started yet goes back.
+		p.done.release(j, 0)
+		return false
+	}
 	giveUp := time.Now().Add(admitWait)
 	for {
 		now, dec, err := p.canStart(ctx, j.Cost)
@@ -475,7 +483,7 @@ func (p *pool) canStart(ctx context.Context, cost int64) (time.Time, throttle.De
 const admitWait = 5 * time.Second
 
 // waitForRoom sleeps for d while the claim loop holds off claiming more; it
-// reports false if ctx ended first.
+// reports false if ctx ended or a shutdown began first.
 func (p *pool) waitForRoom(ctx context.Context, d time.Duration) bool {
 	p.waitingRoom.Add(1)
 	defer p.waitingRoom.Add(-1)
@@ -483,6 +491,8 @@ func (p *pool) waitForRoom(ctx context.Context, d time.Duration) bool {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+		return false
+	case <-p.stopping.Done():
 		return false
 	case <-t.C:
 		return true
