@@ -58,10 +58,13 @@ type WorkerConfig struct {
 	// this many claimed ahead of its handlers (handed back, without using an
 	// attempt, if it shuts down before starting them). 0: Concurrency.
 	BatchSize int
-	// Throttle, when set, paces the pool: it claims only what the throttle
-	// admits at batch priority, feeds it every response, and fails a job
-	// whose cost the quota can never grant. Use Client.Throttle for a state
-	// shared by the whole fleet. nil: no pacing.
+	// Throttle, when set, paces the pool: it claims only what the
+	// throttle's headroom at batch priority allows, asks the throttle for
+	// each job as its handler is about to send it, feeds it every response,
+	// and fails a job whose cost the quota can never grant. A job whose room
+	// another pool took first waits for the refill, up to 5s, then goes back
+	// to its tenant's queue. Use Client.Throttle for a state shared by the
+	// whole fleet. nil: no pacing.
 	Throttle *throttle.Throttle
 	// Name identifies the worker in outcomes and logs. "": host:pid.
 	Name string
