@@ -413,7 +413,7 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	// The head job does not fit what is known to be free: ask the throttle
 	// about it. It may let one call through to learn more (a probe), say how
 	// long to wait, or say the cost can never fit.
-	d, err := p.th.CanStartContext(ctx, time.Now(), head, throttle.Batch)
+	_, d, err := p.canStart(ctx, head)
 	switch {
 	case err != nil:
 		return nil, 0, err
