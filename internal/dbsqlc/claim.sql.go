@@ -54,6 +54,15 @@ WITH cand AS (
     WHERE o.expired OR o.id = ANY (ARRAY(SELECT c.id FROM claimed c))
     ORDER BY o.round, o.pos, o.seq
     LIMIT 1
+), reached AS MATERIALIZED (
+    -- Materialized so the probe runs once, not once in the filter and again
+    -- in the SET.
+    SELECT least(t.round, (SELECT h.round FROM batchq.jobs h
+                           WHERE h.queue = $1 AND h.state = 'queued'
+                             AND (h.round, h.pos, h.seq) < (t.round, t.pos, t.seq)
+                           ORDER BY h.round, h.pos, h.seq
+                           LIMIT 1)) AS round
+    FROM taken t
 ), advanced AS (
     -- The cursor only tells joining tenants which round they join: the round
     -- of the first row this claim took, or of a row still waiting before it.
@@ -63,12 +72,7 @@ WITH cand AS (
     -- A claim never waits for the cursor: if another claim holds it, the
     -- next claim moves it.
     UPDATE batchq.queue_cursors cur SET round = m.round
-    FROM (SELECT least(t.round, (SELECT h.round FROM batchq.jobs h
-                                 WHERE h.queue = $1 AND h.state = 'queued'
-                                   AND (h.round, h.pos, h.seq) < (t.round, t.pos, t.seq)
-                                 ORDER BY h.round, h.pos, h.seq
-                                 LIMIT 1)) AS round
-          FROM taken t) m
+    FROM reached m
     WHERE cur.queue = (SELECT l.queue FROM batchq.queue_cursors l WHERE l.queue = $1 FOR NO KEY UPDATE SKIP LOCKED)
       AND cur.round < m.round
 )
