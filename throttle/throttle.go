@@ -134,7 +134,7 @@ type Config struct {
 	// against what it reports. Too small, and a call that arrived late is
 	// missed until a later response; too large, and the throttle holds
 	// back about Reorder's worth of calls it could have started. Default
-	// 10ms.
+	// 5ms.
 	Reorder time.Duration
 
 	// Store holds the state shared by every Throttle with the same Key, across
@@ -151,7 +151,7 @@ const (
 	defaultProbeInterval = time.Second
 	defaultPause         = time.Second
 	defaultMaxPause      = time.Minute
-	defaultReorder       = 10 * time.Millisecond
+	defaultReorder       = 5 * time.Millisecond
 )
 
 func (c Config) policy() (policy, error) {
