@@ -50,11 +50,15 @@ WITH cand AS (
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
               j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
 ), taken AS (
+    -- The first row this claim took or dropped: every expired row, and every
+    -- live one within the budget (claimed holds exactly those).
     SELECT o.round, o.pos, o.seq FROM ordered o
-    WHERE o.expired OR o.id = ANY (ARRAY(SELECT c.id FROM claimed c))
+    WHERE o.expired OR o.spent <= $4::bigint
     ORDER BY o.round, o.pos, o.seq
     LIMIT 1
 ), reached AS MATERIALIZED (
+    -- Only when the cursor is behind that row: most claims stay in the
+    -- round the cursor already shows, and skip the probe and the lock.
     -- Materialized so the probe runs once, not once in the filter and again
     -- in the SET.
     SELECT least(t.round, (SELECT h.round FROM batchq.jobs h
@@ -62,7 +66,7 @@ WITH cand AS (
                              AND (h.round, h.pos, h.seq) < (t.round, t.pos, t.seq)
                            ORDER BY h.round, h.pos, h.seq
                            LIMIT 1)) AS round
-    FROM taken t
+    FROM taken t JOIN batchq.queue_cursors c ON c.queue = $1 AND c.round < t.round
 ), advanced AS (
     -- The cursor only tells joining tenants which round they join: the round
     -- of the first row this claim took, or of a row still waiting before it.
@@ -70,11 +74,14 @@ WITH cand AS (
     -- maintenance re-keying a backlog) and may take rows far behind them,
     -- and a tenant joining at that round would wait out the whole span.
     -- A claim never waits for the cursor: if another claim holds it, the
-    -- next claim moves it.
+    -- next claim moves it. The lock refers to m so it is taken per row
+    -- reached gives, that is only when the cursor moves.
     UPDATE batchq.queue_cursors cur SET round = m.round
     FROM reached m
-    WHERE cur.queue = (SELECT l.queue FROM batchq.queue_cursors l WHERE l.queue = $1 FOR NO KEY UPDATE SKIP LOCKED)
-      AND cur.round < m.round
+    WHERE cur.queue = $1 AND cur.round < m.round
+      AND cur.queue = (SELECT l.queue FROM batchq.queue_cursors l
+                       WHERE l.queue = $1 AND l.round < m.round
+                       FOR NO KEY UPDATE SKIP LOCKED)
 )
 SELECT c.id, false AS expired, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt,
        c.max_attempts, c.lease_token::uuid AS lease_token, c.lease_expires_at::timestamptz AS lease_expires_at,
