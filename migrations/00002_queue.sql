@@ -104,6 +104,9 @@ CREATE UNIQUE INDEX jobs_unique ON batchq.jobs (queue, unique_key) WHERE unique_
 CREATE FUNCTION batchq.queues_keep_jobs() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.name = OLD.name THEN
+        RETURN NEW;
+    END IF;
     IF EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = OLD.name) THEN
         RAISE foreign_key_violation USING
             MESSAGE = format('queue %L still has jobs', OLD.name),

@@ -142,6 +142,7 @@ func TestAQueueWithJobsCannotBeDeletedOrRenamed(t *testing.T) {
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "23503", pgErr.Code)
 	b.exec(t, `UPDATE batchq.queues SET quantum = 7 WHERE name = $1`, b.queue)
+	b.exec(t, `UPDATE batchq.queues SET name = name WHERE name = $1`, b.queue)
 	b.exec(t, `DELETE FROM batchq.queues WHERE name = 'empty'`)
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.queues`))
 
