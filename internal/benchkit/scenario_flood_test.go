@@ -16,8 +16,8 @@ func TestBenchFlood(t *testing.T) {
 	t.Parallel()
 	env := setup(t)
 	r, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{
-		Runs: quiet(t), Backlog: 400, SmallTenants: 3, SmallJobs: 30, MaxCost: 100,
-		Workers: 2, Batch: 5, Quantum: 100, WindowRounds: 2,
+		Runs: quiet(t), Backlog: 400, SmallTenants: 3, SmallJobs: 60, MaxCost: 100,
+		Workers: 2, Batch: 5, Quantum: 100, WindowRounds: 4,
 	})
 	require.NoError(t, err)
 	checkReport(t, r, "flood")
