@@ -360,6 +360,23 @@ BEGIN
         ) d;
     END IF;
 
+    -- A tenant that has no cost on its ledger yet (it joined the ring in this
+    -- call, or earlier with nothing inserted) joins the round current now,
+    -- not the one current when ring_join ran: claims may have moved on
+    -- meanwhile, and its first jobs must not come out ahead of the rounds
+    -- already served.
+    SELECT coalesce(max(c.round), 0) INTO v_cursor
+    FROM batchq.queue_cursors c WHERE c.queue = p_queue;
+
+    -- The batch's ring rows (ring_join holds them), read once and joined
+    -- in memory by the bounds and the keys below: one probe of the ring per
+    -- tenant, not per line.
+    SELECT array_agg(r.tenant), array_agg(r.pos), array_agg(r.share), array_agg(r.cum), array_agg(r.enq_seq),
+           array_agg(CASE WHEN r.cum = 0 THEN greatest(r.join_round, v_cursor) ELSE r.join_round END)
+    INTO v_ring_tenant, v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round
+    FROM batchq.tenant_ring r
+    WHERE r.queue = p_queue AND r.tenant = ANY (p_tenant);
+
     -- Bounds. The fast path counts a tenant's queue as the span of sequence
     -- numbers from its head to its newest job, which is never less than the
     -- true length (jobs removed from the middle leave gaps); only a tenant
@@ -371,8 +388,7 @@ BEGIN
               FROM unnest(p_tenant, v_dup, v_first) WITH ORDINALITY AS x (tenant, dup, first_ord, ord)
               WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)
               GROUP BY x.tenant) n
-        CROSS JOIN LATERAL (SELECT r.enq_seq FROM batchq.tenant_ring r
-                            WHERE r.queue = p_queue AND r.tenant = n.tenant LIMIT 1) r
+        JOIN unnest(v_ring_tenant, v_ring_seq) AS r (tenant, enq_seq) ON r.tenant = n.tenant
         LEFT JOIN batchq.tenants w ON w.name = n.tenant
         LEFT JOIN LATERAL (SELECT j.seq FROM batchq.jobs j
                            WHERE j.queue = p_queue AND j.tenant = n.tenant AND j.state = 'queued'
@@ -389,22 +405,6 @@ BEGIN
             RETURN;
         END IF;
     END LOOP;
-
-    -- A tenant that has no cost on its ledger yet (it joined the ring in this
-    -- call, or earlier with nothing inserted) joins the round current now,
-    -- not the one current when ring_join ran: claims may have moved on
-    -- meanwhile, and its first jobs must not come out ahead of the rounds
-    -- already served.
-    SELECT coalesce(max(c.round), 0) INTO v_cursor
-    FROM batchq.queue_cursors c WHERE c.queue = p_queue;
-
-    -- The batch's ring rows (ring_join holds them), read once and joined
-    -- in memory: one probe of the ring per tenant, not per line.
-    SELECT array_agg(r.tenant), array_agg(r.pos), array_agg(r.share), array_agg(r.cum), array_agg(r.enq_seq),
-           array_agg(CASE WHEN r.cum = 0 THEN greatest(r.join_round, v_cursor) ELSE r.join_round END)
-    INTO v_ring_tenant, v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round
-    FROM batchq.tenant_ring r
-    WHERE r.queue = p_queue AND r.tenant = ANY (p_tenant);
 
     -- Keys: each tenant's new jobs continue its ledger in input order. Ids
     -- are drawn here so the result needs no join back to what was inserted.
