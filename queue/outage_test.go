@@ -261,13 +261,31 @@ func runOutage(t *testing.T, b *testBundle, dbURL string, outage func(during fun
 	// ended with exactly one outcome.
 	ids := make([]int64, 0, len(keys))
 	names := make([]string, 0, len(keys))
+	dupOf := map[string]bool{}
+	for _, a := range ok {
+		dupOf[a.key] = a.dup
+	}
+	asDup := make([]bool, 0, len(keys))
 	for k, id := range keys {
 		ids = append(ids, id)
 		names = append(names, k)
+		asDup = append(asDup, dupOf[k])
 	}
-	require.Equal(t, int64(len(keys)), b.scalar(t, `SELECT count(*) FROM batchq.outcomes o
-		JOIN unnest($1::bigint[], $2::text[]) AS a (id, key) ON a.id = o.job_id AND a.key = o.unique_key
-		WHERE o.outcome = 'succeeded'`, ids, names))
+	var mismatched []string
+	rows, err := b.pool.Query(b.ctx, `SELECT format('%s: accepted as job %s (as a duplicate: %s); outcomes with this key: %s', a.key, a.id, a.dup,
+			coalesce((SELECT string_agg(format('job %s %s (%s attempts, error %L)', o.job_id, o.outcome, o.attempts, o.error), ', ')
+			          FROM batchq.outcomes o WHERE o.unique_key = a.key), 'none'))
+		FROM unnest($1::bigint[], $2::text[], $3::boolean[]) AS a (id, key, dup)
+		WHERE NOT EXISTS (SELECT 1 FROM batchq.outcomes o
+		                  WHERE o.job_id = a.id AND o.unique_key = a.key AND o.outcome = 'succeeded')`, ids, names, asDup)
+	require.NoError(t, err)
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		mismatched = append(mismatched, line)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, mismatched, "accepted jobs without their succeeded outcome; logs:\n%s", logs.String())
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM (SELECT unique_key FROM batchq.outcomes GROUP BY unique_key HAVING count(*) > 1) d`))
 
 	// The outage was reported.
