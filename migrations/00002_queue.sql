@@ -187,24 +187,31 @@ CREATE FUNCTION batchq.drr_share(quantum bigint, weight double precision) RETURN
 -- order so concurrent callers cannot deadlock, and starts a new membership for
 -- each tenant that has no queued job: a new position at the end of the ring,
 -- in order of p_tenants, in the queue's cursor round, with an empty ledger.
--- With p_skip_locked it passes over rows another transaction holds and returns
--- only the tenants it locked.
+-- It returns a row per tenant it locked, in name order: how many elements of
+-- p_tenants name it, and the seq of its oldest queued job (head), NULL when it
+-- had none and joined now. With p_skip_locked it passes over rows another
+-- transaction holds and returns only the tenants it locked.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.ring_join(p_queue text, p_tenants text[], p_skip_locked boolean)
-RETURNS SETOF text
+RETURNS TABLE (tenant text, lines integer, head bigint)
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
     v_distinct text[];
     v_first    bigint[];
+    v_lines    integer[];
     v_locked   text[];
     v_joined   bigint[];
+    v_counts   integer[];
+    v_heads    bigint[];
     v_round    bigint;
     v_quantum  bigint;
 BEGIN
     -- Each tenant once, in tenant order, with its first line in the batch.
-    SELECT array_agg(f.tenant ORDER BY f.tenant), array_agg(f.first ORDER BY f.tenant)
-    INTO v_distinct, v_first
-    FROM (SELECT t.tenant, min(t.ord) AS first
+    SELECT array_agg(f.tenant ORDER BY f.tenant), array_agg(f.first ORDER BY f.tenant),
+           array_agg(f.lines ORDER BY f.tenant)
+    INTO v_distinct, v_first, v_lines
+    FROM (SELECT t.tenant, min(t.ord) AS first, count(*)::integer AS lines
           FROM unnest(p_tenants) WITH ORDINALITY AS t (tenant, ord)
           GROUP BY t.tenant) f;
     INSERT INTO batchq.tenant_ring (queue, tenant)
@@ -214,16 +221,16 @@ BEGIN
     -- Lock in tenant order, one index probe per tenant: however many
     -- tenants the ring holds, a batch reads only its own.
     IF p_skip_locked THEN
-        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord)
-        INTO v_locked, v_joined
-        FROM unnest(v_distinct, v_first) WITH ORDINALITY AS d (tenant, first, ord)
+        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord), array_agg(d.lines ORDER BY d.ord)
+        INTO v_locked, v_joined, v_counts
+        FROM unnest(v_distinct, v_first, v_lines) WITH ORDINALITY AS d (tenant, first, lines, ord)
         CROSS JOIN LATERAL (SELECT r.tenant FROM batchq.tenant_ring r
                             WHERE r.queue = p_queue AND r.tenant = d.tenant
                             FOR UPDATE SKIP LOCKED) l;
     ELSE
-        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord)
-        INTO v_locked, v_joined
-        FROM unnest(v_distinct, v_first) WITH ORDINALITY AS d (tenant, first, ord)
+        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord), array_agg(d.lines ORDER BY d.ord)
+        INTO v_locked, v_joined, v_counts
+        FROM unnest(v_distinct, v_first, v_lines) WITH ORDINALITY AS d (tenant, first, lines, ord)
         CROSS JOIN LATERAL (SELECT r.tenant FROM batchq.tenant_ring r
                             WHERE r.queue = p_queue AND r.tenant = d.tenant
                             FOR UPDATE) l;
@@ -231,6 +238,16 @@ BEGIN
     IF v_locked IS NULL THEN
         RETURN;
     END IF;
+
+    -- Each locked tenant's head, probed once for this function and its
+    -- caller. Ordered by seq so that, with sorts off (enqueue), only
+    -- jobs_tenant_queue serves it: planned from stale statistics, other
+    -- plans read the whole queue once per tenant.
+    SELECT array_agg((SELECT j.seq FROM batchq.jobs j
+                      WHERE j.queue = p_queue AND j.tenant = l.tenant AND j.state = 'queued'
+                      ORDER BY j.seq LIMIT 1) ORDER BY l.ord)
+    INTO v_heads
+    FROM unnest(v_locked) WITH ORDINALITY AS l (tenant, ord);
 
     SELECT coalesce(c.round, 0), q.quantum INTO v_round, v_quantum
     FROM batchq.queues q LEFT JOIN batchq.queue_cursors c ON c.queue = q.name
@@ -242,14 +259,8 @@ BEGIN
     -- is a fair one.
     WITH joiners AS (
         SELECT l.tenant, l.first
-        FROM unnest(v_locked, v_joined) AS l (tenant, first)
-        -- A scalar subquery, not NOT EXISTS: the planner keeps it a probe of
-        -- the tenant's head per joiner, where an anti join planned from
-        -- stale statistics read the whole queue. Ordered by seq so that,
-        -- with sorts off (enqueue), only jobs_tenant_queue serves it.
-        WHERE (SELECT true FROM batchq.jobs j
-               WHERE j.queue = p_queue AND j.tenant = l.tenant AND j.state = 'queued'
-               ORDER BY j.seq LIMIT 1) IS NULL
+        FROM unnest(v_locked, v_joined, v_heads) AS l (tenant, first, head)
+        WHERE l.head IS NULL
         ORDER BY l.first
     ), numbered AS (
         SELECT j.tenant, nextval('batchq.ring_pos') AS pos FROM joiners j
@@ -260,7 +271,7 @@ BEGIN
     FROM numbered n LEFT JOIN batchq.tenants w ON w.name = n.tenant
     WHERE r.queue = p_queue AND r.tenant = n.tenant;
 
-    RETURN QUERY SELECT unnest(v_locked);
+    RETURN QUERY SELECT l.tenant, l.lines, l.head FROM unnest(v_locked, v_counts, v_heads) AS l (tenant, lines, head);
 END
 $$;
 -- +goose StatementEnd
@@ -296,7 +307,7 @@ LANGUAGE plpgsql
 -- of this function; planned while a queue was empty, they would otherwise
 -- scan the whole table for as long as the session lives once it is not.
 -- Sorts are off for the same reason: planned on an empty table, the probes of
--- each tenant's head (here and in ring_join) read the claim index or the
+-- each tenant's head (in ring_join, which this calls) read the claim index or the
 -- deadline index and filtered them, the whole queue once per tenant (0.5 s
 -- per call of 5,000 jobs into a queue of 25,000), where jobs_tenant_queue
 -- gives the head in seq order without a sort. Sorts this function cannot do
@@ -312,6 +323,7 @@ DECLARE
     v_dup    bigint[];
     v_first  integer[];
     v_full   record;
+    v_new    integer;
     v_exact  integer;
     v_src_ord integer[];
     v_src_id  bigint[];
@@ -324,6 +336,9 @@ DECLARE
     v_ring_cum    bigint[];
     v_ring_seq    bigint[];
     v_ring_round  bigint[];
+    v_ring_lines  integer[];
+    v_ring_head   bigint[];
+    v_ring_bound  integer[];
 BEGIN
     -- Held until commit, so the queue cannot go while its new jobs do not
     -- show yet (see queues_keep_jobs).
@@ -336,7 +351,9 @@ BEGIN
         RETURN;
     END IF;
 
-    PERFORM batchq.ring_join(p_queue, p_tenant, false);
+    SELECT array_agg(l.tenant ORDER BY l.ord), array_agg(l.lines ORDER BY l.ord), array_agg(l.head ORDER BY l.ord)
+    INTO v_ring_tenant, v_ring_lines, v_ring_head
+    FROM batchq.ring_join(p_queue, p_tenant, false) WITH ORDINALITY AS l (tenant, lines, head, ord);
 
     -- An empty unique key is no key.
     p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
@@ -368,39 +385,42 @@ BEGIN
     SELECT coalesce(max(c.round), 0) INTO v_cursor
     FROM batchq.queue_cursors c WHERE c.queue = p_queue;
 
-    -- The batch's ring rows (ring_join holds them), read once and joined
-    -- in memory by the bounds and the keys below: one probe of the ring per
-    -- tenant, not per line.
-    SELECT array_agg(r.tenant), array_agg(r.pos), array_agg(r.share), array_agg(r.cum), array_agg(r.enq_seq),
-           array_agg(CASE WHEN r.cum = 0 THEN greatest(r.join_round, v_cursor) ELSE r.join_round END)
-    INTO v_ring_tenant, v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round
-    FROM batchq.tenant_ring r
-    WHERE r.queue = p_queue AND r.tenant = ANY (p_tenant);
+    -- The batch's ring rows (ring_join holds them) and bounds, read once in
+    -- ring_join's order, one probe per tenant: however many tenants the ring
+    -- holds, a call reads only its own. The bounds and the keys below join
+    -- these arrays, not the tables.
+    SELECT array_agg(r.pos ORDER BY l.ord), array_agg(r.share ORDER BY l.ord), array_agg(r.cum ORDER BY l.ord),
+           array_agg(r.enq_seq ORDER BY l.ord),
+           array_agg(CASE WHEN r.cum = 0 THEN greatest(r.join_round, v_cursor) ELSE r.join_round END ORDER BY l.ord),
+           array_agg(coalesce(r.max_queued, q.max_per_tenant) ORDER BY l.ord)
+    INTO v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round, v_ring_bound
+    FROM unnest(v_ring_tenant) WITH ORDINALITY AS l (tenant, ord)
+    CROSS JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round, w.max_queued
+                        FROM batchq.tenant_ring r LEFT JOIN batchq.tenants w ON w.name = r.tenant
+                        WHERE r.queue = p_queue AND r.tenant = l.tenant
+                        LIMIT 1) r;
 
     -- Bounds. The fast path counts a tenant's queue as the span of sequence
     -- numbers from its head to its newest job, which is never less than the
-    -- true length (jobs removed from the middle leave gaps); only a tenant
-    -- that looks full is counted exactly.
+    -- true length (jobs removed from the middle leave gaps), and its new jobs
+    -- as all its lines, duplicates too; only a tenant that looks full is
+    -- counted exactly. Tenants in name order, so the first full one is
+    -- reported whatever the order of the lines.
     FOR v_full IN
-        SELECT n.tenant, n.n, coalesce(w.max_queued, q.max_per_tenant) AS bound,
-               CASE WHEN h.seq IS NULL THEN 0 ELSE r.enq_seq - h.seq + 1 END AS upper
-        FROM (SELECT x.tenant, count(*)::integer AS n
-              FROM unnest(p_tenant, v_dup, v_first) WITH ORDINALITY AS x (tenant, dup, first_ord, ord)
-              WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)
-              GROUP BY x.tenant) n
-        JOIN unnest(v_ring_tenant, v_ring_seq) AS r (tenant, enq_seq) ON r.tenant = n.tenant
-        LEFT JOIN batchq.tenants w ON w.name = n.tenant
-        LEFT JOIN LATERAL (SELECT j.seq FROM batchq.jobs j
-                           WHERE j.queue = p_queue AND j.tenant = n.tenant AND j.state = 'queued'
-                           ORDER BY j.seq LIMIT 1) h ON true
-        ORDER BY n.tenant
+        SELECT b.tenant, b.bound, CASE WHEN b.head IS NULL THEN 0 ELSE b.enq_seq - b.head + 1 END AS upper
+        FROM unnest(v_ring_tenant, v_ring_lines, v_ring_head, v_ring_seq, v_ring_bound)
+             AS b (tenant, lines, head, enq_seq, bound)
+        WHERE CASE WHEN b.head IS NULL THEN 0 ELSE b.enq_seq - b.head + 1 END + b.lines > b.bound
     LOOP
-        CONTINUE WHEN v_full.upper + v_full.n <= v_full.bound;
+        SELECT count(*) INTO v_new
+        FROM unnest(p_tenant, v_dup, v_first) WITH ORDINALITY AS x (tenant, dup, first_ord, ord)
+        WHERE x.tenant = v_full.tenant AND x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord);
+        CONTINUE WHEN v_new = 0 OR v_full.upper + v_new <= v_full.bound;
         SELECT count(*) INTO v_exact FROM (
             SELECT 1 FROM batchq.jobs j
             WHERE j.queue = p_queue AND j.tenant = v_full.tenant AND j.state = 'queued'
             LIMIT v_full.bound) c;
-        IF v_exact + v_full.n > v_full.bound THEN
+        IF v_exact + v_new > v_full.bound THEN
             RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact;
             RETURN;
         END IF;
@@ -502,7 +522,7 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
-    v_locked := ARRAY(SELECT batchq.ring_join(p_queue, v_tenants, true));
+    v_locked := ARRAY(SELECT r.tenant FROM batchq.ring_join(p_queue, v_tenants, true) r);
 
     WITH src AS (
         SELECT j.id, r.pos, r.join_round, r.share,

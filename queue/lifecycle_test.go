@@ -90,6 +90,37 @@ func TestQueueFullRejectsOnlyThatTenant(t *testing.T) {
 	b.enqueue(t, "runaway", 10)
 }
 
+// The bound counts the jobs a call adds, not its lines: an import retried
+// after it filled its tenant's queue gets its jobs' ids back, and a batch
+// whose duplicates leave room for its new jobs is accepted.
+func TestDuplicatesDoNotCountAgainstTheBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxPerTenant: 3, UniqueFor: time.Hour})
+	job := func(key string) queue.NewJob {
+		return queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, UniqueKey: key}
+	}
+	first, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{job("a"), job("b")})
+	require.NoError(t, err)
+
+	res, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{job("a"), job("b"), job("c")})
+	require.NoError(t, err)
+	require.Equal(t, []queue.Enqueued{{ID: first[0].ID, Duplicate: true}, {ID: first[1].ID, Duplicate: true}}, res[:2])
+	require.False(t, res[2].Duplicate)
+
+	// Full now: a retry of everything is all duplicates, and no error.
+	again, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{job("c"), job("a"), job("b"), job("a")})
+	require.NoError(t, err)
+	require.Equal(t, []queue.Enqueued{{ID: res[2].ID, Duplicate: true}, {ID: first[0].ID, Duplicate: true},
+		{ID: first[1].ID, Duplicate: true}, {ID: first[0].ID, Duplicate: true}}, again)
+
+	// One new job among the duplicates does not fit.
+	_, err = b.client.EnqueueMany(b.ctx, []queue.NewJob{job("a"), job("d")})
+	var full *queue.QueueFullError
+	require.ErrorAs(t, err, &full)
+	require.Equal(t, 3, full.Queued)
+	require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
 func TestQueueFullLeavesCallerTransactionUsable(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{MaxPerTenant: 1})
