@@ -101,15 +101,22 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 	batches := map[string]*batch{}
 	for i := range jobs {
 		j := jobs[i]
-		if err := c.validate(&j, now); err != nil {
+		b := batches[j.Queue]
+		// A queue with a batch has a valid name.
+		if err := c.validate(&j, now, b != nil); err != nil {
 			if many {
 				err.Index = i + 1
 			}
 			return nil, err
 		}
-		b := batches[j.Queue]
 		if b == nil {
-			b = &batch{p: dbsqlc.EnqueueParams{Queue: j.Queue}}
+			// Room for every job left, the common case of one queue a call.
+			n := len(jobs) - i
+			b = &batch{idx: make([]int, 0, n), p: dbsqlc.EnqueueParams{
+				Queue: j.Queue, Tenants: make([]string, 0, n), Kinds: make([]string, 0, n),
+				Costs: make([]int64, 0, n), Deadlines: make([]time.Time, 0, n), MaxAttempts: make([]int32, 0, n),
+				Payloads: make([][]byte, 0, n), UniqueKeys: make([]string, 0, n),
+			}}
 			batches[j.Queue] = b
 			order = append(order, j.Queue)
 		}
@@ -148,12 +155,12 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 	return out, nil
 }
 
-// validate checks j and fills in what the database cannot: the default kind
-// and payload, and a deadline from a TTL. It leaves the queue's defaults to
-// the database (zero deadline, zero attempts), so every process applies the
-// same settings.
-func (c *Client) validate(j *NewJob, now time.Time) *InvalidJobError {
-	if !queueName.MatchString(j.Queue) {
+// validate checks j (its queue's name too, unless queueChecked) and fills in
+// what the database cannot: the default kind and payload, and a deadline
+// from a TTL. It leaves the queue's defaults to the database (zero deadline,
+// zero attempts), so every process applies the same settings.
+func (c *Client) validate(j *NewJob, now time.Time, queueChecked bool) *InvalidJobError {
+	if !queueChecked && !queueName.MatchString(j.Queue) {
 		return &InvalidJobError{Field: "queue", Rule: fmt.Sprintf("must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - (got %q)", j.Queue)}
 	}
 	if err := checkName("tenant", j.Tenant); err != nil {
