@@ -300,8 +300,16 @@ func TestActualCostKeepsSharesFair(t *testing.T) {
 	}
 	rows.Close()
 	t.Logf("actual tokens while all were backlogged: %v", tokens)
+	// Corrections reach the liar's keys when maintenance folds them in, so
+	// at any moment the liar is ahead by the jobs it was served since the
+	// last fold, and those in flight: with four tenants, rounds of four jobs
+	// and 16 jobs in flight, some 10-20 jobs of 1,000 tokens. Its fair share
+	// while all are backlogged is only ~100 jobs, so that lag is up to a
+	// fifth of it (runs here gave 0-17%). Without the correction the liar
+	// would get ten times the others' tokens.
 	for _, honest := range []string{"honest-a", "honest-b", "honest-c"} {
-		require.InEpsilon(t, tokens[honest], tokens["liar"], 0.10, "liar %d vs %s %d", tokens["liar"], honest, tokens[honest])
+		require.GreaterOrEqual(t, float64(tokens["liar"]), 0.9*float64(tokens[honest]), "liar %d vs %s %d", tokens["liar"], honest, tokens[honest])
+		require.LessOrEqual(t, float64(tokens["liar"]), 1.3*float64(tokens[honest]), "liar %d vs %s %d", tokens["liar"], honest, tokens[honest])
 	}
 }
 
