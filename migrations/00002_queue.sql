@@ -90,7 +90,13 @@ CREATE TABLE batchq.jobs (
 -- The claim: one range scan in DRR order.
 CREATE INDEX jobs_claim ON batchq.jobs (queue, round, pos, seq) WHERE state = 'queued';
 -- A tenant's queue in arrival order: its head, its length, its re-keying.
-CREATE INDEX jobs_tenant_queue ON batchq.jobs (queue, tenant, seq) WHERE state = 'queued';
+-- Every queued job of a tenant in a queue carries the tenant's current ring
+-- position: jobs become queued only through enqueue and requeue, which hold
+-- the ring row and copy its pos, and a tenant takes a new position only when
+-- nothing of it is queued. Positions come from one sequence for all queues,
+-- so pos alone names the (queue, tenant) pair, and two bigints compare far
+-- faster than two strings: this index is a fifth of a bulk enqueue's writes.
+CREATE INDEX jobs_tenant_queue ON batchq.jobs (pos, seq) WHERE state = 'queued';
 CREATE INDEX jobs_lease ON batchq.jobs (lease_expires_at) WHERE state = 'running';
 CREATE INDEX jobs_retry ON batchq.jobs (queue, run_after) WHERE state = 'retrying';
 CREATE INDEX jobs_deadline ON batchq.jobs (deadline) WHERE state <> 'running';
@@ -203,6 +209,7 @@ DECLARE
     v_locked   text[];
     v_joined   bigint[];
     v_counts   integer[];
+    v_pos      bigint[];
     v_heads    bigint[];
     v_round    bigint;
     v_quantum  bigint;
@@ -221,17 +228,19 @@ BEGIN
     -- Lock in tenant order, one index probe per tenant: however many
     -- tenants the ring holds, a batch reads only its own.
     IF p_skip_locked THEN
-        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord), array_agg(d.lines ORDER BY d.ord)
-        INTO v_locked, v_joined, v_counts
+        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord), array_agg(d.lines ORDER BY d.ord),
+               array_agg(l.pos ORDER BY d.ord)
+        INTO v_locked, v_joined, v_counts, v_pos
         FROM unnest(v_distinct, v_first, v_lines) WITH ORDINALITY AS d (tenant, first, lines, ord)
-        CROSS JOIN LATERAL (SELECT r.tenant FROM batchq.tenant_ring r
+        CROSS JOIN LATERAL (SELECT r.tenant, r.pos FROM batchq.tenant_ring r
                             WHERE r.queue = p_queue AND r.tenant = d.tenant
                             FOR UPDATE SKIP LOCKED) l;
     ELSE
-        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord), array_agg(d.lines ORDER BY d.ord)
-        INTO v_locked, v_joined, v_counts
+        SELECT array_agg(l.tenant ORDER BY d.ord), array_agg(d.first ORDER BY d.ord), array_agg(d.lines ORDER BY d.ord),
+               array_agg(l.pos ORDER BY d.ord)
+        INTO v_locked, v_joined, v_counts, v_pos
         FROM unnest(v_distinct, v_first, v_lines) WITH ORDINALITY AS d (tenant, first, lines, ord)
-        CROSS JOIN LATERAL (SELECT r.tenant FROM batchq.tenant_ring r
+        CROSS JOIN LATERAL (SELECT r.tenant, r.pos FROM batchq.tenant_ring r
                             WHERE r.queue = p_queue AND r.tenant = d.tenant
                             FOR UPDATE) l;
     END IF;
@@ -240,14 +249,15 @@ BEGIN
     END IF;
 
     -- Each locked tenant's head, probed once for this function and its
-    -- caller. Ordered by seq so that, with sorts off (enqueue), only
-    -- jobs_tenant_queue serves it: planned from stale statistics, other
-    -- plans read the whole queue once per tenant.
+    -- caller: the first queued job at its ring position (a row created just
+    -- now has position 0, which no job has). Ordered by seq so that, with
+    -- sorts off (enqueue), only jobs_tenant_queue serves it: planned from
+    -- stale statistics, other plans read the whole queue once per tenant.
     SELECT array_agg((SELECT j.seq FROM batchq.jobs j
-                      WHERE j.queue = p_queue AND j.tenant = l.tenant AND j.state = 'queued'
+                      WHERE j.pos = l.pos AND j.state = 'queued'
                       ORDER BY j.seq LIMIT 1) ORDER BY l.ord)
     INTO v_heads
-    FROM unnest(v_locked) WITH ORDINALITY AS l (tenant, ord);
+    FROM unnest(v_pos) WITH ORDINALITY AS l (pos, ord);
 
     SELECT coalesce(c.round, 0), q.quantum INTO v_round, v_quantum
     FROM batchq.queues q LEFT JOIN batchq.queue_cursors c ON c.queue = q.name
@@ -407,9 +417,9 @@ BEGIN
     -- counted exactly. Tenants in name order, so the first full one is
     -- reported whatever the order of the lines.
     FOR v_full IN
-        SELECT b.tenant, b.bound, CASE WHEN b.head IS NULL THEN 0 ELSE b.enq_seq - b.head + 1 END AS upper
-        FROM unnest(v_ring_tenant, v_ring_lines, v_ring_head, v_ring_seq, v_ring_bound)
-             AS b (tenant, lines, head, enq_seq, bound)
+        SELECT b.tenant, b.pos, b.bound, CASE WHEN b.head IS NULL THEN 0 ELSE b.enq_seq - b.head + 1 END AS upper
+        FROM unnest(v_ring_tenant, v_ring_pos, v_ring_lines, v_ring_head, v_ring_seq, v_ring_bound)
+             AS b (tenant, pos, lines, head, enq_seq, bound)
         WHERE CASE WHEN b.head IS NULL THEN 0 ELSE b.enq_seq - b.head + 1 END + b.lines > b.bound
     LOOP
         SELECT count(*) INTO v_new
@@ -418,7 +428,7 @@ BEGIN
         CONTINUE WHEN v_new = 0 OR v_full.upper + v_new <= v_full.bound;
         SELECT count(*) INTO v_exact FROM (
             SELECT 1 FROM batchq.jobs j
-            WHERE j.queue = p_queue AND j.tenant = v_full.tenant AND j.state = 'queued'
+            WHERE j.pos = v_full.pos AND j.state = 'queued'
             LIMIT v_full.bound) c;
         IF v_exact + v_new > v_full.bound THEN
             RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact;
@@ -441,7 +451,7 @@ BEGIN
         JOIN unnest(v_ring_tenant, v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round)
              AS r (tenant, pos, share, cum, enq_seq, join_round) ON r.tenant = x.tenant
         WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)
-        WINDOW w AS (PARTITION BY x.tenant ORDER BY x.ord)
+        WINDOW w AS (PARTITION BY x.tenant COLLATE "C" ORDER BY x.ord)
     ), ins AS (
         INSERT INTO batchq.jobs (id, queue, tenant, kind, cost, deadline, payload, unique_key, state,
                                  max_attempts, round, pos, cum, seq)
@@ -590,7 +600,9 @@ BEGIN
         ORDER BY r.tenant
         FOR UPDATE SKIP LOCKED);
     PERFORM 1 FROM batchq.jobs j
-    WHERE j.queue = p_queue AND j.tenant = ANY (v_locked) AND j.state = 'queued'
+    WHERE j.pos = ANY (ARRAY(SELECT r.pos FROM batchq.tenant_ring r
+                             WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)))
+      AND j.state = 'queued'
     ORDER BY j.id
     FOR UPDATE;
     FOR v IN
@@ -612,7 +624,7 @@ BEGIN
         CONTINUE WHEN v_seqs IS NULL;
         WITH mine AS (
             SELECT j.id, j.seq FROM batchq.jobs j
-            WHERE j.queue = p_queue AND j.tenant = v.tenant AND j.state = 'queued' AND j.pos = v.pos
+            WHERE j.pos = v.pos AND j.state = 'queued'
         ), shift AS (
             SELECT m.id, (SELECT sum(u.delta) FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta)
                           WHERE u.after_seq < m.seq)::bigint AS delta
@@ -660,13 +672,17 @@ BEGIN
     ORDER BY r.queue, r.tenant
     FOR UPDATE OF r;
     PERFORM 1 FROM batchq.jobs j
-    JOIN unnest(p_queues, p_tenants) AS p (queue, tenant) ON j.queue = p.queue AND j.tenant = p.tenant
-    WHERE j.state = 'queued'
+    WHERE j.pos = ANY (ARRAY(SELECT r.pos FROM batchq.tenant_ring r
+                             JOIN unnest(p_queues, p_tenants) AS p (queue, tenant)
+                               ON r.queue = p.queue AND r.tenant = p.tenant))
+      AND j.state = 'queued'
     ORDER BY j.id
     FOR UPDATE OF j;
 
     FOR v IN
-        SELECT DISTINCT p.queue, p.tenant FROM unnest(p_queues, p_tenants) AS p (queue, tenant)
+        SELECT DISTINCT p.queue, p.tenant, r.pos
+        FROM unnest(p_queues, p_tenants) AS p (queue, tenant)
+        LEFT JOIN batchq.tenant_ring r ON r.queue = p.queue AND r.tenant = p.tenant
         ORDER BY p.queue, p.tenant
     LOOP
         SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)) INTO v_share
@@ -676,7 +692,7 @@ BEGIN
             SELECT j.id, (sum(j.cost) OVER (ORDER BY j.seq))::bigint AS cum,
                    first_value(j.round) OVER (ORDER BY j.seq) AS start
             FROM batchq.jobs j
-            WHERE j.queue = v.queue AND j.tenant = v.tenant AND j.state = 'queued'
+            WHERE j.pos = v.pos AND j.state = 'queued'
         ), upd AS (
             UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(s.start, s.cum, v_share)
             FROM src s WHERE j.id = s.id
