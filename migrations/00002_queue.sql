@@ -365,14 +365,14 @@ BEGIN
     INTO v_ring_tenant, v_ring_lines, v_ring_head
     FROM batchq.ring_join(p_queue, p_tenant, false) WITH ORDINALITY AS l (tenant, lines, head, ord);
 
-    -- An empty unique key is no key.
-    p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
-
     -- Unique keys: a job already unfinished, or finished within unique_for,
-    -- or an earlier line of this batch, holds the key.
+    -- or an earlier line of this batch, holds the key. An empty key is no key.
     v_dup := array_fill(NULL::bigint, ARRAY[v_n]);
     v_first := array_fill(NULL::integer, ARRAY[v_n]);
-    IF EXISTS (SELECT 1 FROM unnest(p_unique_key) k WHERE k IS NOT NULL) THEN
+    IF NOT EXISTS (SELECT 1 FROM unnest(p_unique_key) k WHERE k <> '') THEN
+        p_unique_key := array_fill(NULL::text, ARRAY[v_n]);
+    ELSE
+        p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
         SELECT array_agg(d.existing ORDER BY d.ord), array_agg(d.first_ord ORDER BY d.ord)
         INTO v_dup, v_first
         FROM (
@@ -472,10 +472,16 @@ BEGIN
            (SELECT count(*) FROM ins)
     INTO v_src_ord, v_src_id, v_inserted;
 
-    v_ids := array_fill(NULL::bigint, ARRAY[v_n]);
-    FOR i IN 1 .. coalesce(cardinality(v_src_ord), 0) LOOP
-        v_ids[v_src_ord[i]] := v_src_id[i];
-    END LOOP;
+    -- Each line's new id, NULL for a duplicate. Without duplicates src holds
+    -- every line, and its ids in line order are the answer.
+    IF coalesce(cardinality(v_src_id), 0) = v_n THEN
+        v_ids := v_src_id;
+    ELSE
+        v_ids := array_fill(NULL::bigint, ARRAY[v_n]);
+        FOR i IN 1 .. coalesce(cardinality(v_src_ord), 0) LOOP
+            v_ids[v_src_ord[i]] := v_src_id[i];
+        END LOOP;
+    END IF;
 
     IF v_inserted > 0 THEN
         PERFORM pg_notify('batchq_jobs', p_queue);
