@@ -15,9 +15,12 @@ WITH input AS (
     ORDER BY j.id -- every statement that waits on job rows locks them in id order
     FOR UPDATE OF j
 ), done AS (
+    -- Not the payload: a succeeded outcome does not keep it, and it is the
+    -- widest column by far.
     DELETE FROM batchq.jobs j
     WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t))
-    RETURNING j.*
+    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.attempt, j.max_attempts, j.deadline, j.enqueued_at,
+              j.first_claimed_at, j.worker, j.unique_key, j.pos, j.seq
 ), written AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts,
                                  max_attempts, deadline, enqueued_at, first_claimed_at, worker, result, unique_key)
