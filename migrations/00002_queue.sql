@@ -200,7 +200,13 @@ CREATE FUNCTION batchq.drr_share(quantum bigint, weight double precision) RETURN
 -- +goose StatementBegin
 CREATE FUNCTION batchq.ring_join(p_queue text, p_tenants text[], p_skip_locked boolean)
 RETURNS TABLE (tenant text, lines integer, head bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Its own, whoever calls it: a session caches these plans for every caller
+-- (see enqueue for why each is set).
+SET enable_seqscan = off
+SET enable_sort = off
+SET jit = off
+AS $$
 #variable_conflict use_column
 DECLARE
     v_distinct text[];
@@ -251,8 +257,8 @@ BEGIN
     -- Each locked tenant's head, probed once for this function and its
     -- caller: the first queued job at its ring position (a row created just
     -- now has position 0, which no job has). Ordered by seq so that, with
-    -- sorts off (enqueue), only jobs_tenant_queue serves it: planned from
-    -- stale statistics, other plans read the whole queue once per tenant.
+    -- sorts off, only jobs_tenant_queue serves it: planned from stale
+    -- statistics, other plans read the whole queue once per tenant.
     SELECT array_agg((SELECT j.seq FROM batchq.jobs j
                       WHERE j.pos = l.pos AND j.state = 'queued'
                       ORDER BY j.seq LIMIT 1) ORDER BY l.ord)
@@ -290,14 +296,15 @@ $$;
 -- one row per input (ord is its 1-based position): status 'inserted' with the
 -- new id, or 'duplicate' with the id of the job that already holds its unique
 -- key. When a tenant would exceed its bound it writes no job and returns a
--- single row with status 'queue_full', the tenant, the bound and how many jobs
--- it has queued; an unknown queue returns 'unknown_queue'. Neither raises, so
+-- single row with status 'queue_full', the tenant, the bound, how many jobs
+-- it has queued and how many the call would add (duplicates not counted); an
+-- unknown queue returns 'unknown_queue'. Neither raises, so
 -- the caller's transaction stays usable. The statements after ring_join run
 -- with fresh snapshots while this transaction holds the tenants' ring rows,
 -- which is what makes the bound exact under concurrent enqueues.
 CREATE VIEW batchq.enqueue_results AS
 SELECT NULL::integer AS ord, NULL::bigint AS job_id, NULL::text AS status,
-       NULL::text AS tenant, NULL::integer AS bound, NULL::integer AS queued
+       NULL::text AS tenant, NULL::integer AS bound, NULL::integer AS queued, NULL::integer AS adding
 WHERE false;
 COMMENT ON VIEW batchq.enqueue_results IS 'The row type batchq.enqueue() returns; always empty.';
 
@@ -317,8 +324,8 @@ LANGUAGE plpgsql
 -- of this function; planned while a queue was empty, they would otherwise
 -- scan the whole table for as long as the session lives once it is not.
 -- Sorts are off for the same reason: planned on an empty table, the probes of
--- each tenant's head (in ring_join, which this calls) read the claim index or the
--- deadline index and filtered them, the whole queue once per tenant (0.5 s
+-- each tenant's head (in ring_join, which sets the same) read the claim index
+-- or the deadline index and filtered them, the whole queue once per tenant (0.5 s
 -- per call of 5,000 jobs into a queue of 25,000), where jobs_tenant_queue
 -- gives the head in seq order without a sort. Sorts this function cannot do
 -- without still run. JIT is off: those two settings price the plans in the
@@ -333,7 +340,7 @@ DECLARE
     v_dup    bigint[];
     v_first  integer[];
     v_full   record;
-    v_new    integer;
+    v_keyed  boolean := false;
     v_exact  integer;
     v_src_ord integer[];
     v_src_id  bigint[];
@@ -347,6 +354,7 @@ DECLARE
     v_ring_seq    bigint[];
     v_ring_round  bigint[];
     v_ring_lines  integer[];
+    v_ring_new    integer[];
     v_ring_head   bigint[];
     v_ring_bound  integer[];
 BEGIN
@@ -354,7 +362,7 @@ BEGIN
     -- show yet (see queues_keep_jobs).
     SELECT * INTO q FROM batchq.queues WHERE name = p_queue FOR KEY SHARE;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT 0, NULL::bigint, 'unknown_queue'::text, NULL::text, NULL::integer, NULL::integer;
+        RETURN QUERY SELECT 0, NULL::bigint, 'unknown_queue'::text, NULL::text, NULL::integer, NULL::integer, NULL::integer;
         RETURN;
     END IF;
     IF v_n = 0 THEN
@@ -372,6 +380,7 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM unnest(p_unique_key) k WHERE k <> '') THEN
         p_unique_key := array_fill(NULL::text, ARRAY[v_n]);
     ELSE
+        v_keyed := true;
         p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
         SELECT array_agg(d.existing ORDER BY d.ord), array_agg(d.first_ord ORDER BY d.ord)
         INTO v_dup, v_first
@@ -405,33 +414,43 @@ BEGIN
            array_agg(coalesce(r.max_queued, q.max_per_tenant) ORDER BY l.ord)
     INTO v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round, v_ring_bound
     FROM unnest(v_ring_tenant) WITH ORDINALITY AS l (tenant, ord)
-    CROSS JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round, w.max_queued
-                        FROM batchq.tenant_ring r LEFT JOIN batchq.tenants w ON w.name = r.tenant
-                        WHERE r.queue = p_queue AND r.tenant = l.tenant
-                        LIMIT 1) r;
+    LEFT JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round, w.max_queued
+                       FROM batchq.tenant_ring r LEFT JOIN batchq.tenants w ON w.name = r.tenant
+                       WHERE r.queue = p_queue AND r.tenant = l.tenant
+                       LIMIT 1) r ON true;
+
+    -- Each tenant's new jobs: its lines less duplicates. Grouped by tenant
+    -- in name order, as ring_join lists them, over every line, so that the
+    -- two lists hold the same tenants in the same order.
+    IF v_keyed THEN
+        SELECT array_agg(c.n ORDER BY c.tenant) INTO v_ring_new
+        FROM (SELECT x.tenant,
+                     (count(*) FILTER (WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)))::integer AS n
+              FROM unnest(p_tenant, v_dup, v_first) WITH ORDINALITY AS x (tenant, dup, first_ord, ord)
+              GROUP BY x.tenant) c;
+    ELSE
+        v_ring_new := v_ring_lines;
+    END IF;
 
     -- Bounds. The fast path counts a tenant's queue as the span of sequence
     -- numbers from its head to its newest job, which is never less than the
-    -- true length (jobs removed from the middle leave gaps), and its new jobs
-    -- as all its lines, duplicates too; only a tenant that looks full is
-    -- counted exactly. Tenants in name order, so the first full one is
-    -- reported whatever the order of the lines.
+    -- true length (jobs removed from the middle leave gaps); only a tenant
+    -- that looks full is counted exactly. Tenants in name order, so the
+    -- first full one is reported whatever the order of the lines.
     FOR v_full IN
-        SELECT b.tenant, b.pos, b.bound, CASE WHEN b.head IS NULL THEN 0 ELSE b.enq_seq - b.head + 1 END AS upper
-        FROM unnest(v_ring_tenant, v_ring_pos, v_ring_lines, v_ring_head, v_ring_seq, v_ring_bound)
-             AS b (tenant, pos, lines, head, enq_seq, bound)
-        WHERE CASE WHEN b.head IS NULL THEN 0 ELSE b.enq_seq - b.head + 1 END + b.lines > b.bound
+        SELECT b.tenant, b.pos, b.adding, b.bound, b.upper
+        FROM (SELECT u.tenant, u.pos, u.adding, u.bound,
+                     CASE WHEN u.head IS NULL THEN 0 ELSE u.enq_seq - u.head + 1 END AS upper
+              FROM unnest(v_ring_tenant, v_ring_pos, v_ring_new, v_ring_head, v_ring_seq, v_ring_bound)
+                   AS u (tenant, pos, adding, head, enq_seq, bound)) b
+        WHERE b.adding > 0 AND b.upper + b.adding > b.bound
     LOOP
-        SELECT count(*) INTO v_new
-        FROM unnest(p_tenant, v_dup, v_first) WITH ORDINALITY AS x (tenant, dup, first_ord, ord)
-        WHERE x.tenant = v_full.tenant AND x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord);
-        CONTINUE WHEN v_new = 0 OR v_full.upper + v_new <= v_full.bound;
         SELECT count(*) INTO v_exact FROM (
             SELECT 1 FROM batchq.jobs j
             WHERE j.pos = v_full.pos AND j.state = 'queued'
             LIMIT v_full.bound) c;
-        IF v_exact + v_new > v_full.bound THEN
-            RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact;
+        IF v_exact + v_full.adding > v_full.bound THEN
+            RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact, v_full.adding;
             RETURN;
         END IF;
     END LOOP;
@@ -492,7 +511,7 @@ BEGIN
         SELECT x.ord::integer, coalesce(x.id, x.dup, (SELECT j.id FROM batchq.jobs j
                                                       WHERE j.queue = p_queue AND j.unique_key = x.unique_key)),
                CASE WHEN x.id IS NULL THEN 'duplicate' ELSE 'inserted' END,
-               x.tenant, NULL::integer, NULL::integer
+               x.tenant, NULL::integer, NULL::integer, NULL::integer
         FROM unnest(p_tenant, p_unique_key, v_dup, v_ids) WITH ORDINALITY AS x (tenant, unique_key, dup, id, ord)
         ORDER BY x.ord;
         RETURN;
@@ -505,7 +524,7 @@ BEGIN
            CASE WHEN ok.id IS NOT NULL THEN x.id ELSE coalesce(x.dup,
                 (SELECT j.id FROM batchq.jobs j WHERE j.queue = p_queue AND j.unique_key = x.unique_key)) END,
            CASE WHEN ok.id IS NOT NULL THEN 'inserted' ELSE 'duplicate' END,
-           x.tenant, NULL::integer, NULL::integer
+           x.tenant, NULL::integer, NULL::integer, NULL::integer
     FROM unnest(p_tenant, p_unique_key, v_dup, v_ids) WITH ORDINALITY AS x (tenant, unique_key, dup, id, ord)
     LEFT JOIN batchq.jobs ok ON ok.id = x.id AND ok.id = ANY (v_ids)
     ORDER BY x.ord;

@@ -110,13 +110,15 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 			return nil, err
 		}
 		if b == nil {
-			// Room for every job left, the common case of one queue a call.
-			n := len(jobs) - i
-			b = &batch{idx: make([]int, 0, n), p: dbsqlc.EnqueueParams{
-				Queue: j.Queue, Tenants: make([]string, 0, n), Kinds: make([]string, 0, n),
-				Costs: make([]int64, 0, n), Deadlines: make([]time.Time, 0, n), MaxAttempts: make([]int32, 0, n),
-				Payloads: make([][]byte, 0, n), UniqueKeys: make([]string, 0, n),
-			}}
+			b = &batch{p: dbsqlc.EnqueueParams{Queue: j.Queue}}
+			if len(order) == 0 {
+				// Room for every job: a call names one queue, as a rule.
+				n := len(jobs)
+				b.idx = make([]int, 0, n)
+				b.p.Tenants, b.p.Kinds, b.p.UniqueKeys = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+				b.p.Costs, b.p.Deadlines = make([]int64, 0, n), make([]time.Time, 0, n)
+				b.p.MaxAttempts, b.p.Payloads = make([]int32, 0, n), make([][]byte, 0, n)
+			}
 			batches[j.Queue] = b
 			order = append(order, j.Queue)
 		}
@@ -143,7 +145,7 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 			case "queue_full":
 				return nil, &QueueFullError{
 					Queue: name, Tenant: deref(r.Tenant), Bound: int(deref(r.Bound)), Queued: int(deref(r.Queued)),
-					Adding: count(b.p.Tenants, deref(r.Tenant)),
+					Adding: int(deref(r.Adding)),
 				}
 			case "inserted", "duplicate":
 				out[b.idx[deref(r.Ord)-1]] = Enqueued{ID: deref(r.JobID), Duplicate: deref(r.Status) == "duplicate"}
@@ -288,14 +290,4 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-func count(ss []string, s string) int {
-	n := 0
-	for _, x := range ss {
-		if x == s {
-			n++
-		}
-	}
-	return n
 }

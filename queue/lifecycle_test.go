@@ -113,12 +113,20 @@ func TestDuplicatesDoNotCountAgainstTheBound(t *testing.T) {
 	require.Equal(t, []queue.Enqueued{{ID: res[2].ID, Duplicate: true}, {ID: first[0].ID, Duplicate: true},
 		{ID: first[1].ID, Duplicate: true}, {ID: first[0].ID, Duplicate: true}}, again)
 
-	// One new job among the duplicates does not fit.
-	_, err = b.client.EnqueueMany(b.ctx, []queue.NewJob{job("a"), job("d")})
+	// One new job among the duplicates does not fit, and the error counts
+	// that one.
+	_, err = b.client.EnqueueMany(b.ctx, []queue.NewJob{job("a"), job("d"), job("b")})
 	var full *queue.QueueFullError
 	require.ErrorAs(t, err, &full)
-	require.Equal(t, 3, full.Queued)
+	require.Equal(t, queue.QueueFullError{Queue: b.queue, Tenant: "t", Bound: 3, Queued: 3, Adding: 1}, *full)
 	require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+
+	// Over a bound lowered below its queue, a retry of duplicates still
+	// gets its ids.
+	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "t", Weight: 1, MaxQueued: 2}))
+	again, err = b.client.EnqueueMany(b.ctx, []queue.NewJob{job("b"), job("a")})
+	require.NoError(t, err)
+	require.Equal(t, []queue.Enqueued{{ID: first[1].ID, Duplicate: true}, {ID: first[0].ID, Duplicate: true}}, again)
 }
 
 func TestQueueFullLeavesCallerTransactionUsable(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 )
 
 const enqueue = `-- name: Enqueue :many
-SELECT ord, job_id, status, tenant, bound, queued FROM batchq.enqueue(
+SELECT ord, job_id, status, tenant, bound, queued, adding FROM batchq.enqueue(
     $1::text,
     $2::text[],
     $3::text[],
@@ -59,6 +59,7 @@ func (q *Queries) Enqueue(ctx context.Context, db DBTX, arg EnqueueParams) ([]Ba
 			&i.Tenant,
 			&i.Bound,
 			&i.Queued,
+			&i.Adding,
 		); err != nil {
 			return nil, err
 		}

@@ -144,6 +144,7 @@ type BatchqEnqueueResult struct {
 	Tenant *string
 	Bound  *int32
 	Queued *int32
+	Adding *int32
 }
 
 type BatchqJob struct {
