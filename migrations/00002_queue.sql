@@ -338,7 +338,7 @@ DECLARE
     q        batchq.queues;
     v_n      integer := coalesce(cardinality(p_tenant), 0);
     v_dup    bigint[];
-    v_first  integer[];
+    v_adds   boolean[];
     v_full   record;
     v_keyed  boolean := false;
     v_exact  integer;
@@ -375,15 +375,18 @@ BEGIN
 
     -- Unique keys: a job already unfinished, or finished within unique_for,
     -- or an earlier line of this batch, holds the key. An empty key is no key.
+    -- v_dup is the id of the job that holds a line's key, v_adds whether the
+    -- line adds a job.
     v_dup := array_fill(NULL::bigint, ARRAY[v_n]);
-    v_first := array_fill(NULL::integer, ARRAY[v_n]);
+    v_adds := array_fill(true, ARRAY[v_n]);
     IF NOT EXISTS (SELECT 1 FROM unnest(p_unique_key) k WHERE k <> '') THEN
         p_unique_key := array_fill(NULL::text, ARRAY[v_n]);
     ELSE
         v_keyed := true;
         p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
-        SELECT array_agg(d.existing ORDER BY d.ord), array_agg(d.first_ord ORDER BY d.ord)
-        INTO v_dup, v_first
+        SELECT array_agg(d.existing ORDER BY d.ord),
+               array_agg(d.existing IS NULL AND (d.first_ord IS NULL OR d.first_ord = d.ord) ORDER BY d.ord)
+        INTO v_dup, v_adds
         FROM (
             SELECT i.ord,
                    CASE WHEN i.k IS NULL THEN NULL ELSE min(i.ord) OVER (PARTITION BY i.k) END AS first_ord,
@@ -425,8 +428,8 @@ BEGIN
     IF v_keyed THEN
         SELECT array_agg(c.n ORDER BY c.tenant) INTO v_ring_new
         FROM (SELECT x.tenant,
-                     (count(*) FILTER (WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)))::integer AS n
-              FROM unnest(p_tenant, v_dup, v_first) WITH ORDINALITY AS x (tenant, dup, first_ord, ord)
+                     (count(*) FILTER (WHERE x.adds))::integer AS n
+              FROM unnest(p_tenant, v_adds) AS x (tenant, adds)
               GROUP BY x.tenant) c;
     ELSE
         v_ring_new := v_ring_lines;
@@ -465,11 +468,11 @@ BEGIN
                x.payload, x.unique_key, r.pos, r.join_round, r.share,
                (r.cum + sum(x.cost) OVER w)::bigint AS cum,
                r.enq_seq + row_number() OVER w AS seq
-        FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_max_attempts, p_payload, p_unique_key, v_dup, v_first)
-             WITH ORDINALITY AS x (tenant, kind, cost, deadline, max_attempts, payload, unique_key, dup, first_ord, ord)
+        FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_max_attempts, p_payload, p_unique_key, v_adds)
+             WITH ORDINALITY AS x (tenant, kind, cost, deadline, max_attempts, payload, unique_key, adds, ord)
         JOIN unnest(v_ring_tenant, v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round)
              AS r (tenant, pos, share, cum, enq_seq, join_round) ON r.tenant = x.tenant
-        WHERE x.dup IS NULL AND (x.first_ord IS NULL OR x.first_ord = x.ord)
+        WHERE x.adds
         WINDOW w AS (PARTITION BY x.tenant COLLATE "C" ORDER BY x.ord)
     ), ins AS (
         INSERT INTO batchq.jobs (id, queue, tenant, kind, cost, deadline, payload, unique_key, state,
