@@ -521,11 +521,15 @@ BEGIN
     END IF;
 
     -- Some lines held a unique key that a concurrent transaction took and
-    -- committed meanwhile: report that transaction's job instead.
+    -- committed meanwhile: report that transaction's job instead. That job
+    -- may have been claimed and finished since the insert found it, and then
+    -- only its outcome still carries the key.
     RETURN QUERY
     SELECT x.ord::integer,
            CASE WHEN ok.id IS NOT NULL THEN x.id ELSE coalesce(x.dup,
-                (SELECT j.id FROM batchq.jobs j WHERE j.queue = p_queue AND j.unique_key = x.unique_key)) END,
+                (SELECT j.id FROM batchq.jobs j WHERE j.queue = p_queue AND j.unique_key = x.unique_key),
+                (SELECT o.job_id FROM batchq.outcomes o WHERE o.queue = p_queue AND o.unique_key = x.unique_key
+                 ORDER BY o.finished_at DESC LIMIT 1)) END,
            CASE WHEN ok.id IS NOT NULL THEN 'inserted' ELSE 'duplicate' END,
            x.tenant, NULL::integer, NULL::integer, NULL::integer
     FROM unnest(p_tenant, p_unique_key, v_dup, v_ids) WITH ORDINALITY AS x (tenant, unique_key, dup, id, ord)

@@ -429,6 +429,79 @@ func TestUniqueKeyMakesEnqueueIdempotent(t *testing.T) {
 	require.NotEqual(t, first.ID, fresh.ID)
 }
 
+// Two transactions of different tenants enqueue the same unique key: the
+// second waits on the first's insert, and when the first commits it reports
+// the first's job as the one that holds the key, beside its other lines.
+// The winner may even be claimed and finished before the loser looks it up
+// (simulated here by a trigger that finishes it right after the loser's
+// insert); its outcome still names it.
+func TestUniqueKeyRaceReportsTheWinner(t *testing.T) {
+	t.Parallel()
+	for _, finished := range []bool{false, true} {
+		t.Run(fmt.Sprintf("winner finished=%v", finished), func(t *testing.T) {
+			b := setup(t, queue.QueueConfig{})
+			if finished {
+				b.exec(t, `CREATE FUNCTION finish_winner() RETURNS trigger LANGUAGE plpgsql AS $$
+					BEGIN
+						IF current_setting('batchq_test.finish_winner', true) = 'on' THEN
+							WITH d AS (DELETE FROM batchq.jobs j WHERE j.tenant = 'winner' RETURNING j.*)
+							INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
+							                             max_attempts, deadline, enqueued_at, unique_key)
+							SELECT d.id, d.queue, d.tenant, d.kind, 'succeeded', d.cost, 1, d.max_attempts, d.deadline,
+							       d.enqueued_at, d.unique_key
+							FROM d;
+						END IF;
+						RETURN NULL;
+					END $$`)
+				b.exec(t, `CREATE TRIGGER finish_winner AFTER INSERT ON batchq.jobs
+					FOR EACH STATEMENT EXECUTE FUNCTION finish_winner()`)
+			}
+			winner, err := b.pool.Begin(b.ctx)
+			require.NoError(t, err)
+			defer func() { _ = winner.Rollback(b.ctx) }()
+			won, err := b.client.EnqueueTx(b.ctx, winner, queue.NewJob{Queue: b.queue, Tenant: "winner", Cost: 1, UniqueKey: "k"})
+			require.NoError(t, err)
+			require.False(t, won.Duplicate)
+
+			type result struct {
+				res []queue.Enqueued
+				err error
+			}
+			lost := make(chan result, 1)
+			go func() {
+				var r result
+				r.err = pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+					if finished {
+						if _, err := tx.Exec(b.ctx, `SET LOCAL batchq_test.finish_winner = 'on'`); err != nil {
+							return err
+						}
+					}
+					var err error
+					r.res, err = b.client.EnqueueManyTx(b.ctx, tx, []queue.NewJob{
+						{Queue: b.queue, Tenant: "loser", Cost: 1, UniqueKey: "k"},
+						{Queue: b.queue, Tenant: "loser", Cost: 1, UniqueKey: "other"},
+					})
+					return err
+				})
+				lost <- r
+			}()
+			// The loser's insert waits for the winner's transaction.
+			require.Eventually(t, func() bool {
+				return b.scalar(t, `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+			}, 10*time.Second, 10*time.Millisecond)
+			require.NoError(t, winner.Commit(b.ctx))
+
+			r := <-lost
+			require.NoError(t, r.err)
+			require.Equal(t, queue.Enqueued{ID: won.ID, Duplicate: true}, r.res[0])
+			require.False(t, r.res[1].Duplicate)
+			require.NotZero(t, r.res[1].ID)
+			require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'loser'`))
+		})
+	}
+}
+
 func TestConcurrentEnqueuersNeverExceedTheBound(t *testing.T) {
 	t.Parallel()
 	const bound = 50
