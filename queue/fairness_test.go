@@ -184,3 +184,28 @@ func TestJoinerIsServedInTheHeadRoundAfterAClaimSkippedLockedRows(t *testing.T) 
 	require.Equal(t, 10, slices.Index(order, "newcomer"),
 		"after the ten jobs of the head round, not after a hundred rounds: %v", order)
 }
+
+// A tenant joins the ring in the round current when its enqueue commits.
+// Its jobs were keyed when they were inserted; had they kept those keys, the
+// fifty rounds served while the transaction stayed open would let all of
+// them out at once, ahead of the tenant already waiting.
+func TestLateCommitJoinsTheRoundCurrentAtCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10})
+	b.enqueueN(t, "import", 200, 10) // one job a round
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	late := make([]queue.NewJob, 20)
+	for i := range late {
+		late[i] = queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 10}
+	}
+	_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
+	require.NoError(t, err)
+	require.Equal(t, slices.Repeat([]string{"import"}, 50), tenantsOf(b.drainOrder(t, 50)))
+	require.NoError(t, tx.Commit(b.ctx))
+
+	order := tenantsOf(b.drainOrder(t, 20))
+	require.Equal(t, slices.Repeat([]string{"late", "import"}, 10), order)
+}
