@@ -20,7 +20,9 @@
 -- (the cursor cannot move during the enqueue) the order is still exactly
 -- drr's. The jobs are this transaction's own inserts and the ring row is
 -- already locked by it, so the trigger waits on nobody. It moves nothing when
--- the cursor did not move, which is the common case.
+-- the cursor did not move; when it did, it rewrites the tenant's queued jobs
+-- once (on a 2-core VM about 10 µs a job: 100 ms for a new tenant's import of
+-- 10,000, whose insert took about twice that).
 --
 -- It runs as the schema's owner: the application role that commits the
 -- enqueue has no right on the jobs or the ring (00005_least_privilege.sql).
