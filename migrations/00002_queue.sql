@@ -523,7 +523,9 @@ BEGIN
     -- Some lines held a unique key that a concurrent transaction took and
     -- committed meanwhile: report that transaction's job instead. That job
     -- may have been claimed and finished since the insert found it, and then
-    -- only its outcome still carries the key.
+    -- only its outcome still carries the key: the newest outcome with the key
+    -- is taken, which is that job unless a third one took the key and
+    -- finished within the same moments.
     RETURN QUERY
     SELECT x.ord::integer,
            CASE WHEN ok.id IS NOT NULL THEN x.id ELSE coalesce(x.dup,

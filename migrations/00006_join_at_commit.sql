@@ -24,6 +24,13 @@
 -- once (on a 2-core VM about 10 µs a job: 100 ms for a new tenant's import of
 -- 10,000, whose insert took about twice that).
 --
+-- What is left: the cursor is read when the trigger starts, so claims that run
+-- during the rest of the commit (the rewrite below, other deferred work, the
+-- flush to disk) can still put the tenant's first jobs that many rounds
+-- early. And the cursor is read with the transaction's snapshot: under
+-- REPEATABLE READ or SERIALIZABLE that is the round current when the
+-- transaction started, so such a transaction gains nothing here.
+--
 -- It runs as the schema's owner: the application role that commits the
 -- enqueue has no right on the jobs or the ring (00005_least_privilege.sql).
 -- +goose StatementBegin
@@ -49,6 +56,10 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+
+-- A trigger function cannot be called directly; revoked all the same, as
+-- 00005 does for every function that runs as the owner.
+REVOKE EXECUTE ON FUNCTION batchq.join_at_commit() FROM PUBLIC;
 
 CREATE CONSTRAINT TRIGGER tenant_ring_join_at_commit
     AFTER UPDATE OF pos ON batchq.tenant_ring

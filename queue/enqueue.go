@@ -50,7 +50,10 @@ func (c *Client) Enqueue(ctx context.Context, j NewJob) (Enqueued, error) {
 
 // EnqueueTx inserts one job inside the caller's transaction: it exists when
 // tx commits and never if it rolls back. A *QueueFullError or
-// *InvalidJobError leaves tx usable.
+// *InvalidJobError leaves tx usable. A tenant that joins the fair ring joins
+// it in the round current when tx commits, if tx is READ COMMITTED (the
+// default); under REPEATABLE READ or SERIALIZABLE, in the round tx's
+// snapshot shows.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, j NewJob) (Enqueued, error) {
 	res, err := c.enqueue(ctx, tx, []NewJob{j}, false)
 	if err != nil {

@@ -206,6 +206,10 @@ func TestLateCommitJoinsTheRoundCurrentAtCommit(t *testing.T) {
 	require.Equal(t, slices.Repeat([]string{"import"}, 50), tenantsOf(b.drainOrder(t, 50)))
 	require.NoError(t, tx.Commit(b.ctx))
 
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken, "the moved jobs are keyed in the tenant's membership")
+
 	order := tenantsOf(b.drainOrder(t, 20))
 	require.Equal(t, slices.Repeat([]string{"late", "import"}, 10), order)
 }
