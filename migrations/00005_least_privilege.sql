@@ -21,13 +21,18 @@ ALTER FUNCTION batchq.requeue(text, integer)
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION batchq.apply_adjustments(text)
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+-- The check at commit of what enqueue and requeue added runs in the caller's
+-- transaction, after those functions returned.
+ALTER FUNCTION batchq.ring_check_at_commit()
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
 REVOKE EXECUTE ON FUNCTION
     batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[]),
     batchq.requeue(text, integer),
     batchq.apply_adjustments(text),
     batchq.ring_join(text, text[], boolean),
-    batchq.rekey(text[], text[])
+    batchq.rekey(text[], text[]),
+    batchq.ring_check_at_commit()
 FROM PUBLIC;
 
 -- +goose Down
@@ -36,8 +41,10 @@ GRANT EXECUTE ON FUNCTION
     batchq.requeue(text, integer),
     batchq.apply_adjustments(text),
     batchq.ring_join(text, text[], boolean),
-    batchq.rekey(text[], text[])
+    batchq.rekey(text[], text[]),
+    batchq.ring_check_at_commit()
 TO PUBLIC;
+ALTER FUNCTION batchq.ring_check_at_commit() SECURITY INVOKER RESET search_path;
 ALTER FUNCTION batchq.apply_adjustments(text) SECURITY INVOKER RESET search_path;
 ALTER FUNCTION batchq.requeue(text, integer) SECURITY INVOKER RESET search_path;
 ALTER FUNCTION batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[])

@@ -50,9 +50,9 @@ func (c *Client) Enqueue(ctx context.Context, j NewJob) (Enqueued, error) {
 
 // EnqueueTx inserts one job inside the caller's transaction: it exists when
 // tx commits and never if it rolls back. A *QueueFullError or
-// *InvalidJobError leaves tx usable. A tenant that joins the fair ring joins
-// it in the round current when tx commits, if tx is READ COMMITTED (the
-// default); under REPEATABLE READ or SERIALIZABLE, in the round tx's
+// *InvalidJobError leaves tx usable. The job takes its place in the fair
+// order as of the round current when tx commits, if tx is READ COMMITTED (the
+// default); under REPEATABLE READ or SERIALIZABLE, as of the round tx's
 // snapshot shows.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, j NewJob) (Enqueued, error) {
 	res, err := c.enqueue(ctx, tx, []NewJob{j}, false)

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -185,31 +186,49 @@ func TestJoinerIsServedInTheHeadRoundAfterAClaimSkippedLockedRows(t *testing.T) 
 		"after the ten jobs of the head round, not after a hundred rounds: %v", order)
 }
 
-// A tenant joins the ring in the round current when its enqueue commits.
-// Its jobs were keyed when they were inserted; had they kept those keys, the
-// fifty rounds served while the transaction stayed open would let all of
-// them out at once, ahead of the tenant already waiting.
+// New jobs take their place in the ring as of the round current when their
+// enqueue commits. They were keyed when they were inserted; had they kept
+// those keys, the fifty rounds served while the transaction stayed open would
+// let all of them out at once, ahead of the tenant already waiting. That
+// holds for a tenant that joins the ring, and for one whose queued jobs all
+// ran while the transaction was open.
 func TestLateCommitJoinsTheRoundCurrentAtCommit(t *testing.T) {
 	t.Parallel()
-	b := setup(t, queue.QueueConfig{Quantum: 10})
-	b.enqueueN(t, "import", 200, 10) // one job a round
+	for _, queuedBefore := range []int{0, 1} {
+		t.Run(fmt.Sprintf("queued before=%d", queuedBefore), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Quantum: 10})
+			b.enqueueN(t, "import", 200, 10) // one job a round
+			if queuedBefore > 0 {
+				b.enqueueN(t, "late", queuedBefore, 10)
+			}
 
-	tx, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(b.ctx)
-	late := make([]queue.NewJob, 20)
-	for i := range late {
-		late[i] = queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 10}
+			tx, err := b.pool.Begin(b.ctx)
+			require.NoError(t, err)
+			defer tx.Rollback(b.ctx)
+			late := make([]queue.NewJob, 20)
+			for i := range late {
+				late[i] = queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 10}
+			}
+			_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
+			require.NoError(t, err)
+			served := tenantsOf(b.drainOrder(t, 50))
+			ran := 0
+			for _, tenant := range served {
+				if tenant == "late" {
+					ran++
+				}
+			}
+			require.Equal(t, queuedBefore, ran, "the tenant's queued jobs ran meanwhile: %v", served)
+			require.NoError(t, tx.Commit(b.ctx))
+
+			broken, err := checkInvariants(b.ctx, b.pool)
+			require.NoError(t, err)
+			require.Empty(t, broken, "the moved jobs are keyed in the tenant's membership")
+
+			order := tenantsOf(b.drainOrder(t, 20))
+			require.Equal(t, slices.Repeat([]string{"late", "import"}, 10), order)
+			require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ring_commit_checks`), "each check is removed at commit")
+		})
 	}
-	_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
-	require.NoError(t, err)
-	require.Equal(t, slices.Repeat([]string{"import"}, 50), tenantsOf(b.drainOrder(t, 50)))
-	require.NoError(t, tx.Commit(b.ctx))
-
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken, "the moved jobs are keyed in the tenant's membership")
-
-	order := tenantsOf(b.drainOrder(t, 20))
-	require.Equal(t, slices.Repeat([]string{"late", "import"}, 10), order)
 }

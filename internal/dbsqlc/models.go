@@ -235,6 +235,15 @@ type BatchqQuotum struct {
 	UpdatedAt         time.Time
 }
 
+type BatchqRingCommitCheck struct {
+	ID       int64
+	Queue    string
+	Cursor   int64
+	Tenants  []string
+	Pos      []int64
+	FirstSeq []int64
+}
+
 type BatchqTenant struct {
 	Name      string
 	Weight    float64
