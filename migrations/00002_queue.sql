@@ -229,26 +229,28 @@ SET enable_seqscan = off -- as enqueue: plans cached on an empty queue must stil
 AS $$
 DECLARE
     v_cursor bigint;
+    v        record;
 BEGIN
     DELETE FROM batchq.ring_commit_checks k WHERE k.id = NEW.id;
     SELECT c.round INTO v_cursor FROM batchq.queue_cursors c WHERE c.queue = NEW.queue;
-    IF v_cursor > NEW.cursor THEN
-        WITH late AS (
-            SELECT t.tenant, t.pos, v_cursor - h.round AS shift
-            FROM unnest(NEW.tenants, NEW.pos, NEW.first_seq) AS t (tenant, pos, first_seq)
-            CROSS JOIN LATERAL (SELECT j.seq, j.round FROM batchq.jobs j
-                                WHERE j.pos = t.pos AND j.state = 'queued'
-                                ORDER BY j.seq LIMIT 1) h
-            WHERE h.seq >= t.first_seq AND h.round < v_cursor
-        ), moved AS (
-            UPDATE batchq.jobs j SET round = j.round + l.shift
-            FROM late l
-            WHERE j.pos = l.pos AND j.state = 'queued'
-        )
-        UPDATE batchq.tenant_ring r SET join_round = r.join_round + l.shift
-        FROM late l
-        WHERE r.queue = NEW.queue AND r.tenant = l.tenant;
+    IF v_cursor <= NEW.cursor THEN
+        RETURN NULL;
     END IF;
+    -- One tenant at a time: a join of the late tenants to the jobs was
+    -- planned, once per session, as a scan of every queued job.
+    FOR v IN
+        SELECT t.tenant, t.pos, v_cursor - h.round AS shift
+        FROM unnest(NEW.tenants, NEW.pos, NEW.first_seq) AS t (tenant, pos, first_seq)
+        CROSS JOIN LATERAL (SELECT j.seq, j.round FROM batchq.jobs j
+                            WHERE j.pos = t.pos AND j.state = 'queued'
+                            ORDER BY j.seq LIMIT 1) h
+        WHERE h.seq >= t.first_seq AND h.round < v_cursor
+    LOOP
+        UPDATE batchq.jobs j SET round = j.round + v.shift
+        WHERE j.pos = v.pos AND j.state = 'queued';
+        UPDATE batchq.tenant_ring r SET join_round = r.join_round + v.shift
+        WHERE r.queue = NEW.queue AND r.tenant = v.tenant;
+    END LOOP;
     RETURN NULL;
 END
 $$;
