@@ -823,11 +823,18 @@ BEGIN
         SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)) INTO v_share
         FROM batchq.queues q LEFT JOIN batchq.tenants w ON w.name = v.tenant
         WHERE q.name = v.queue;
+        -- The ledger restarts at the head, and every gap between two queued
+        -- jobs stays as it is: it holds the costs of jobs that left the
+        -- queue from between them, and the corrections folded in so far.
+        -- Adjustments not folded in yet are still pending against those
+        -- gaps; rebuilding the ledger from the queued jobs' costs alone would
+        -- take those jobs out a second time when the adjustments are folded.
         WITH src AS (
-            SELECT j.id, (sum(j.cost) OVER (ORDER BY j.seq))::bigint AS cum,
-                   first_value(j.round) OVER (ORDER BY j.seq) AS start
+            SELECT j.id, j.cum - first_value(j.cum) OVER w + first_value(j.cost) OVER w AS cum,
+                   first_value(j.round) OVER w AS start
             FROM batchq.jobs j
             WHERE j.pos = v.pos AND j.state = 'queued'
+            WINDOW w AS (ORDER BY j.seq)
         ), upd AS (
             UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(s.start, s.cum, v_share)
             FROM src s WHERE j.id = s.id

@@ -126,6 +126,36 @@ func TestDeepRefundsMoveOnlyTheJobsBehind(t *testing.T) {
 	require.Equal(t, bLast-9, aLast)
 }
 
+// A weight change re-keys a tenant's queue while the refund of a job
+// cancelled from its middle is still waiting to be folded in. The re-key
+// keeps the gap the cancelled job left, so folding the refund in afterwards
+// takes it out once: the jobs behind move up by one job, not two, and every
+// job still costs its own tokens on the ledger.
+func TestWeightChangeCountsPendingRefundsOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	b.enqueueN(t, "a", 6, 100)
+	require.NoError(t, b.client.Cancel(b.ctx, b.scalar(t, `SELECT id FROM batchq.jobs WHERE tenant = 'a' AND seq = 3`), "not needed"))
+	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: 2}))
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Adjusted)
+
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+	var cums []int64
+	rows, err := b.pool.Query(b.ctx, `SELECT cum FROM batchq.jobs WHERE tenant = 'a' ORDER BY seq`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var c int64
+		require.NoError(t, rows.Scan(&c))
+		cums = append(cums, c)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int64{100, 200, 300, 400, 500}, cums)
+}
+
 // TestAdjustmentsThatCancelOutStillMoveTheJobsBetween: a correction of +100
 // after one job and a refund of 100 after a later one add up to nothing for
 // the jobs behind both, but the jobs between them owe 100 more.
