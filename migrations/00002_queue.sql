@@ -193,7 +193,9 @@ CREATE INDEX ledger_adjustments_tenant ON batchq.ledger_adjustments (queue, tena
 -- and at commit a deferred trigger checks the row: for each tenant whose
 -- oldest queued job is one of the transaction's own and lies in a round the
 -- cursor has passed, it moves the tenant's queued jobs and its join round
--- forward to the cursor's round. Their relative order, the tenant's ring
+-- forward to the cursor's round, and drops the adjustments still pending
+-- about the tenant's jobs that left (its queue emptied, so it starts afresh,
+-- as a tenant that leaves the ring does). Their relative order, the tenant's ring
 -- position and its ledger are unchanged, so with one claimer and nothing
 -- running concurrently (the cursor cannot move during the enqueue) the order
 -- is still exactly drr's. The jobs it moves are the transaction's own (the
@@ -207,16 +209,20 @@ CREATE INDEX ledger_adjustments_tenant ON batchq.ledger_adjustments (queue, tena
 --
 -- What is left: the cursor is read when the check starts, so claims that run
 -- during the rest of the commit (the rewrite, other deferred work, the flush
--- to disk) can still put a tenant's first jobs that many rounds early. And
--- the cursor is read with the transaction's snapshot: under REPEATABLE READ
--- or SERIALIZABLE that is the round current when the transaction started, so
--- such a transaction gains nothing here.
+-- to disk) can still put a tenant's first jobs that many rounds early; a
+-- claim of the tenant's last old job that has not committed yet makes the
+-- tenant look as if it still had one, and it is not moved. The cursor is read
+-- with the transaction's snapshot: under REPEATABLE READ or SERIALIZABLE that
+-- is the round current when the transaction started, so such a transaction
+-- gains nothing here. The check runs when deferred constraints do: at PREPARE
+-- TRANSACTION, or at once after SET CONSTRAINTS ALL IMMEDIATE; and not at all
+-- in a session whose session_replication_role is replica.
 --
 -- Unlogged: a row lives only within the transaction that wrote it.
 CREATE UNLOGGED TABLE batchq.ring_commit_checks (
     id        bigint   GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue     text     NOT NULL,
-    cursor    bigint   NOT NULL, -- the cursor's round when the jobs were keyed
+    min_round bigint   NOT NULL, -- the earliest round a new job was keyed in
     tenants   text[]   NOT NULL,
     pos       bigint[] NOT NULL, -- each tenant's ring position
     first_seq bigint[] NOT NULL  -- the seq of the first job the statement added
@@ -233,13 +239,13 @@ DECLARE
 BEGIN
     DELETE FROM batchq.ring_commit_checks k WHERE k.id = NEW.id;
     SELECT c.round INTO v_cursor FROM batchq.queue_cursors c WHERE c.queue = NEW.queue;
-    IF v_cursor <= NEW.cursor THEN
-        RETURN NULL;
+    IF v_cursor <= NEW.min_round THEN
+        RETURN NULL; -- no new job lies behind the cursor
     END IF;
     -- One tenant at a time: a join of the late tenants to the jobs was
     -- planned, once per session, as a scan of every queued job.
     FOR v IN
-        SELECT t.tenant, t.pos, v_cursor - h.round AS shift
+        SELECT t.tenant, t.pos, h.seq AS head, v_cursor - h.round AS shift
         FROM unnest(NEW.tenants, NEW.pos, NEW.first_seq) AS t (tenant, pos, first_seq)
         CROSS JOIN LATERAL (SELECT j.seq, j.round FROM batchq.jobs j
                             WHERE j.pos = t.pos AND j.state = 'queued'
@@ -250,6 +256,11 @@ BEGIN
         WHERE j.pos = v.pos AND j.state = 'queued';
         UPDATE batchq.tenant_ring r SET join_round = r.join_round + v.shift
         WHERE r.queue = NEW.queue AND r.tenant = v.tenant;
+        -- Its queue emptied before these jobs came, so it starts afresh, as
+        -- a tenant that left the ring does: adjustments about the jobs that
+        -- left would otherwise move the new ones back when folded in.
+        DELETE FROM batchq.ledger_adjustments a
+        WHERE a.queue = NEW.queue AND a.tenant = v.tenant AND a.pos = v.pos AND a.after_seq < v.head;
     END LOOP;
     RETURN NULL;
 END
@@ -570,12 +581,13 @@ BEGIN
                s.max_attempts, batchq.drr_round(s.join_round, s.cum, s.share), s.pos, s.cum, s.seq
         FROM src s
         ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-        RETURNING id, jobs.tenant, jobs.seq, jobs.cum
+        RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.round
     ), noted AS (
         -- Checked at commit (ring_commit_checks).
-        INSERT INTO batchq.ring_commit_checks (queue, cursor, tenants, pos, first_seq)
-        SELECT p_queue, v_cursor, array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq)
-        FROM (SELECT s.tenant, min(s.pos) AS pos, min(s.seq) AS first_seq FROM src s GROUP BY s.tenant) a
+        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq)
+        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq)
+        FROM (SELECT i.tenant, min(i.pos) AS pos, min(i.seq) AS first_seq, min(i.round) AS min_round
+              FROM ins i GROUP BY i.tenant) a
         HAVING count(*) > 0
     ), ring AS (
         UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq,
@@ -676,13 +688,13 @@ BEGIN
         SET state = 'queued', run_after = NULL, pos = s.pos, cum = s.cum, seq = s.seq,
             round = batchq.drr_round(s.join_round, s.cum, s.share)
         FROM src s WHERE j.id = s.id
-        RETURNING j.tenant, j.pos, j.cum, j.seq
+        RETURNING j.tenant, j.pos, j.cum, j.seq, j.round
     ), noted AS (
         -- Checked at commit (ring_commit_checks).
-        INSERT INTO batchq.ring_commit_checks (queue, cursor, tenants, pos, first_seq)
-        SELECT p_queue, coalesce((SELECT c.round FROM batchq.queue_cursors c WHERE c.queue = p_queue), 0),
-               array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq)
-        FROM (SELECT u.tenant, min(u.pos) AS pos, min(u.seq) AS first_seq FROM upd u GROUP BY u.tenant) a
+        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq)
+        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq)
+        FROM (SELECT u.tenant, min(u.pos) AS pos, min(u.seq) AS first_seq, min(u.round) AS min_round
+              FROM upd u GROUP BY u.tenant) a
         HAVING count(*) > 0
     ), ring AS (
         UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq
@@ -695,6 +707,54 @@ BEGIN
         PERFORM pg_notify('batchq_jobs', p_queue);
     END IF;
     RETURN v_n;
+END
+$$;
+-- +goose StatementEnd
+
+-- fold_adjustments folds the pending ledger adjustments of one tenant into
+-- the keys of its queued jobs in membership p_pos (join_round and share as
+-- the ring row holds them) and into the ring's ledger, and reports whether
+-- there were any. Adjustments of an earlier membership are dropped: a tenant
+-- whose queue emptied starts afresh. The caller holds the ring row and has
+-- locked the tenant's queued jobs, and sets the planner settings (as
+-- apply_adjustments and rekey do).
+-- +goose StatementBegin
+CREATE FUNCTION batchq.fold_adjustments(p_queue text, p_tenant text, p_pos bigint, p_join_round bigint,
+                                        p_share bigint) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_seqs   bigint[];
+    v_deltas bigint[];
+    v_total  bigint;
+BEGIN
+    WITH consumed AS (
+        DELETE FROM batchq.ledger_adjustments a
+        WHERE a.queue = p_queue AND a.tenant = p_tenant
+        RETURNING a.pos, a.after_seq, a.delta
+    )
+    SELECT array_agg(c.after_seq), array_agg(c.delta), coalesce(sum(c.delta), 0)
+    INTO v_seqs, v_deltas, v_total
+    FROM consumed c WHERE c.pos = p_pos;
+    -- Deltas that sum to nothing still move the jobs between them.
+    IF v_seqs IS NULL THEN
+        RETURN false;
+    END IF;
+    WITH mine AS (
+        SELECT j.id, j.seq FROM batchq.jobs j
+        WHERE j.pos = p_pos AND j.state = 'queued'
+    ), shift AS (
+        SELECT m.id, (SELECT sum(u.delta) FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta)
+                      WHERE u.after_seq < m.seq)::bigint AS delta
+        FROM mine m
+    )
+    UPDATE batchq.jobs j
+    SET cum = j.cum + s.delta, round = batchq.drr_round(p_join_round, j.cum + s.delta, p_share)
+    FROM shift s
+    WHERE j.id = s.id AND s.delta <> 0;
+    UPDATE batchq.tenant_ring r SET cum = r.cum + v_total
+    WHERE r.queue = p_queue AND r.tenant = p_tenant;
+    RETURN true;
 END
 $$;
 -- +goose StatementEnd
@@ -722,9 +782,6 @@ SET jit = off
 AS $$
 DECLARE
     v        record;
-    v_seqs   bigint[];
-    v_deltas bigint[];
-    v_total  bigint;
     v_n      integer := 0;
     v_locked text[];
 BEGIN
@@ -745,33 +802,9 @@ BEGIN
         WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)
         ORDER BY r.tenant
     LOOP
-        -- Adjustments of an earlier membership are dropped: a tenant whose
-        -- queue emptied starts afresh.
-        WITH consumed AS (
-            DELETE FROM batchq.ledger_adjustments a
-            WHERE a.queue = p_queue AND a.tenant = v.tenant
-            RETURNING a.pos, a.after_seq, a.delta
-        )
-        SELECT array_agg(c.after_seq), array_agg(c.delta), coalesce(sum(c.delta), 0)
-        INTO v_seqs, v_deltas, v_total
-        FROM consumed c WHERE c.pos = v.pos;
-        -- Deltas that sum to nothing still move the jobs between them.
-        CONTINUE WHEN v_seqs IS NULL;
-        WITH mine AS (
-            SELECT j.id, j.seq FROM batchq.jobs j
-            WHERE j.pos = v.pos AND j.state = 'queued'
-        ), shift AS (
-            SELECT m.id, (SELECT sum(u.delta) FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta)
-                          WHERE u.after_seq < m.seq)::bigint AS delta
-            FROM mine m
-        )
-        UPDATE batchq.jobs j
-        SET cum = j.cum + s.delta, round = batchq.drr_round(v.join_round, j.cum + s.delta, v.share)
-        FROM shift s
-        WHERE j.id = s.id AND s.delta <> 0;
-        UPDATE batchq.tenant_ring r SET cum = r.cum + v_total
-        WHERE r.queue = p_queue AND r.tenant = v.tenant;
-        v_n := v_n + 1;
+        IF batchq.fold_adjustments(p_queue, v.tenant, v.pos, v.join_round, v.share) THEN
+            v_n := v_n + 1;
+        END IF;
     END LOOP;
     RETURN v_n;
 END
@@ -800,7 +833,7 @@ DECLARE
     v       record;
     v_share bigint;
     v_start bigint;
-    v_cum   bigint;
+    v_base  bigint;
 BEGIN
     PERFORM 1 FROM batchq.tenant_ring r
     JOIN unnest(p_queues, p_tenants) AS p (queue, tenant) ON r.queue = p.queue AND r.tenant = p.tenant
@@ -815,7 +848,7 @@ BEGIN
     FOR UPDATE OF j;
 
     FOR v IN
-        SELECT DISTINCT p.queue, p.tenant, r.pos
+        SELECT DISTINCT p.queue, p.tenant, r.pos, r.join_round, r.share
         FROM unnest(p_queues, p_tenants) AS p (queue, tenant)
         LEFT JOIN batchq.tenant_ring r ON r.queue = p.queue AND r.tenant = p.tenant
         ORDER BY p.queue, p.tenant
@@ -823,30 +856,34 @@ BEGIN
         SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)) INTO v_share
         FROM batchq.queues q LEFT JOIN batchq.tenants w ON w.name = v.tenant
         WHERE q.name = v.queue;
-        -- The ledger restarts at the head, and every gap between two queued
-        -- jobs stays as it is: it holds the costs of jobs that left the
-        -- queue from between them, and the corrections folded in so far.
-        -- Adjustments not folded in yet are still pending against those
-        -- gaps; rebuilding the ledger from the queued jobs' costs alone would
-        -- take those jobs out a second time when the adjustments are folded.
+        -- Pending adjustments first, at the old share: they are about the
+        -- ledger the jobs were keyed on.
+        IF v.pos IS NOT NULL THEN
+            PERFORM batchq.fold_adjustments(v.queue, v.tenant, v.pos, v.join_round, v.share);
+        END IF;
+        -- Then the ledger restarts at the head (base is what came before
+        -- it), and every gap between two queued jobs stays as it is: the
+        -- costs of jobs that left from between them, net of what was folded
+        -- in. The ring's ledger moves with them.
         WITH src AS (
             SELECT j.id, j.cum - first_value(j.cum) OVER w + first_value(j.cost) OVER w AS cum,
-                   first_value(j.round) OVER w AS start
+                   first_value(j.round) OVER w AS start,
+                   first_value(j.cum) OVER w - first_value(j.cost) OVER w AS base
             FROM batchq.jobs j
             WHERE j.pos = v.pos AND j.state = 'queued'
             WINDOW w AS (ORDER BY j.seq)
         ), upd AS (
             UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(s.start, s.cum, v_share)
             FROM src s WHERE j.id = s.id
-            RETURNING j.cum, s.start
+            RETURNING s.start, s.base
         )
-        SELECT max(u.start), max(u.cum) INTO v_start, v_cum FROM upd u;
+        SELECT max(u.start), max(u.base) INTO v_start, v_base FROM upd u;
         IF v_start IS NULL THEN
             -- Nothing left to re-key: the ring keeps its ledger, and the
             -- tenant's next job starts a new membership with the new share.
             UPDATE batchq.tenant_ring r SET share = v_share WHERE r.queue = v.queue AND r.tenant = v.tenant;
         ELSE
-            UPDATE batchq.tenant_ring r SET join_round = v_start, share = v_share, cum = v_cum
+            UPDATE batchq.tenant_ring r SET join_round = v_start, share = v_share, cum = r.cum - v_base
             WHERE r.queue = v.queue AND r.tenant = v.tenant;
         END IF;
     END LOOP;
@@ -860,6 +897,7 @@ DROP FUNCTION batchq.ring_check_at_commit;
 DROP TABLE batchq.ring_commit_checks;
 DROP FUNCTION batchq.rekey;
 DROP FUNCTION batchq.apply_adjustments;
+DROP FUNCTION batchq.fold_adjustments;
 DROP FUNCTION batchq.requeue;
 DROP FUNCTION batchq.enqueue;
 DROP VIEW batchq.enqueue_results;

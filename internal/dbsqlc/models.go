@@ -238,7 +238,7 @@ type BatchqQuotum struct {
 type BatchqRingCommitCheck struct {
 	ID       int64
 	Queue    string
-	Cursor   int64
+	MinRound int64
 	Tenants  []string
 	Pos      []int64
 	FirstSeq []int64
