@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/queue"
@@ -181,15 +182,10 @@ func TestWeightChangeCountsPendingRefundsOnce(t *testing.T) {
 	broken, err := checkInvariants(b.ctx, b.pool)
 	require.NoError(t, err)
 	require.Empty(t, broken)
-	var cums []int64
 	rows, err := b.pool.Query(b.ctx, `SELECT cum FROM batchq.jobs WHERE tenant = 'a' ORDER BY seq`)
 	require.NoError(t, err)
-	for rows.Next() {
-		var c int64
-		require.NoError(t, rows.Scan(&c))
-		cums = append(cums, c)
-	}
-	require.NoError(t, rows.Err())
+	cums, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
 	require.Equal(t, []int64{100, 200, 300, 400}, cums)
 }
 
