@@ -205,7 +205,7 @@ CREATE INDEX ledger_adjustments_tenant ON batchq.ledger_adjustments (queue, tena
 -- Its cost: a row per statement, and at commit one read of the cursor; when
 -- the cursor moved, one index probe per tenant; and when a tenant moves, a
 -- rewrite of its queued jobs (on a 2-core VM about 10 µs a job: 100 ms for a
--- new tenant's import of 10,000, whose insert took about twice that).
+-- new tenant's import of 10,000, whose insert took 115 ms; BENCHMARKS.md, flood).
 --
 -- What is left: the cursor is read when the check starts, so claims that run
 -- during the rest of the commit (the rewrite, other deferred work, the flush
