@@ -218,6 +218,22 @@ CREATE INDEX ledger_adjustments_tenant ON batchq.ledger_adjustments (queue, tena
 -- TRANSACTION, or at once after SET CONSTRAINTS ALL IMMEDIATE; and not at all
 -- in a session whose session_replication_role is replica.
 --
+-- The check also catches a weight or quantum change that committed while
+-- the transaction was open. Such a change re-keys the tenants that have
+-- committed queued jobs, waiting for the ring rows an open enqueue holds;
+-- it cannot see a tenant whose only queued jobs are still uncommitted (one
+-- joining the ring, say), whose jobs were keyed with the share of the moment
+-- they were inserted. Every change counts itself in settings_version, in its
+-- own transaction; each statement notes the count it started with, and when
+-- the count moved by the commit the check re-keys the noted tenants (rekey
+-- leaves those whose share is unchanged as they are). A change that commits
+-- during the commit itself is not seen.
+CREATE TABLE batchq.settings_version (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    version  bigint  NOT NULL DEFAULT 0
+);
+INSERT INTO batchq.settings_version DEFAULT VALUES;
+
 -- Unlogged: a row lives only within the transaction that wrote it.
 CREATE UNLOGGED TABLE batchq.ring_commit_checks (
     id        bigint   GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -225,7 +241,8 @@ CREATE UNLOGGED TABLE batchq.ring_commit_checks (
     min_round bigint   NOT NULL, -- the earliest round a new job was keyed in
     tenants   text[]   NOT NULL,
     pos       bigint[] NOT NULL, -- each tenant's ring position
-    first_seq bigint[] NOT NULL  -- the seq of the first job the statement added
+    first_seq bigint[] NOT NULL, -- the seq of the first job the statement added
+    settings  bigint   NOT NULL  -- settings_version when the statement began
 );
 
 -- +goose StatementBegin
@@ -239,29 +256,34 @@ DECLARE
 BEGIN
     DELETE FROM batchq.ring_commit_checks k WHERE k.id = NEW.id;
     SELECT c.round INTO v_cursor FROM batchq.queue_cursors c WHERE c.queue = NEW.queue;
-    IF v_cursor <= NEW.min_round THEN
-        RETURN NULL; -- no new job lies behind the cursor
+    -- Only when a new job lies behind the cursor. One tenant at a time: a
+    -- join of the late tenants to the jobs was planned, once per session, as
+    -- a scan of every queued job.
+    IF v_cursor > NEW.min_round THEN
+        FOR v IN
+            SELECT t.tenant, t.pos, h.seq AS head, v_cursor - h.round AS shift
+            FROM unnest(NEW.tenants, NEW.pos, NEW.first_seq) AS t (tenant, pos, first_seq)
+            CROSS JOIN LATERAL (SELECT j.seq, j.round FROM batchq.jobs j
+                                WHERE j.pos = t.pos AND j.state = 'queued'
+                                ORDER BY j.seq LIMIT 1) h
+            WHERE h.seq >= t.first_seq AND h.round < v_cursor
+        LOOP
+            UPDATE batchq.jobs j SET round = j.round + v.shift
+            WHERE j.pos = v.pos AND j.state = 'queued';
+            UPDATE batchq.tenant_ring r SET join_round = r.join_round + v.shift
+            WHERE r.queue = NEW.queue AND r.tenant = v.tenant;
+            -- Its queue emptied before these jobs came, so it starts afresh, as
+            -- a tenant that left the ring does: adjustments about the jobs that
+            -- left would otherwise move the new ones back when folded in.
+            DELETE FROM batchq.ledger_adjustments a
+            WHERE a.queue = NEW.queue AND a.tenant = v.tenant AND a.pos = v.pos AND a.after_seq < v.head;
+        END LOOP;
     END IF;
-    -- One tenant at a time: a join of the late tenants to the jobs was
-    -- planned, once per session, as a scan of every queued job.
-    FOR v IN
-        SELECT t.tenant, t.pos, h.seq AS head, v_cursor - h.round AS shift
-        FROM unnest(NEW.tenants, NEW.pos, NEW.first_seq) AS t (tenant, pos, first_seq)
-        CROSS JOIN LATERAL (SELECT j.seq, j.round FROM batchq.jobs j
-                            WHERE j.pos = t.pos AND j.state = 'queued'
-                            ORDER BY j.seq LIMIT 1) h
-        WHERE h.seq >= t.first_seq AND h.round < v_cursor
-    LOOP
-        UPDATE batchq.jobs j SET round = j.round + v.shift
-        WHERE j.pos = v.pos AND j.state = 'queued';
-        UPDATE batchq.tenant_ring r SET join_round = r.join_round + v.shift
-        WHERE r.queue = NEW.queue AND r.tenant = v.tenant;
-        -- Its queue emptied before these jobs came, so it starts afresh, as
-        -- a tenant that left the ring does: adjustments about the jobs that
-        -- left would otherwise move the new ones back when folded in.
-        DELETE FROM batchq.ledger_adjustments a
-        WHERE a.queue = NEW.queue AND a.tenant = v.tenant AND a.pos = v.pos AND a.after_seq < v.head;
-    END LOOP;
+    -- After the move: a re-key counts the rounds up to the cursor's as
+    -- granted since the membership began.
+    IF NEW.settings <> (SELECT s.version FROM batchq.settings_version s) THEN
+        PERFORM batchq.rekey(array_fill(NEW.queue, ARRAY[cardinality(NEW.tenants)]), NEW.tenants);
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -278,15 +300,26 @@ CREATE CONSTRAINT TRIGGER ring_commit_checks_at_commit
 -- Neither helper is STRICT: a strict SQL function whose body is not strict
 -- itself (greatest() skips nulls) cannot be inlined, and each call then runs
 -- as a statement of its own, about 10 µs a row in a bulk enqueue. Their
--- arguments are never null.
+-- arguments are never null. ceil(cum / share) is (cum - 1) / share + 1,
+-- which cannot overflow however large the share.
 CREATE FUNCTION batchq.drr_round(join_round bigint, cum bigint, share bigint) RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN join_round + greatest((cum + share - 1) / share, 1) - 1;
+    RETURN join_round + greatest((cum - 1) / share + 1, 1) - 1;
 
--- The per-visit grant of a tenant: round(quantum × weight), at least 1.
+-- The per-visit grant of a tenant, by drr's rule (drr.Config.Grant): quantum
+-- exactly for weight 1; otherwise quantum × weight in double precision,
+-- rounded half away from zero, at least 1 and at most the largest bigint.
+-- The rounding is done on the double itself: round() on a double rounds
+-- halves to even, and a cast to numeric keeps only 15 digits
+-- (28.499999999999996 would become 28.5 and round up).
 CREATE FUNCTION batchq.drr_share(quantum bigint, weight double precision) RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN greatest(1, round((quantum * weight)::numeric))::bigint;
+    RETURN CASE
+        WHEN weight = 1 THEN greatest(quantum, 1)
+        WHEN quantum * weight >= 9223372036854775807::double precision THEN 9223372036854775807
+        ELSE greatest(1, trunc(quantum * weight)::bigint
+                         + (quantum * weight - trunc(quantum * weight) >= 0.5)::integer)
+    END;
 
 -- ring_join locks the ring rows of p_tenants (creating missing ones), in name
 -- order so concurrent callers cannot deadlock, and starts a new membership for
@@ -326,8 +359,13 @@ BEGIN
     FROM (SELECT t.tenant, min(t.ord) AS first, count(*)::integer AS lines
           FROM unnest(p_tenants) WITH ORDINALITY AS t (tenant, ord)
           GROUP BY t.tenant) f;
+    -- Only rows that do not exist yet: an insert that meets a row another
+    -- transaction has updated waits for that transaction to end, even with
+    -- ON CONFLICT DO NOTHING, and with p_skip_locked nothing may wait (an
+    -- open enqueue holds its tenants' rows until it commits).
     INSERT INTO batchq.tenant_ring (queue, tenant)
     SELECT p_queue, t FROM unnest(v_distinct) AS t
+    WHERE NOT EXISTS (SELECT 1 FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = t)
     ON CONFLICT DO NOTHING;
 
     -- Lock in tenant order, one index probe per tenant: however many
@@ -456,6 +494,7 @@ DECLARE
     v_ring_new    integer[];
     v_ring_head   bigint[];
     v_ring_bound  integer[];
+    v_settings    bigint;
 BEGIN
     -- Held until commit, so the queue cannot go while its new jobs do not
     -- show yet (see queues_keep_jobs).
@@ -468,6 +507,8 @@ BEGIN
         RETURN;
     END IF;
 
+    -- Before ring_join reads the weights (see ring_commit_checks).
+    SELECT s.version INTO v_settings FROM batchq.settings_version s;
     SELECT array_agg(l.tenant ORDER BY l.ord), array_agg(l.lines ORDER BY l.ord), array_agg(l.head ORDER BY l.ord)
     INTO v_ring_tenant, v_ring_lines, v_ring_head
     FROM batchq.ring_join(p_queue, p_tenant, false) WITH ORDINALITY AS l (tenant, lines, head, ord);
@@ -498,11 +539,10 @@ BEGIN
         ) d;
     END IF;
 
-    -- A tenant that has no cost on its ledger yet (it joined the ring in this
-    -- call, or earlier with nothing inserted) joins the round current now,
-    -- not the one current when ring_join ran: claims may have moved on
-    -- meanwhile, and its first jobs must not come out ahead of the rounds
-    -- already served.
+    -- A tenant that joined the ring in this call (it had no queued job)
+    -- joins the round current now, not the one current when ring_join ran:
+    -- claims may have moved on meanwhile, and its first jobs must not come
+    -- out ahead of the rounds already served.
     SELECT coalesce(max(c.round), 0) INTO v_cursor
     FROM batchq.queue_cursors c WHERE c.queue = p_queue;
 
@@ -512,10 +552,10 @@ BEGIN
     -- these arrays, not the tables.
     SELECT array_agg(r.pos ORDER BY l.ord), array_agg(r.share ORDER BY l.ord), array_agg(r.cum ORDER BY l.ord),
            array_agg(r.enq_seq ORDER BY l.ord),
-           array_agg(CASE WHEN r.cum = 0 THEN greatest(r.join_round, v_cursor) ELSE r.join_round END ORDER BY l.ord),
+           array_agg(CASE WHEN l.head IS NULL THEN greatest(r.join_round, v_cursor) ELSE r.join_round END ORDER BY l.ord),
            array_agg(coalesce(r.max_queued, q.max_per_tenant) ORDER BY l.ord)
     INTO v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round, v_ring_bound
-    FROM unnest(v_ring_tenant) WITH ORDINALITY AS l (tenant, ord)
+    FROM unnest(v_ring_tenant, v_ring_head) WITH ORDINALITY AS l (tenant, head, ord)
     LEFT JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round, w.max_queued
                        FROM batchq.tenant_ring r LEFT JOIN batchq.tenants w ON w.name = r.tenant
                        WHERE r.queue = p_queue AND r.tenant = l.tenant
@@ -584,21 +624,57 @@ BEGIN
         RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.round
     ), noted AS (
         -- Checked at commit (ring_commit_checks).
-        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq)
-        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq)
+        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
+        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings
         FROM (SELECT i.tenant, min(i.pos) AS pos, min(i.seq) AS first_seq, min(i.round) AS min_round
               FROM ins i GROUP BY i.tenant) a
         HAVING count(*) > 0
     ), ring AS (
-        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq,
-            join_round = CASE WHEN r.cum = 0 THEN greatest(r.join_round, v_cursor) ELSE r.join_round END
+        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq, join_round = k.join_round
         FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq FROM ins i GROUP BY i.tenant) a
+        JOIN unnest(v_ring_tenant, v_ring_round) AS k (tenant, join_round) ON k.tenant = a.tenant
         WHERE r.queue = p_queue AND r.tenant = a.tenant
     )
     SELECT (SELECT array_agg(s.ord ORDER BY s.ord) FROM src s),
            (SELECT array_agg(s.id ORDER BY s.ord) FROM src s),
            (SELECT count(*) FROM ins)
     INTO v_src_ord, v_src_id, v_inserted;
+
+    -- Lines whose unique key a concurrent transaction took and committed
+    -- meanwhile were keyed but not inserted (ON CONFLICT DO NOTHING): their
+    -- costs are taken out of the ledger of the tenant's later lines, which
+    -- are this call's own rows, and of the ring. Seqs keep the gap. Noted
+    -- again, for the commit-time check, with the rounds as they are now.
+    IF v_inserted < coalesce(cardinality(v_src_id), 0) THEN
+        WITH lines AS (
+            SELECT s.id, p_tenant[s.ord] AS tenant, p_cost[s.ord] AS cost,
+                   r.enq_seq + row_number() OVER (PARTITION BY p_tenant[s.ord] ORDER BY s.ord) AS seq
+            FROM unnest(v_src_ord, v_src_id) AS s (ord, id)
+            JOIN unnest(v_ring_tenant, v_ring_seq) AS r (tenant, enq_seq) ON r.tenant = p_tenant[s.ord]
+        ), skipped AS (
+            SELECT l.tenant, l.seq, l.cost FROM lines l
+            WHERE NOT EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.id = l.id)
+        ), fixed AS (
+            UPDATE batchq.jobs j
+            SET cum = j.cum - f.delta, round = batchq.drr_round(r.join_round, j.cum - f.delta, r.share)
+            FROM (SELECT l.id, (SELECT sum(k.cost) FROM skipped k
+                                WHERE k.tenant = l.tenant AND k.seq < l.seq)::bigint AS delta
+                  FROM lines l) f
+            JOIN batchq.tenant_ring r ON r.queue = p_queue
+            WHERE j.id = f.id AND f.delta > 0 AND r.tenant = j.tenant
+            RETURNING j.tenant, j.pos, j.seq, j.cum, j.round
+        ), ring AS (
+            -- A tenant's last job is among the fixed ones whenever any is.
+            UPDATE batchq.tenant_ring r SET cum = a.cum
+            FROM (SELECT DISTINCT ON (x.tenant) x.tenant, x.cum FROM fixed x ORDER BY x.tenant, x.seq DESC) a
+            WHERE r.queue = p_queue AND r.tenant = a.tenant
+        )
+        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
+        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings
+        FROM (SELECT x.tenant, min(x.pos) AS pos, min(x.seq) AS first_seq, min(x.round) AS min_round
+              FROM fixed x GROUP BY x.tenant) a
+        HAVING count(*) > 0;
+    END IF;
 
     -- Each line's new id, NULL for a duplicate. Without duplicates src holds
     -- every line, and its ids in line order are the answer.
@@ -658,10 +734,11 @@ SET enable_seqscan = off -- as enqueue: index access whatever the statistics say
 SET jit = off
 AS $$
 DECLARE
-    v_ids     bigint[];
-    v_tenants text[];
-    v_locked  text[];
-    v_n       integer;
+    v_ids      bigint[];
+    v_tenants  text[];
+    v_locked   text[];
+    v_n        integer;
+    v_settings bigint;
 BEGIN
     SELECT array_agg(d.id ORDER BY d.run_after, d.id), array_agg(d.tenant ORDER BY d.run_after, d.id)
     INTO v_ids, v_tenants
@@ -672,6 +749,8 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
+    -- Before ring_join reads the weights (see ring_commit_checks).
+    SELECT s.version INTO v_settings FROM batchq.settings_version s;
     v_locked := ARRAY(SELECT r.tenant FROM batchq.ring_join(p_queue, v_tenants, true) r);
 
     WITH src AS (
@@ -691,8 +770,8 @@ BEGIN
         RETURNING j.tenant, j.pos, j.cum, j.seq, j.round
     ), noted AS (
         -- Checked at commit (ring_commit_checks).
-        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq)
-        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq)
+        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
+        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings
         FROM (SELECT u.tenant, min(u.pos) AS pos, min(u.seq) AS first_seq, min(u.round) AS min_round
               FROM upd u GROUP BY u.tenant) a
         HAVING count(*) > 0
@@ -812,10 +891,18 @@ $$;
 -- +goose StatementEnd
 
 -- rekey re-schedules the queued jobs of (queue, tenant) pairs after a weight
--- or a quantum changed: each head keeps its round, and the jobs behind it
--- follow at the new share per visit. A tenant keeps its ring position; with
--- no job left queued, it keeps its ledger and takes the new share at its next
--- membership.
+-- or a quantum changed. As in drr, where a visit adds the grant the weight
+-- gives at that moment, the new share takes effect on the tenant's next
+-- round: its visits up to the queue's cursor round keep what they were
+-- granted at the old share, later ones grant the new share. So a job whose
+-- cumulative cost C is within what was granted (C <= granted) is due in the
+-- cursor's round, and one beyond it is served ceil((C - granted) / share)
+-- rounds after the cursor's. The membership is re-based to say exactly that:
+-- it joined in the cursor's round with a ledger of C - granted + share (a
+-- share too large to add without overflow is left out, and the membership
+-- joins the round after). A tenant whose share does not change is left as it
+-- is, and one with no queued job keeps its ledger and takes the new share
+-- at its next membership. A tenant keeps its ring position either way.
 --
 -- Ring rows are locked first, in (queue, tenant) order, which holds off
 -- enqueues and requeues of these tenants; then every queued job of every
@@ -830,61 +917,75 @@ SET enable_seqscan = off -- as enqueue: index access whatever the statistics say
 SET jit = off
 AS $$
 DECLARE
-    v       record;
-    v_share bigint;
-    v_start bigint;
-    v_base  bigint;
+    v         record;
+    v_share   bigint;
+    v_cursor  bigint;
+    v_start   bigint;
+    v_k       bigint;
+    v_granted numeric;
+    v_queues  text[];
+    v_tenants text[];
+    v_pos     bigint[];
 BEGIN
     PERFORM 1 FROM batchq.tenant_ring r
     JOIN unnest(p_queues, p_tenants) AS p (queue, tenant) ON r.queue = p.queue AND r.tenant = p.tenant
-    ORDER BY r.queue, r.tenant
+    ORDER BY r.queue COLLATE "C", r.tenant -- queues in byte order, as EnqueueMany runs them
     FOR UPDATE OF r;
+    -- Only the pairs whose share changes: the ring rows are held now, and
+    -- only their holder changes a share.
+    SELECT array_agg(r.queue ORDER BY r.queue, r.tenant), array_agg(r.tenant ORDER BY r.queue, r.tenant),
+           array_agg(r.pos ORDER BY r.queue, r.tenant)
+    INTO v_queues, v_tenants, v_pos
+    FROM (SELECT DISTINCT p.queue, p.tenant FROM unnest(p_queues, p_tenants) AS p (queue, tenant)) p
+    JOIN batchq.tenant_ring r ON r.queue = p.queue AND r.tenant = p.tenant
+    JOIN batchq.queues q ON q.name = r.queue
+    LEFT JOIN batchq.tenants w ON w.name = r.tenant
+    WHERE r.share <> batchq.drr_share(q.quantum, coalesce(w.weight, 1));
+    IF v_queues IS NULL THEN
+        RETURN;
+    END IF;
     PERFORM 1 FROM batchq.jobs j
-    WHERE j.pos = ANY (ARRAY(SELECT r.pos FROM batchq.tenant_ring r
-                             JOIN unnest(p_queues, p_tenants) AS p (queue, tenant)
-                               ON r.queue = p.queue AND r.tenant = p.tenant))
-      AND j.state = 'queued'
+    WHERE j.pos = ANY (v_pos) AND j.state = 'queued'
     ORDER BY j.id
     FOR UPDATE OF j;
 
     FOR v IN
-        SELECT DISTINCT p.queue, p.tenant, r.pos, r.join_round, r.share
-        FROM unnest(p_queues, p_tenants) AS p (queue, tenant)
-        LEFT JOIN batchq.tenant_ring r ON r.queue = p.queue AND r.tenant = p.tenant
-        ORDER BY p.queue, p.tenant
+        SELECT r.queue, r.tenant, r.pos, r.join_round, r.share
+        FROM unnest(v_queues, v_tenants) AS p (queue, tenant)
+        JOIN batchq.tenant_ring r ON r.queue = p.queue AND r.tenant = p.tenant
     LOOP
-        SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)) INTO v_share
-        FROM batchq.queues q LEFT JOIN batchq.tenants w ON w.name = v.tenant
+        SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)), coalesce(c.round, 0)
+        INTO v_share, v_cursor
+        FROM batchq.queues q
+        LEFT JOIN batchq.tenants w ON w.name = v.tenant
+        LEFT JOIN batchq.queue_cursors c ON c.queue = q.name
         WHERE q.name = v.queue;
         -- Pending adjustments first, at the old share: they are about the
         -- ledger the jobs were keyed on.
-        IF v.pos IS NOT NULL THEN
-            PERFORM batchq.fold_adjustments(v.queue, v.tenant, v.pos, v.join_round, v.share);
-        END IF;
-        -- Then the ledger restarts at the head (base is what came before
-        -- it), and every gap between two queued jobs stays as it is: the
-        -- costs of jobs that left from between them, net of what was folded
-        -- in. The ring's ledger moves with them.
-        WITH src AS (
-            SELECT j.id, j.cum - first_value(j.cum) OVER w + first_value(j.cost) OVER w AS cum,
-                   first_value(j.round) OVER w AS start,
-                   first_value(j.cum) OVER w - first_value(j.cost) OVER w AS base
-            FROM batchq.jobs j
-            WHERE j.pos = v.pos AND j.state = 'queued'
-            WINDOW w AS (ORDER BY j.seq)
-        ), upd AS (
-            UPDATE batchq.jobs j SET cum = s.cum, round = batchq.drr_round(s.start, s.cum, v_share)
-            FROM src s WHERE j.id = s.id
-            RETURNING s.start, s.base
-        )
-        SELECT max(u.start), max(u.base) INTO v_start, v_base FROM upd u;
-        IF v_start IS NULL THEN
+        PERFORM batchq.fold_adjustments(v.queue, v.tenant, v.pos, v.join_round, v.share);
+        -- The rounds granted so far: from the membership's first to the
+        -- cursor's. (A membership begins in the cursor's round, or in the
+        -- next one after a re-base without the share: then none.)
+        v_start := greatest(v_cursor, v.join_round - 1);
+        v_granted := (v_start - v.join_round + 1)::numeric * v.share;
+        v_k := CASE WHEN v_share <= 4611686018427387904 THEN 1 ELSE 0 END;
+        UPDATE batchq.jobs j
+        SET cum = n.cum, round = batchq.drr_round(v_start + 1 - v_k, n.cum, v_share)
+        FROM (SELECT m.id, least(greatest(m.cum - v_granted + v_k * v_share,
+                                          -9223372036854775807), 9223372036854775807)::bigint AS cum
+              FROM batchq.jobs m
+              WHERE m.pos = v.pos AND m.state = 'queued') n
+        WHERE j.id = n.id;
+        IF FOUND THEN
+            UPDATE batchq.tenant_ring r
+            SET join_round = v_start + 1 - v_k, share = v_share,
+                cum = least(greatest(r.cum - v_granted + v_k * v_share,
+                                     -9223372036854775807), 9223372036854775807)::bigint
+            WHERE r.queue = v.queue AND r.tenant = v.tenant;
+        ELSE
             -- Nothing left to re-key: the ring keeps its ledger, and the
             -- tenant's next job starts a new membership with the new share.
             UPDATE batchq.tenant_ring r SET share = v_share WHERE r.queue = v.queue AND r.tenant = v.tenant;
-        ELSE
-            UPDATE batchq.tenant_ring r SET join_round = v_start, share = v_share, cum = r.cum - v_base
-            WHERE r.queue = v.queue AND r.tenant = v.tenant;
         END IF;
     END LOOP;
 END
@@ -895,6 +996,7 @@ $$;
 DROP TRIGGER ring_commit_checks_at_commit ON batchq.ring_commit_checks;
 DROP FUNCTION batchq.ring_check_at_commit;
 DROP TABLE batchq.ring_commit_checks;
+DROP TABLE batchq.settings_version;
 DROP FUNCTION batchq.rekey;
 DROP FUNCTION batchq.apply_adjustments;
 DROP FUNCTION batchq.fold_adjustments;

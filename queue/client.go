@@ -191,33 +191,40 @@ type QueueUpdate struct {
 // UpdateQueue changes a queue's settings and returns them. A new quantum
 // re-schedules every queued job of the queue from its tenant's next round.
 func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (QueueConfig, error) {
-	cur, err := c.Queue(ctx, name)
-	if err != nil {
-		return QueueConfig{}, err
-	}
-	next := cur
-	if u.Quantum != nil {
-		next.Quantum = *u.Quantum
-	}
-	if u.MaxPerTenant != nil {
-		next.MaxPerTenant = *u.MaxPerTenant
-	}
-	if u.DefaultTTL != nil {
-		next.DefaultTTL = *u.DefaultTTL
-	}
-	if u.Lease != nil {
-		next.Lease = *u.Lease
-	}
-	if u.MaxAttempts != nil {
-		next.MaxAttempts = *u.MaxAttempts
-	}
-	if u.UniqueFor != nil {
-		next.UniqueFor = *u.UniqueFor
-	}
-	if err := next.validate(); err != nil {
-		return QueueConfig{}, err
-	}
-	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+	var next QueueConfig
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		// Read under the row's lock: a change that read the settings before
+		// a concurrent one committed would write the old values back.
+		row, err := c.q.LockQueue(ctx, tx, name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ErrUnknownQueue, name)
+		}
+		if err != nil {
+			return err
+		}
+		cur := queueConfigOf(row)
+		next = cur
+		if u.Quantum != nil {
+			next.Quantum = *u.Quantum
+		}
+		if u.MaxPerTenant != nil {
+			next.MaxPerTenant = *u.MaxPerTenant
+		}
+		if u.DefaultTTL != nil {
+			next.DefaultTTL = *u.DefaultTTL
+		}
+		if u.Lease != nil {
+			next.Lease = *u.Lease
+		}
+		if u.MaxAttempts != nil {
+			next.MaxAttempts = *u.MaxAttempts
+		}
+		if u.UniqueFor != nil {
+			next.UniqueFor = *u.UniqueFor
+		}
+		if err := next.validate(); err != nil {
+			return err
+		}
 		maxPer, maxAtt := int32(next.MaxPerTenant), int32(next.MaxAttempts)
 		if _, err := c.q.UpdateQueue(ctx, tx, dbsqlc.UpdateQueueParams{
 			Name:         name,
@@ -233,6 +240,9 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (Q
 		if next.Quantum == cur.Quantum {
 			return nil
 		}
+		if err := c.q.BumpSettingsVersion(ctx, tx); err != nil {
+			return err
+		}
 		tenants, err := c.q.RingTenants(ctx, tx, name)
 		if err != nil {
 			return err
@@ -244,6 +254,10 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (Q
 		return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: tenants})
 	})
 	if err != nil {
+		var se *SettingError
+		if errors.As(err, &se) || errors.Is(err, ErrUnknownQueue) {
+			return QueueConfig{}, err
+		}
 		return QueueConfig{}, fmt.Errorf("batchq: update queue %q: %w", name, err)
 	}
 	return next, nil
@@ -316,6 +330,9 @@ func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
 		bound = &b
 	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := c.q.BumpSettingsVersion(ctx, tx); err != nil {
+			return err
+		}
 		if _, err := c.q.UpsertTenant(ctx, tx, dbsqlc.UpsertTenantParams{Name: t.Name, Weight: t.Weight, MaxQueued: bound}); err != nil {
 			return err
 		}

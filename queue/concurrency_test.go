@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -351,4 +352,137 @@ func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
 		"%d enqueues refused as full (most queued by a bounded tenant: %d of %d); invariants held at %d checks while running",
 		len(ids), succeeded.Load(), failed.Load(), retried.Load(), cancelled.Load(), count("expired"), released.Load(),
 		refused.Load(), maxQueued.Load(), bound, checks.Load())
+}
+
+// waitForLockWaiters waits until n sessions of the test's database wait on a
+// lock.
+func waitForLockWaiters(t *testing.T, b *testBundle, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var got int
+		err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got)
+		return err == nil && got >= n
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+func isDeadlock(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40P01"
+}
+
+// EnqueueMany locks ring rows queue by queue in name order, whatever order
+// its jobs name the queues in, as a weight change's re-key does: two calls
+// naming the same tenant's queues in different orders, or one call and a
+// weight change, never deadlock.
+func TestEnqueueManyAcrossQueuesLocksInOneOrder(t *testing.T) {
+	t.Parallel()
+	for _, other := range []string{"SetTenant", "EnqueueMany"} {
+		t.Run(other, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Name: "qa"})
+			require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "qb"}))
+			// Queued jobs of T in both queues, so SetTenant re-keys both.
+			_, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{
+				{Queue: "qa", Tenant: "T", Cost: 10}, {Queue: "qb", Tenant: "T", Cost: 10}})
+			require.NoError(t, err)
+
+			// Another transaction (an enqueue, a requeue, a re-key) holds T's
+			// ring row in qb for a moment; a plain row lock stands in for it
+			// so that the waiters queue up on the row in a known order.
+			hold, err := b.pool.Begin(b.ctx)
+			require.NoError(t, err)
+			defer hold.Rollback(b.ctx)
+			_, err = hold.Exec(b.ctx, `SELECT 1 FROM batchq.tenant_ring WHERE queue = 'qb' AND tenant = 'T' FOR UPDATE`)
+			require.NoError(t, err)
+
+			errs := make(chan error, 2)
+			go func() { // names qb first, then qa
+				_, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{
+					{Queue: "qb", Tenant: "T", Cost: 10}, {Queue: "qa", Tenant: "T", Cost: 10}})
+				errs <- err
+			}()
+			waitForLockWaiters(t, b, 1)
+			go func() {
+				if other == "SetTenant" { // locks (qa,T) then (qb,T)
+					errs <- b.client.SetTenant(b.ctx, queue.Tenant{Name: "T", Weight: 2})
+					return
+				}
+				_, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{ // names qa first
+					{Queue: "qa", Tenant: "T", Cost: 10}, {Queue: "qb", Tenant: "T", Cost: 10}})
+				errs <- err
+			}()
+			waitForLockWaiters(t, b, 2)
+			require.NoError(t, hold.Commit(b.ctx))
+			for range 2 {
+				err := <-errs
+				require.False(t, isDeadlock(err), "deadlock: %v", err)
+				require.NoError(t, err)
+			}
+		})
+	}
+}
+
+// Requeue passes over a tenant whose ring row an open enqueue holds, without
+// waiting, so maintenance (which every worker runs) never hangs on an
+// application transaction.
+func TestOpenEnqueueNeverBlocksRequeue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "busy", 2, 10)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.client.Release(b.ctx, jobs[0], 0)) // due at once
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "busy", Cost: 10})
+	require.NoError(t, err)
+
+	// As TestOpenEnqueueTransactionNeverBlocksClaims: a client that fails
+	// instead of waiting for a lock.
+	cfg := b.pool.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "500ms"
+	impatient, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	require.NoError(t, err)
+	defer impatient.Close()
+	other, err := queue.NewClient(impatient, queue.Config{})
+	require.NoError(t, err)
+	st, err := other.Maintain(b.ctx, b.queue)
+	require.NoError(t, err, "maintenance waited for the open enqueue transaction")
+	require.Zero(t, st.Requeued)
+}
+
+// A line whose unique key another transaction takes while this enqueue runs
+// is a duplicate, and its cost is not charged: the tenant's later lines, and
+// its ledger, count only the jobs it has.
+func TestConcurrentDuplicateKeyIsNotCharged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 10, UniqueKey: "K"})
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	var res []queue.Enqueued
+	go func() {
+		var err error
+		res, err = b.client.EnqueueMany(b.ctx, []queue.NewJob{
+			{Queue: b.queue, Tenant: "b", Cost: 5000, UniqueKey: "K"},
+			{Queue: b.queue, Tenant: "b", Cost: 100},
+		})
+		done <- err
+	}()
+	waitForLockWaiters(t, b, 1)
+	require.NoError(t, tx.Commit(b.ctx))
+	require.NoError(t, <-done)
+	require.True(t, res[0].Duplicate)
+	require.False(t, res[1].Duplicate)
+	cum := b.scalar(t, `SELECT cum FROM batchq.jobs WHERE id = $1`, res[1].ID)
+	ring := b.scalar(t, `SELECT cum FROM batchq.tenant_ring WHERE tenant = 'b'`)
+	round := b.scalar(t, `SELECT round FROM batchq.jobs WHERE id = $1`, res[1].ID)
+	require.Equal(t, int64(100), cum, "b's only job; ring ledger %d; keyed in round %d", ring, round)
 }

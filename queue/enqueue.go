@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -134,6 +135,10 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 		b.p.Payloads = append(b.p.Payloads, j.Payload)
 		b.p.UniqueKeys = append(b.p.UniqueKeys, j.UniqueKey)
 	}
+	// Queue by queue in name order: each statement locks its tenants' ring
+	// rows, and rekey locks (queue, tenant) pairs in that order too, so two
+	// calls naming the same queues in different orders cannot deadlock.
+	slices.Sort(order)
 	out := make([]Enqueued, len(jobs))
 	for _, name := range order {
 		b := batches[name]

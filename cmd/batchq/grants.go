@@ -23,8 +23,10 @@ func migrateGrantsCommand() *cli.Command {
 owner) and read reports: the backlog and audit views, tenant usage, settings and the
 quota, which its interactive calls also update. It cannot read job payloads or change
 or delete anything else. The worker role may claim, heartbeat, complete, fail and
-release jobs and maintain queues; it cannot enqueue, change settings, reorder jobs or
-change or delete an outcome. Neither may create, alter or drop anything.
+release jobs and maintain queues; it cannot enqueue, change settings, change a job's
+tenant, cost or payload, or change or delete an outcome. It records cost corrections
+that move tenants in the fair order, so it is for batchq's worker code only. Neither
+may create, alter or drop anything.
 
 Missing roles are created with LOGIN. Passwords are read from the environment variables
 that --app-password-env and --worker-password-env name, never from the command line,

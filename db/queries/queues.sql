@@ -21,6 +21,11 @@ RETURNING *;
 -- name: GetQueue :one
 SELECT * FROM batchq.queues WHERE name = @name;
 
+-- name: LockQueue :one
+-- A queue's settings, held until the transaction ends: a change reads what it
+-- changes under this lock, so concurrent changes apply one after the other.
+SELECT * FROM batchq.queues WHERE name = @name FOR NO KEY UPDATE;
+
 -- name: ListQueues :many
 SELECT * FROM batchq.queues ORDER BY name;
 
@@ -52,3 +57,9 @@ ORDER BY r.queue;
 -- Re-keys the queued jobs of each (queue, tenant) pair, all in one
 -- statement so that its locks are taken in one order.
 SELECT batchq.rekey(@queues::text[], @tenants::text[]);
+
+-- name: BumpSettingsVersion :exec
+-- Counts a weight or quantum change, in its transaction: enqueue
+-- transactions open meanwhile re-key their new jobs at commit (see
+-- batchq.ring_commit_checks).
+UPDATE batchq.settings_version SET version = version + 1;

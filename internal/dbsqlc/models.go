@@ -242,6 +242,12 @@ type BatchqRingCommitCheck struct {
 	Tenants  []string
 	Pos      []int64
 	FirstSeq []int64
+	Settings int64
+}
+
+type BatchqSettingsVersion struct {
+	OnlyRow bool
+	Version int64
 }
 
 type BatchqTenant struct {

@@ -11,6 +11,18 @@ import (
 	"time"
 )
 
+const bumpSettingsVersion = `-- name: BumpSettingsVersion :exec
+UPDATE batchq.settings_version SET version = version + 1
+`
+
+// Counts a weight or quantum change, in its transaction: enqueue
+// transactions open meanwhile re-key their new jobs at commit (see
+// batchq.ring_commit_checks).
+func (q *Queries) BumpSettingsVersion(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, bumpSettingsVersion)
+	return err
+}
+
 const createQueue = `-- name: CreateQueue :exec
 WITH q AS (
     INSERT INTO batchq.queues (name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for)
@@ -125,6 +137,29 @@ func (q *Queries) ListTenants(ctx context.Context, db DBTX) ([]BatchqTenant, err
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockQueue = `-- name: LockQueue :one
+SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at FROM batchq.queues WHERE name = $1 FOR NO KEY UPDATE
+`
+
+// A queue's settings, held until the transaction ends: a change reads what it
+// changes under this lock, so concurrent changes apply one after the other.
+func (q *Queries) LockQueue(ctx context.Context, db DBTX, name string) (BatchqQueue, error) {
+	row := db.QueryRow(ctx, lockQueue, name)
+	var i BatchqQueue
+	err := row.Scan(
+		&i.Name,
+		&i.Quantum,
+		&i.MaxPerTenant,
+		&i.DefaultTtl,
+		&i.Lease,
+		&i.MaxAttempts,
+		&i.UniqueFor,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const rekey = `-- name: Rekey :exec

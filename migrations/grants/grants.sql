@@ -56,8 +56,11 @@ GRANT INSERT, UPDATE ON batchq.quota TO :"app_role";
 
 -- Workers claim, heartbeat, complete, fail and release jobs, and maintain
 -- their queue: they change a job's state and lease, never its tenant, cost,
--- payload or place in the fair order; they write outcomes but never change
--- or delete one; they read the queue's settings and advance its cursor.
+-- keys or payload; they write outcomes but never change or delete one; they
+-- read the queue's settings and advance its cursor. The cost corrections
+-- they record in ledger_adjustments move a tenant in the fair order, as
+-- they are meant to: the role is for batchq's worker code, not for ad hoc
+-- sessions.
 GRANT SELECT, DELETE ON batchq.jobs TO :"worker_role";
 GRANT UPDATE (state, attempt, lease_token, lease_expires_at, worker, claimed_at, first_claimed_at, run_after, last_error)
     ON batchq.jobs TO :"worker_role";

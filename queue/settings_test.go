@@ -1,0 +1,239 @@
+package queue_test
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/drr"
+	"github.com/batchq/batchq/queue"
+)
+
+// Weights and quanta: what a change of either does to the order, and that
+// the database computes a tenant's grant as drr does.
+
+// drrOrder returns the tenants of the jobs drr dequeues, in order.
+func drrOrder(t *testing.T, quantum int64, weights map[string]float64, jobs []drr.Job[int]) []string {
+	t.Helper()
+	m, err := drr.New[int](drr.Config{Quantum: quantum, MaxPerTenant: 1000, Weight: func(n string) float64 {
+		if w, ok := weights[n]; ok {
+			return w
+		}
+		return 1
+	}})
+	require.NoError(t, err)
+	for _, j := range jobs {
+		require.NoError(t, m.Enqueue(j))
+	}
+	var out []string
+	for {
+		j, ok := m.Dequeue(nil)
+		if !ok {
+			return out
+		}
+		out = append(out, j.Tenant)
+	}
+}
+
+// Re-saving a tenant with the weight it already has (say, to raise its
+// bound) leaves its jobs where they are, whatever it spent of the current
+// round and however much more than a share its head costs: a tenant that a
+// configuration sync saves again and again is not pushed back each time.
+func TestResavingATenantKeepsTheOrder(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		jobs   []drr.Job[int]
+		claims int // jobs claimed before the re-save
+	}{
+		{"head costs more than a share", append([]drr.Job[int]{{Tenant: "t", Cost: 3000}, {Tenant: "t", Cost: 3000}},
+			slices.Repeat([]drr.Job[int]{{Tenant: "u", Cost: 1000}}, 8)...), 0},
+		{"part of the head's round spent", append(slices.Repeat([]drr.Job[int]{{Tenant: "t", Cost: 500}}, 4),
+			slices.Repeat([]drr.Job[int]{{Tenant: "u", Cost: 1000}}, 4)...), 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Quantum: 1000})
+			for _, j := range tc.jobs {
+				b.enqueue(t, j.Tenant, j.Cost)
+			}
+			want := drrOrder(t, 1000, nil, tc.jobs)
+			got := tenantsOf(b.drainOrder(t, tc.claims))
+			keys := func() string {
+				var s string
+				require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT string_agg(round::text, ',' ORDER BY seq)
+					FROM batchq.jobs WHERE tenant = 't' AND state = 'queued'`).Scan(&s))
+				return s
+			}
+			before := keys()
+			// Same weight; only the bound changes.
+			require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "t", Weight: 1, MaxQueued: 50}))
+			require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "t", Weight: 1, MaxQueued: 60}))
+			after := keys()
+			got = append(got, tenantsOf(b.drainOrder(t, 100))...)
+			require.Equal(t, want, got, "rounds of t's queued jobs before the re-saves %s, after %s", before, after)
+		})
+	}
+}
+
+// A tenant joins a queue's ring in an application transaction (EnqueueTx),
+// and its weight (or the queue's quantum) changes while that transaction is
+// open. The change cannot see the uncommitted jobs; the check at commit
+// re-keys them, so the membership, and every job the tenant enqueues while it
+// lasts, takes the new share.
+func TestSettingsChangeDuringAnOpenJoinReachesItsJobs(t *testing.T) {
+	t.Parallel()
+	for _, what := range []string{"weight", "quantum"} {
+		t.Run(what, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Quantum: 1000})
+			tx, err := b.pool.Begin(b.ctx)
+			require.NoError(t, err)
+			defer tx.Rollback(b.ctx)
+			_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 1000})
+			require.NoError(t, err)
+
+			var wantShare int64
+			switch what {
+			case "weight":
+				require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "late", Weight: 4}))
+				wantShare = 4000
+			case "quantum":
+				q := int64(3000)
+				_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Quantum: &q})
+				require.NoError(t, err)
+				wantShare = 3000
+			}
+			require.NoError(t, tx.Commit(b.ctx))
+			// Long after the change, the tenant goes on enqueueing.
+			b.enqueueN(t, "late", 5, 1000)
+			share := b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE tenant = 'late'`)
+			rounds := b.scalar(t, `SELECT max(round) - min(round) FROM batchq.jobs WHERE tenant = 'late'`)
+			require.Equal(t, wantShare, share,
+				"the %s changed before these jobs were enqueued (6 jobs of 1000 span %d rounds)", what, rounds+1)
+		})
+	}
+}
+
+// drr rounds quantum × weight on the float64 itself, and so does the
+// database: 100 × 0.285 is 28.499999999999996, a grant of 28 (rounding a
+// 15-digit numeric would give 29), and the claim order is drr's.
+func TestShareIsRoundedAsDRRRoundsIt(t *testing.T) {
+	t.Parallel()
+	const quantum = 100
+	weights := map[string]float64{"a": 0.285, "b": 1}
+	b := setup(t, queue.QueueConfig{Quantum: quantum})
+	for n, w := range weights {
+		require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: n, Weight: w}))
+	}
+	var jobs []drr.Job[int]
+	for range 20 {
+		for _, n := range []string{"a", "b"} {
+			cost := int64(29)
+			if n == "b" {
+				cost = 100
+			}
+			b.enqueue(t, n, cost)
+			jobs = append(jobs, drr.Job[int]{Tenant: n, Cost: cost})
+		}
+	}
+	cfg := drr.Config{Quantum: quantum, MaxPerTenant: 1000, Weight: func(n string) float64 { return weights[n] }}
+	assert.Equal(t, cfg.Grant("a"), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE tenant = 'a'`),
+		"per-visit grant of weight 0.285 at quantum 100")
+	require.Equal(t, drrOrder(t, quantum, weights, jobs), tenantsOf(b.drainOrder(t, 100)))
+}
+
+// Any finite weight > 0 is accepted, and as in drr the grant saturates at
+// the largest bigint instead of overflowing.
+func TestHugeWeightStillEnqueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 1000})
+	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "vip", Weight: 1e17}))
+	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "vip", Cost: 10})
+	require.NoError(t, err, "a weight SetTenant accepted")
+}
+
+// Two queue updates that change different settings at once both apply:
+// each reads what it changes under the queue row's lock, so the bound change
+// does not write the old quantum back over the new one, and the backlog stays
+// keyed at the quantum the queue shows.
+func TestConcurrentQueueUpdatesBothApply(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 1000})
+	b.enqueueN(t, "a", 3, 100)
+
+	// Something (an open enqueue of a's) holds a's ring row for a moment, so
+	// the quantum change waits in its re-key with the queue's row updated.
+	hold, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer hold.Rollback(b.ctx)
+	_, err = b.client.EnqueueTx(b.ctx, hold, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 100})
+	require.NoError(t, err)
+
+	errs := make(chan error, 2)
+	go func() {
+		q := int64(2000)
+		_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Quantum: &q})
+		errs <- err
+	}()
+	waitForLockWaiters(t, b, 1)
+	go func() {
+		n := 500
+		_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{MaxPerTenant: &n})
+		errs <- err
+	}()
+	waitForLockWaiters(t, b, 2)
+	require.NoError(t, hold.Commit(b.ctx))
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+
+	cfg, err := b.client.Queue(b.ctx, b.queue)
+	require.NoError(t, err)
+	share := b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE tenant = 'a'`)
+	require.Equal(t, 500, cfg.MaxPerTenant)
+	require.Equal(t, cfg.Quantum, share, "queue's quantum %d, a's backlog keyed at a share of %d", cfg.Quantum, share)
+}
+
+// A weight change takes effect on the tenant's next round, as in drr, where
+// each visit adds the grant of the weight at that moment: what it was granted
+// in the current round stays (here a is half-way through it), and its later
+// rounds grant the new share.
+func TestWeightChangeTakesEffectOnTheNextRoundAsInDRR(t *testing.T) {
+	t.Parallel()
+	for _, w := range []float64{3, 0.5} {
+		t.Run(fmt.Sprint("weight ", w), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Quantum: 1000})
+			weights := map[string]float64{}
+			m, err := drr.New[int](drr.Config{Quantum: 1000, MaxPerTenant: 1000,
+				Weight: func(n string) float64 { return cmp.Or(weights[n], 1) }})
+			require.NoError(t, err)
+			for range 12 {
+				for _, j := range []drr.Job[int]{{Tenant: "a", Cost: 500}, {Tenant: "b", Cost: 1000}} {
+					b.enqueue(t, j.Tenant, j.Cost)
+					require.NoError(t, m.Enqueue(j))
+				}
+			}
+			var want []string
+			dequeue := func(n int) {
+				for range n {
+					j, ok := m.Dequeue(nil)
+					require.True(t, ok)
+					want = append(want, j.Tenant)
+				}
+			}
+			dequeue(1)
+			got := tenantsOf(b.drainOrder(t, 1))
+			weights["a"] = w
+			require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: w}))
+			dequeue(23)
+			got = append(got, tenantsOf(b.drainOrder(t, 100))...)
+			require.Equal(t, want, got)
+		})
+	}
+}
