@@ -232,6 +232,8 @@ func (c *Client) checkPayload(j *NewJob) *InvalidJobError {
 		return &InvalidJobError{Field: "payload", Rule: `must not contain \u0000 (PostgreSQL's jsonb cannot store it)`}
 	case loneSurrogate:
 		return &InvalidJobError{Field: "payload", Rule: `must not contain an unpaired UTF-16 surrogate escape such as \ud800 (PostgreSQL's jsonb cannot store it)`}
+	case hugeNumber:
+		return &InvalidJobError{Field: "payload", Rule: "must not contain a number beyond PostgreSQL's numeric range (131,072 digits before the point, 16,383 after)"}
 	}
 	return nil
 }
@@ -240,14 +242,51 @@ func (c *Client) checkPayload(j *NewJob) *InvalidJobError {
 const (
 	escapedNUL    = "\\u0000"
 	loneSurrogate = "unpaired surrogate"
+	hugeNumber    = "number out of range"
+)
+
+// PostgreSQL's numeric, which jsonb stores numbers in, holds at most this
+// many decimal digits before the point (a most significant digit at 10^131071)
+// and after it (counting trailing zeros), and an exponent below 2^30 - 1
+// either way.
+const (
+	numericMaxWeight = 131071
+	numericMaxScale  = 16383
+	numericMaxExp    = 1<<30 - 2
 )
 
 // jsonbRejects returns why PostgreSQL's jsonb would refuse valid JSON text b
-// (an escaped NUL, or a \u escape of a UTF-16 surrogate that is not part of a
-// high-low pair), or "" if it stores it.
+// (an escaped NUL, a \u escape of a UTF-16 surrogate that is not part of a
+// high-low pair, or a number numeric cannot hold), or "" if it stores it.
 func jsonbRejects(b []byte) string {
 	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' {
+		switch c := b[i]; {
+		case c == '"':
+			end, why := stringRejects(b, i+1)
+			if why != "" {
+				return why
+			}
+			i = end
+		case c == '-' || (c >= '0' && c <= '9'):
+			end, ok := numberFits(b, i)
+			if !ok {
+				return hugeNumber
+			}
+			i = end - 1
+		}
+	}
+	return ""
+}
+
+// stringRejects scans the JSON string whose text starts at b[i] and returns
+// the index of its closing quote, and why jsonb would refuse it ("" if not).
+func stringRejects(b []byte, i int) (int, string) {
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i, ""
+		case '\\':
+		default:
 			continue
 		}
 		i++ // the escaped character; a backslash here is an escaped backslash
@@ -257,23 +296,77 @@ func jsonbRejects(b []byte) string {
 		r := hex4(b[i+1 : i+5])
 		switch {
 		case r == 0:
-			return escapedNUL
+			return i, escapedNUL
 		case r >= 0xDC00 && r <= 0xDFFF:
-			return loneSurrogate
+			return i, loneSurrogate
 		case r >= 0xD800 && r <= 0xDBFF:
 			next := b[i+5:]
 			if len(next) < 6 || next[0] != '\\' || next[1] != 'u' {
-				return loneSurrogate
+				return i, loneSurrogate
 			}
 			if lo := hex4(next[2:6]); lo < 0xDC00 || lo > 0xDFFF {
-				return loneSurrogate
+				return i, loneSurrogate
 			}
 			i += 10
 		default:
 			i += 4
 		}
 	}
-	return ""
+	return i, ""
+}
+
+// numberFits scans the JSON number at b[i] and returns the index after it
+// and whether numeric can hold it.
+func numberFits(b []byte, i int) (int, bool) {
+	digits := func() (start, end int) {
+		start = i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return start, i
+	}
+	if b[i] == '-' {
+		i++
+	}
+	is, ie := digits()
+	var fs, fe int
+	if i < len(b) && b[i] == '.' {
+		i++
+		fs, fe = digits()
+	}
+	exp := 0
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		neg := false
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			neg = b[i] == '-'
+			i++
+		}
+		es, ee := digits()
+		for _, c := range b[es:ee] {
+			if exp = exp*10 + int(c-'0'); exp > numericMaxExp {
+				return i, false
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	if max(0, fe-fs-exp) > numericMaxScale {
+		return i, false
+	}
+	// The weight of the most significant non-zero digit; none for zero.
+	for k := is; k < ie; k++ {
+		if b[k] != '0' {
+			return i, ie-k-1+exp <= numericMaxWeight
+		}
+	}
+	for k := fs; k < fe; k++ {
+		if b[k] != '0' {
+			return i, -(k-fs+1)+exp <= numericMaxWeight
+		}
+	}
+	return i, true
 }
 
 func hex4(b []byte) rune {

@@ -756,6 +756,57 @@ func TestJSONThatJsonbStoresIsKept(t *testing.T) {
 	require.Contains(t, result, `"truncated"`, "stored as a wrapper around the raw text")
 }
 
+// TestPayloadNumbersJsonbCannotHoldAreInvalid: jsonb keeps numbers as
+// PostgreSQL's numeric, which has a range. For numbers at each edge of it
+// (and strings and escapes that only look like numbers), Enqueue refuses a
+// payload with an InvalidJobError exactly when the server would refuse to
+// store it, so the caller's transaction is never aborted by one; and a
+// handler's result with such a number is kept as a wrapper, not lost.
+func TestPayloadNumbersJsonbCannotHoldAreInvalid(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	numbers := []string{
+		"1e131071", "9.9e131071", "123456e131066", "0.001e131074", "1e131072", "-1e131072", "10e131071",
+		"1E+131072", "1e-16383", "1.5e-16383", "1e-16384", "0.0e-16382", "0.0e-16383", "0e999999",
+		"0e1073741822", "0e1073741823", "1e-1073741823", "0.5", "-0", "1" + strings.Repeat("0", 131071),
+		"1" + strings.Repeat("0", 131072), "0." + strings.Repeat("0", 16383), "0." + strings.Repeat("0", 16384),
+	}
+	var payloads []string
+	for _, n := range numbers {
+		payloads = append(payloads, `{"n":`+n+`}`, `[`+n+`]`)
+	}
+	payloads = append(payloads, `{"s":"1e131072"}`, `{"1e131072":1}`, `{"s":"\\\"1e999999"}`)
+	for _, p := range payloads {
+		tx, err := b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		_, serverErr := tx.Exec(b.ctx, `SELECT $1::jsonb`, p)
+		require.NoError(t, tx.Rollback(b.ctx))
+
+		tx, err = b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Payload: []byte(p)})
+		name := p[:min(len(p), 40)]
+		if serverErr != nil {
+			var inv *queue.InvalidJobError
+			require.ErrorAs(t, err, &inv, "%s: the server says %v", name, serverErr)
+			require.Equal(t, "payload", inv.Field)
+			_, err = tx.Exec(b.ctx, `SELECT 1`)
+			require.NoError(t, err, "%s: the transaction is still usable", name)
+		} else {
+			require.NoError(t, err, name)
+		}
+		require.NoError(t, tx.Rollback(b.ctx))
+	}
+
+	b.enqueue(t, "t", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{Output: []byte(`{"n":1e1000000}`)}))
+	var result string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result::text FROM batchq.outcomes WHERE job_id = $1`, jobs[0].ID).Scan(&result))
+	require.Contains(t, result, `"truncated"`)
+}
+
 func TestReleasedJobIsChargedOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Quantum: 100})
