@@ -2,16 +2,21 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // completer records what handlers finished, in batches: whatever has queued
 // up while one batch was written goes in the next, so under load a statement
 // finishes many jobs and when idle a job is recorded at once. A write that
 // fails (the database restarting, say) is retried with backoff; if it never
-// succeeds the jobs' leases expire and they are rescued, so nothing is lost.
+// succeeds the jobs' leases expire and they are rescued, so nothing is lost,
+// and their events say "unrecorded".
 type completer struct {
 	c      *Client
 	emit   func(Event)
@@ -106,18 +111,16 @@ func (d *completer) flush(batch []finishOp) {
 		}
 	}
 	if len(done) > 0 {
-		var lost []int64
-		d.retry("complete", func(ctx context.Context) (err error) {
-			lost, err = d.c.CompleteMany(ctx, done)
-			return err
-		})
-		lostSet := set(lost)
+		lost, written := d.completeAll(done)
 		for _, o := range batch {
 			if o.kind != finishComplete {
 				continue
 			}
 			outcome := "succeeded"
-			if lostSet[o.job.ID] {
+			switch {
+			case !written[o.job.ID]:
+				outcome = "unrecorded"
+			case lost[o.job.ID]:
 				outcome = "lease_lost"
 				d.log.Warn("completion refused: the job's lease was lost", "job", o.job.ID)
 			}
@@ -126,7 +129,7 @@ func (d *completer) flush(batch []finishOp) {
 	}
 	if len(fails) > 0 {
 		var res map[int64]bool
-		d.retry("fail", func(ctx context.Context) (err error) {
+		err := d.retry("fail", func(ctx context.Context) (err error) {
 			res, err = d.c.failMany(ctx, fails)
 			return err
 		})
@@ -137,32 +140,84 @@ func (d *completer) flush(batch []finishOp) {
 				if retrying {
 					outcome = "retrying"
 				}
+			} else if err != nil {
+				outcome = "unrecorded"
 			}
 			d.emit(Event{Kind: EventFinished, Job: f.job, Outcome: outcome, Err: f.cause})
 		}
 	}
 	if len(rel) > 0 {
-		d.retry("release", func(ctx context.Context) (err error) {
-			_, err = d.c.releaseMany(ctx, rel, delays)
+		var lost []int64
+		err := d.retry("release", func(ctx context.Context) (err error) {
+			lost, err = d.c.releaseMany(ctx, rel, delays)
 			return err
 		})
+		lostSet := set(lost)
 		for _, j := range rel {
-			d.emit(Event{Kind: EventFinished, Job: j, Outcome: "released"})
+			outcome := "released"
+			switch {
+			case err != nil:
+				outcome = "unrecorded"
+			case lostSet[j.ID]:
+				outcome = "lease_lost"
+			}
+			d.emit(Event{Kind: EventFinished, Job: j, Outcome: outcome})
 		}
 	}
 }
 
-// retry runs write until it succeeds, backing off up to a minute in all;
-// then it gives up and leaves the jobs to lease expiry and rescue.
-func (d *completer) retry(what string, write func(context.Context) error) {
-	backoff := 50 * time.Millisecond
+// completeAll writes the completions and returns the ids whose lease was
+// lost and the ids written (lost or not). When the database refuses the
+// batch's data (a result it cannot store, say), the batch is written in
+// halves so that one bad completion costs only itself; the server being
+// away is retried as a whole.
+func (d *completer) completeAll(done []Completion) (lost, written map[int64]bool) {
+	lost, written = map[int64]bool{}, map[int64]bool{}
+	var write func(part []Completion)
+	write = func(part []Completion) {
+		var ids []int64
+		err := d.retry("complete", func(ctx context.Context) (err error) {
+			ids, err = d.c.CompleteMany(ctx, part)
+			return err
+		})
+		if isDataError(err) && len(part) > 1 {
+			write(part[:len(part)/2])
+			write(part[len(part)/2:])
+			return
+		}
+		if err != nil {
+			return
+		}
+		for _, c := range part {
+			written[c.Job.ID] = true
+		}
+		for _, id := range ids {
+			lost[id] = true
+		}
+	}
+	write(done)
+	return lost, written
+}
+
+// isDataError reports whether the database refused a statement for the data
+// it was given (SQLSTATE class 22, data exception), which no retry changes.
+func isDataError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
+}
+
+// retry runs write until it succeeds, backing off up to a minute in all; on
+// a data error, which no retry changes, or after that minute, it gives up,
+// leaves the jobs to lease expiry and rescue, and returns the error.
+func (d *completer) retry(what string, write func(context.Context) error) error {
+	wait := 50 * time.Millisecond
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err := write(ctx)
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		d.emit(Event{Kind: EventError, Err: err})
 		select {
@@ -170,16 +225,16 @@ func (d *completer) retry(what string, write func(context.Context) error) {
 			deadline = time.Time{}
 		default:
 		}
-		if time.Now().After(deadline) {
+		if isDataError(err) || time.Now().After(deadline) {
 			d.log.Error("giving up; the jobs' leases will expire and they will be rescued", "op", what, "err", err)
-			return
+			return err
 		}
-		d.log.Warn("retrying", "op", what, "err", err, "in", backoff)
+		d.log.Warn("retrying", "op", what, "err", err, "in", wait)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		case <-d.abandoned:
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		wait = min(2*wait, 5*time.Second)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchq/batchq/quotaheaders"
@@ -99,7 +100,9 @@ const (
 	// EventClaimed: Job was claimed; Wait is how long it waited since enqueue.
 	EventClaimed EventKind = iota
 	// EventFinished: Job finished with Outcome ("succeeded", "failed",
-	// "retrying", "released", "lease_lost"), running for Duration.
+	// "retrying", "released", "lease_lost"), running for Duration; or its
+	// outcome could not be written ("unrecorded": the job's lease will expire
+	// and it will be rescued and run again).
 	EventFinished
 	// EventExpired: Job was found past its deadline by a claim and recorded
 	// as expired.
@@ -147,8 +150,12 @@ type pool struct {
 	wake chan struct{} // a notification or a freed slot: look for work now
 
 	mu       sync.Mutex
-	running  map[int64]*runningJob
-	inflight int // dispatched and not yet finished
+	running  map[int64]*runningJob // claimed and not yet finished: their leases are kept
+	inflight int                   // dispatched and not yet finished
+	// Claimed jobs the throttle has not counted yet (their handlers have not
+	// asked it): the headroom it reports does not know them, so a claim
+	// takes them off.
+	unadmittedCalls, unadmittedTokens int64
 
 	learned atomic.Bool // a handler has finished: the throttle has heard from the provider
 	// waitingRoom counts handlers whose claimed job waits for room in the
@@ -166,9 +173,10 @@ type pool struct {
 }
 
 type dispatch struct {
-	job     *Job
-	sentAt  time.Time // when the throttle counted it; zero: not asked yet
-	claimed time.Time
+	job        *Job
+	sentAt     time.Time // when the throttle counted it; zero: not asked yet
+	claimed    time.Time
+	unadmitted bool // counted in the pool's unadmitted calls and tokens
 }
 
 type runningJob struct {
@@ -286,6 +294,8 @@ func (p *pool) fetch(ctx context.Context) error {
 	var ready []*dispatch
 	defer func() {
 		for _, d := range ready {
+			p.settle(d)
+			p.untrack(d.job.ID)
 			p.done.release(d.job, 0)
 		}
 	}()
@@ -399,6 +409,20 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 		}
 		n = 1
 	}
+	if pc, pt := p.unadmitted(); pc > 0 {
+		// Jobs claimed earlier whose handlers have not asked the throttle
+		// yet will take this much of the room; claim only beyond it, and
+		// wait for them rather than probe. (A limit not known is unlimited.)
+		if calls != math.MaxInt64 {
+			calls -= pc
+		}
+		if tokens != math.MaxInt64 {
+			tokens -= pt
+		}
+		if calls <= 0 || tokens <= 0 {
+			return nil, 10 * time.Millisecond, nil
+		}
+	}
 	head, ok, err := p.c.NextCost(ctx, p.cfg.Queue)
 	if err != nil || !ok {
 		return nil, 0, err
@@ -445,6 +469,7 @@ func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 	if p.th == nil || !d.sentAt.IsZero() {
 		return true
 	}
+	defer p.settle(d)
 	j := d.job
 	if p.stopping.Err() != nil {
 		// Shutting down: a job not started yet goes back.
@@ -502,13 +527,52 @@ func (p *pool) waitForRoom(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// dispatches wraps claimed jobs for the handlers. From here their leases are
+// kept by the heartbeat, also while they wait for a free handler, and the
+// ones the throttle has not counted yet are taken off its headroom.
 func (p *pool) dispatches(jobs []*Job, sentAt time.Time) []*dispatch {
 	out := make([]*dispatch, len(jobs))
 	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for i, j := range jobs {
-		out[i] = &dispatch{job: j, sentAt: sentAt, claimed: now}
+		d := &dispatch{job: j, sentAt: sentAt, claimed: now}
+		if p.th != nil && sentAt.IsZero() {
+			d.unadmitted = true
+			p.unadmittedCalls++
+			p.unadmittedTokens += j.Cost
+		}
+		p.running[j.ID] = &runningJob{lease: &Job{ID: j.ID, token: j.token}, cancel: func() {}}
+		out[i] = d
 	}
 	return out
+}
+
+// settle takes d off the unadmitted count, once the throttle has decided
+// about it or it will not be asked.
+func (p *pool) settle(d *dispatch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d.unadmitted {
+		d.unadmitted = false
+		p.unadmittedCalls--
+		p.unadmittedTokens -= d.job.Cost
+	}
+}
+
+// unadmitted returns the calls and tokens of claimed jobs the throttle has
+// not counted yet.
+func (p *pool) unadmitted() (calls, tokens int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unadmittedCalls, p.unadmittedTokens
+}
+
+// untrack stops keeping a job's lease.
+func (p *pool) untrack(id int64) {
+	p.mu.Lock()
+	delete(p.running, id)
+	p.mu.Unlock()
 }
 
 func (p *pool) expired(jobs []*Job) {
@@ -533,14 +597,21 @@ func (p *pool) runJob(d *dispatch) {
 	p.emit(Event{Kind: EventClaimed, Job: j, Wait: d.claimed.Sub(j.EnqueuedAt)})
 	ctx, cancel := context.WithCancel(p.handlerCtx)
 	defer cancel()
+	defer p.untrack(j.ID)
 	p.mu.Lock()
-	p.running[j.ID] = &runningJob{lease: &Job{ID: j.ID, token: j.token}, cancel: cancel}
+	r := p.running[j.ID]
+	lostWaiting := r != nil && r.lease == nil
+	if !lostWaiting {
+		p.running[j.ID] = &runningJob{lease: &Job{ID: j.ID, token: j.token}, cancel: cancel}
+	}
 	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.running, j.ID)
-		p.mu.Unlock()
-	}()
+	if lostWaiting {
+		// The heartbeat found the lease lost while the job waited for a
+		// handler: another worker may hold it now.
+		p.settle(d)
+		p.emit(Event{Kind: EventFinished, Job: j, Outcome: "lease_lost"})
+		return
+	}
 
 	if !p.admitted(ctx, d) {
 		return
@@ -621,9 +692,11 @@ func (p *pool) heartbeats(ctx context.Context) {
 		}
 		p.mu.Lock()
 		leases := make([]*Job, 0, len(p.running))
+		sent := make(map[int64]uuid.UUID, len(p.running))
 		for _, r := range p.running {
 			if r.lease != nil {
 				leases = append(leases, &Job{ID: r.lease.ID, token: r.lease.token})
+				sent[r.lease.ID] = r.lease.token
 			}
 		}
 		p.mu.Unlock()
@@ -637,7 +710,9 @@ func (p *pool) heartbeats(ctx context.Context) {
 		}
 		p.mu.Lock()
 		for _, id := range lost {
-			if r, ok := p.running[id]; ok {
+			// Only the run the heartbeat was about: the job may have been
+			// handed back and claimed again, under a new token, meanwhile.
+			if r, ok := p.running[id]; ok && r.lease != nil && r.lease.token == sent[id] {
 				p.log.Warn("lease lost; cancelling the handler", "job", id)
 				r.lease = nil
 				r.cancel()

@@ -1,0 +1,335 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+	"github.com/batchq/batchq/quotaheaders"
+	"github.com/batchq/batchq/throttle"
+)
+
+// A worker pool's bookkeeping: leases of the jobs it holds, the outcomes it
+// reports, and the quota it claims against.
+
+// runCounter counts handler runs per job id.
+type runCounter struct {
+	mu   sync.Mutex
+	runs map[int64]int
+}
+
+func (r *runCounter) add(id int64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs == nil {
+		r.runs = map[int64]int{}
+	}
+	r.runs[id]++
+	return r.runs[id]
+}
+
+func (r *runCounter) jobs() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.runs)
+}
+
+func (r *runCounter) get(id int64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[id]
+}
+
+// eventLog keeps the EventFinished outcomes per job, in order.
+type eventLog struct {
+	mu       sync.Mutex
+	finished map[int64][]string
+}
+
+func (l *eventLog) on(e queue.Event) {
+	if e.Kind != queue.EventFinished || e.Job == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.finished == nil {
+		l.finished = map[int64][]string{}
+	}
+	l.finished[e.Job.ID] = append(l.finished[e.Job.ID], e.Outcome)
+}
+
+func (l *eventLog) outcomes(id int64) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.finished[id]...)
+}
+
+// A job the pool claimed ahead of its handlers (BatchSize) keeps its lease
+// while it waits for one: here the only handler is busy for three leases'
+// worth, and the job behind it still runs once, on its first attempt.
+func TestClaimedAheadJobsKeepTheirLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: time.Second})
+	first := b.enqueue(t, "a", 1)
+	second := b.enqueue(t, "a", 1)
+
+	var runs runCounter
+	var events eventLog
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- b.client.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 1, BatchSize: 1,
+			PollInterval: 20 * time.Millisecond, MaintainInterval: 100 * time.Millisecond,
+			HeartbeatInterval: 100 * time.Millisecond,
+			OnEvent:           events.on,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				runs.add(j.ID)
+				if j.ID == first {
+					// A long job: three leases' worth, heartbeated all along.
+					select {
+					case <-time.After(3 * time.Second):
+					case <-ctx.Done():
+						return queue.Result{}, ctx.Err()
+					}
+				}
+				return queue.Result{}, nil
+			},
+		})
+	}()
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes`) == 2
+	}, 20*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	require.Equal(t, 1, runs.get(first))
+	require.Equal(t, []string{"succeeded"}, events.outcomes(second),
+		"the claimed-ahead job lost its lease while it waited for a handler")
+	require.Equal(t, 1, runs.get(second), "the claimed-ahead job ran more than once")
+	require.Equal(t, int64(1), b.scalar(t, `SELECT attempts FROM batchq.outcomes WHERE job_id = $1`, second),
+		"the claimed-ahead job used an extra attempt")
+}
+
+// A completion the database refuses for its data costs only itself: the
+// completer writes the rest of its batch in parts, so the other jobs are
+// recorded at once, and run once, while the refused one is reported as
+// unrecorded (not succeeded) and left running for lease expiry and rescue.
+// A trigger stands in for whatever the server refuses in one row.
+func TestOneRefusedCompletionCostsOnlyItself(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: time.Minute})
+	poison := b.enqueue(t, "p", 1)
+	var good []int64
+	for range 5 {
+		good = append(good, b.enqueue(t, "g", 1))
+	}
+	b.exec(t, `CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.job_id = `+fmt.Sprint(poison)+` THEN
+				RAISE EXCEPTION 'refused' USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			RETURN NEW;
+		END $$`)
+	b.exec(t, `CREATE TRIGGER refuse_one BEFORE INSERT ON batchq.outcomes FOR EACH ROW EXECUTE FUNCTION refuse_one()`)
+
+	var runs runCounter
+	var events eventLog
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- b.client.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 6, BatchSize: 6,
+			PollInterval: 20 * time.Millisecond, MaintainInterval: -1, OnEvent: events.on,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				runs.add(j.ID)
+				<-release // all six finish together, into one batch as a rule
+				return queue.Result{}, nil
+			},
+		})
+	}()
+	require.Eventually(t, func() bool { return runs.get(poison) == 1 && runs.jobs() == 6 }, 10*time.Second, 5*time.Millisecond)
+	close(release)
+	require.Eventually(t, func() bool { return len(events.outcomes(poison)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	require.Equal(t, []string{"unrecorded"}, events.outcomes(poison))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, poison))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, poison))
+	require.Equal(t, int64(5), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded' AND job_id = ANY($1)`, good))
+	for _, id := range good {
+		require.Equal(t, []string{"succeeded"}, events.outcomes(id))
+		require.Equal(t, 1, runs.get(id))
+	}
+}
+
+// A throttled pool claims no more than the quota has room for, counting the
+// jobs it claimed whose handlers have not asked the throttle yet: with room
+// for two jobs and eight idle handlers it claims two, and none is handed
+// back for want of room.
+func TestThrottledPoolClaimsNoMoreThanTheHeadroom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	th, err := b.client.Throttle("k", throttle.Config{})
+	require.NoError(t, err)
+	// The provider said: 10 tokens left until a reset a minute away.
+	now := time.Now().Truncate(time.Microsecond)
+	th.ObserveSnapshotAt(now, now, quotaheaders.Tokens,
+		quotaheaders.Snapshot{Remaining: 10, Limit: 1000, HasLimit: true, Reset: time.Minute, HasReset: true})
+	b.enqueueN(t, "t", 10, 5) // room for two
+
+	var claimed, released atomic.Int64
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	hold := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- b.client.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 8, BatchSize: 8, Throttle: th,
+			PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+			OnEvent: func(e queue.Event) {
+				switch {
+				case e.Kind == queue.EventClaimed:
+					claimed.Add(1)
+				case e.Kind == queue.EventFinished && e.Outcome == "released":
+					released.Add(1)
+				}
+			},
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				<-hold
+				return queue.Result{}, nil
+			},
+		})
+	}()
+	require.Eventually(t, func() bool { return claimed.Load() >= 2 }, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(time.Second)
+	c, r := claimed.Load(), released.Load()
+	close(hold)
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, int64(2), c, "claimed more jobs than the quota had room for")
+	require.Zero(t, r, "jobs claimed past the headroom were handed back to the tail")
+}
+
+// A release the database refuses (another worker rescued and claimed the
+// job meanwhile) is reported as lease_lost, not released.
+func TestRefusedReleaseIsReportedAsLeaseLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	id := b.enqueue(t, "t", 1)
+
+	var events eventLog
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- b.client.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 1, PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+			OnEvent: events.on,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				// Another process rescued and re-claimed the job meanwhile.
+				if _, err := b.pool.Exec(context.Background(),
+					`UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = $1`, j.ID); err != nil {
+					return queue.Result{}, err
+				}
+				return queue.Result{}, queue.ErrRateLimited
+			},
+		})
+	}()
+	require.Eventually(t, func() bool { return len(events.outcomes(id)) > 0 }, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, id),
+		"the other worker's lease stands")
+	require.Equal(t, []string{"lease_lost"}, events.outcomes(id))
+}
+
+// A heartbeat refused for a job's previous run does not cancel its next one:
+// here the heartbeat statement waits on a row lock while the job is handed
+// back (a 429) and claimed again by the same pool under a new token, and the
+// new run goes on.
+func TestStaleHeartbeatDoesNotCancelTheNextRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	k := b.enqueue(t, "a", 1)
+	j := b.enqueue(t, "b", 1)
+	require.Less(t, k, j)
+
+	kStarted, j1Started, j2Started := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	letJ1Return := make(chan struct{})
+	j2Cancelled := make(chan struct{})
+	var runs runCounter
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- b.client.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 2, BatchSize: 1,
+			PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+			HeartbeatInterval: 100 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond,
+			Handler: func(hctx context.Context, job *queue.Job) (queue.Result, error) {
+				switch {
+				case job.ID == k:
+					close(kStarted)
+					<-hctx.Done()
+					return queue.Result{}, hctx.Err()
+				case runs.add(job.ID) == 1:
+					close(j1Started)
+					<-letJ1Return
+					return queue.Result{}, queue.ErrRateLimited // handed back, due now
+				default:
+					close(j2Started)
+					select {
+					case <-hctx.Done():
+						close(j2Cancelled)
+						return queue.Result{}, hctx.Err()
+					case <-ctx.Done():
+						return queue.Result{}, nil
+					}
+				}
+			},
+		})
+	}()
+	<-kStarted
+	<-j1Started
+
+	// Another statement holds k's row for a while (a completion batch, say):
+	// the next heartbeat of (k, j) waits on it.
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx) //nolint:errcheck
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, k)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'
+			  AND query LIKE '%name: Heartbeat%'`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+
+	// Meanwhile j is handed back and this pool claims it again.
+	close(letJ1Return)
+	select {
+	case <-j2Started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("j was not claimed again")
+	}
+	require.NoError(t, tx.Commit(b.ctx)) // the heartbeat goes on with j's old token
+
+	select {
+	case <-j2Cancelled:
+		t.Error("a heartbeat for j's previous run cancelled its new run, whose lease is fine")
+	case <-time.After(time.Second):
+	}
+	cancel()
+	require.NoError(t, <-done)
+}
