@@ -409,10 +409,11 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 		}
 		n = 1
 	}
-	if pc, pt := p.unadmitted(); pc > 0 {
-		// Jobs claimed earlier whose handlers have not asked the throttle
-		// yet will take this much of the room; claim only beyond it, and
-		// wait for them rather than probe. (A limit not known is unlimited.)
+	// Jobs claimed earlier whose handlers have not asked the throttle yet
+	// will take this much of the room: claim only beyond it, and rather than
+	// probe, wait for them. (A limit not known is unlimited.)
+	pc, pt := p.unadmitted()
+	if pc > 0 {
 		if calls != math.MaxInt64 {
 			calls -= pc
 		}
@@ -427,7 +428,11 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	if err != nil || !ok {
 		return nil, 0, err
 	}
-	if calls > 0 && tokens >= head {
+	fits := calls > 0 && tokens >= head
+	if !fits && pc > 0 {
+		return nil, 10 * time.Millisecond, nil
+	}
+	if fits {
 		opts.Limit, opts.Budget = int(min(int64(n), calls)), tokens
 		jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, opts)
 		p.expired(expired)
@@ -758,11 +763,15 @@ func (p *pool) maintain(ctx context.Context) {
 // listen wakes the fetcher when an enqueue or requeue in this queue commits.
 // Polling covers the gaps while it reconnects.
 func (p *pool) listen(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	const firstBackoff = 100 * time.Millisecond
+	backoff := firstBackoff
 	for ctx.Err() == nil {
-		err := p.listenOnce(ctx)
+		listened, err := p.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			backoff = firstBackoff // it was connected: a new interruption starts over
 		}
 		p.log.Warn("notifications interrupted; polling until reconnected", "err", err)
 		select {
@@ -774,19 +783,21 @@ func (p *pool) listen(ctx context.Context) {
 	}
 }
 
-func (p *pool) listenOnce(ctx context.Context) error {
+// listenOnce listens until the connection fails; it reports whether LISTEN
+// took effect first.
+func (p *pool) listenOnce(ctx context.Context) (bool, error) {
 	conn, err := p.c.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer releaseListener(conn)
 	if _, err := conn.Exec(ctx, "LISTEN batchq_jobs"); err != nil {
-		return err
+		return false, err
 	}
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		if n.Payload == p.cfg.Queue {
 			p.poke()
