@@ -223,16 +223,16 @@ CREATE INDEX ledger_adjustments_tenant ON batchq.ledger_adjustments (queue, tena
 -- committed queued jobs, waiting for the ring rows an open enqueue holds;
 -- it cannot see a tenant whose only queued jobs are still uncommitted (one
 -- joining the ring, say), whose jobs were keyed with the share of the moment
--- they were inserted. Every change counts itself in settings_version, in its
--- own transaction; each statement notes the count it started with, and when
--- the count moved by the commit the check re-keys the noted tenants (rekey
--- leaves those whose share is unchanged as they are). A change that commits
--- during the commit itself is not seen.
-CREATE TABLE batchq.settings_version (
-    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
-    version  bigint  NOT NULL DEFAULT 0
-);
-INSERT INTO batchq.settings_version DEFAULT VALUES;
+-- they were inserted. Every change draws from settings_version once it has
+-- committed; each statement notes the value it started with, before it
+-- reads a weight, and when the value moved by the commit the check re-keys
+-- the noted tenants (rekey leaves those whose share is unchanged as they
+-- are). A sequence, not a row: its value reads without MVCC, where a row
+-- updated by every change grows a chain of dead versions that each read
+-- walks (autovacuum cannot keep up with a configuration sync). A change
+-- that commits during the commit itself is not seen. Its value is
+-- last_value + is_called, which the first nextval moves too.
+CREATE SEQUENCE batchq.settings_version;
 
 -- Unlogged: a row lives only within the transaction that wrote it.
 CREATE UNLOGGED TABLE batchq.ring_commit_checks (
@@ -249,6 +249,7 @@ CREATE UNLOGGED TABLE batchq.ring_commit_checks (
 CREATE FUNCTION batchq.ring_check_at_commit() RETURNS trigger
 LANGUAGE plpgsql
 SET enable_seqscan = off -- as enqueue: plans cached on an empty queue must still use the index
+SET jit = off -- as enqueue: a sequence has only a (disabled, so costed in the billions) seq scan
 AS $$
 DECLARE
     v_cursor bigint;
@@ -281,7 +282,7 @@ BEGIN
     END IF;
     -- After the move: a re-key counts the rounds up to the cursor's as
     -- granted since the membership began.
-    IF NEW.settings <> (SELECT s.version FROM batchq.settings_version s) THEN
+    IF NEW.settings <> (SELECT s.last_value + s.is_called::integer FROM batchq.settings_version s) THEN
         PERFORM batchq.rekey(array_fill(NEW.queue, ARRAY[cardinality(NEW.tenants)]), NEW.tenants);
     END IF;
     RETURN NULL;
@@ -508,7 +509,7 @@ BEGIN
     END IF;
 
     -- Before ring_join reads the weights (see ring_commit_checks).
-    SELECT s.version INTO v_settings FROM batchq.settings_version s;
+    SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
     SELECT array_agg(l.tenant ORDER BY l.ord), array_agg(l.lines ORDER BY l.ord), array_agg(l.head ORDER BY l.ord)
     INTO v_ring_tenant, v_ring_lines, v_ring_head
     FROM batchq.ring_join(p_queue, p_tenant, false) WITH ORDINALITY AS l (tenant, lines, head, ord);
@@ -750,7 +751,7 @@ BEGIN
         RETURN 0;
     END IF;
     -- Before ring_join reads the weights (see ring_commit_checks).
-    SELECT s.version INTO v_settings FROM batchq.settings_version s;
+    SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
     v_locked := ARRAY(SELECT r.tenant FROM batchq.ring_join(p_queue, v_tenants, true) r);
 
     WITH src AS (
@@ -996,7 +997,7 @@ $$;
 DROP TRIGGER ring_commit_checks_at_commit ON batchq.ring_commit_checks;
 DROP FUNCTION batchq.ring_check_at_commit;
 DROP TABLE batchq.ring_commit_checks;
-DROP TABLE batchq.settings_version;
+DROP SEQUENCE batchq.settings_version;
 DROP FUNCTION batchq.rekey;
 DROP FUNCTION batchq.apply_adjustments;
 DROP FUNCTION batchq.fold_adjustments;

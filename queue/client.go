@@ -192,6 +192,7 @@ type QueueUpdate struct {
 // re-schedules every queued job of the queue from its tenant's next round.
 func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (QueueConfig, error) {
 	var next QueueConfig
+	rekeyed := false
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		// Read under the row's lock: a change that read the settings before
 		// a concurrent one committed would write the old values back.
@@ -240,9 +241,7 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (Q
 		if next.Quantum == cur.Quantum {
 			return nil
 		}
-		if err := c.q.BumpSettingsVersion(ctx, tx); err != nil {
-			return err
-		}
+		rekeyed = true
 		tenants, err := c.q.RingTenants(ctx, tx, name)
 		if err != nil {
 			return err
@@ -260,7 +259,23 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (Q
 		}
 		return QueueConfig{}, fmt.Errorf("batchq: update queue %q: %w", name, err)
 	}
+	if rekeyed {
+		c.settingsChanged(ctx)
+	}
 	return next, nil
+}
+
+// settingsChanged tells enqueues still open that a weight or quantum change
+// has committed, so that their check at commit re-keys the jobs the change
+// could not see (batchq.ring_commit_checks). The change itself stands
+// whatever happens here; if the database cannot be reached, an open join of
+// the tenant may keep the old share until its queue empties.
+func (c *Client) settingsChanged(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := c.q.BumpSettingsVersion(ctx, c.pool); err != nil {
+		c.log.Warn("a settings change is not announced to open enqueues", "err", err)
+	}
 }
 
 // Queue returns a queue's settings, or ErrUnknownQueue.
@@ -330,9 +345,6 @@ func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
 		bound = &b
 	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if err := c.q.BumpSettingsVersion(ctx, tx); err != nil {
-			return err
-		}
 		if _, err := c.q.UpsertTenant(ctx, tx, dbsqlc.UpsertTenantParams{Name: t.Name, Weight: t.Weight, MaxQueued: bound}); err != nil {
 			return err
 		}
@@ -349,6 +361,7 @@ func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
 	if err != nil {
 		return fmt.Errorf("batchq: set tenant %q: %w", t.Name, err)
 	}
+	c.settingsChanged(ctx)
 	return nil
 }
 

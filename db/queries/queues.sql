@@ -59,7 +59,6 @@ ORDER BY r.queue;
 SELECT batchq.rekey(@queues::text[], @tenants::text[]);
 
 -- name: BumpSettingsVersion :exec
--- Counts a weight or quantum change, in its transaction: enqueue
--- transactions open meanwhile re-key their new jobs at commit (see
--- batchq.ring_commit_checks).
-UPDATE batchq.settings_version SET version = version + 1;
+-- Drawn after a weight or quantum change commits: enqueue transactions open
+-- meanwhile re-key their new jobs at commit (see batchq.ring_commit_checks).
+SELECT nextval('batchq.settings_version');

@@ -245,11 +245,6 @@ type BatchqRingCommitCheck struct {
 	Settings int64
 }
 
-type BatchqSettingsVersion struct {
-	OnlyRow bool
-	Version int64
-}
-
 type BatchqTenant struct {
 	Name      string
 	Weight    float64

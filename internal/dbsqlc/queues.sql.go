@@ -12,12 +12,11 @@ import (
 )
 
 const bumpSettingsVersion = `-- name: BumpSettingsVersion :exec
-UPDATE batchq.settings_version SET version = version + 1
+SELECT nextval('batchq.settings_version')
 `
 
-// Counts a weight or quantum change, in its transaction: enqueue
-// transactions open meanwhile re-key their new jobs at commit (see
-// batchq.ring_commit_checks).
+// Drawn after a weight or quantum change commits: enqueue transactions open
+// meanwhile re-key their new jobs at commit (see batchq.ring_commit_checks).
 func (q *Queries) BumpSettingsVersion(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, bumpSettingsVersion)
 	return err
