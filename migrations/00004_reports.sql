@@ -100,13 +100,18 @@ WITH w AS (
            coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome = 'expired'), 0)::bigint   AS expired_tokens,
            coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome = 'cancelled'), 0)::bigint AS cancelled_tokens,
            coalesce(sum(o.actual_cost), 0)::bigint AS actual_tokens,
+           -- Expired and cancelled jobs that had run an attempt stay charged
+           -- for it: only a job that was queued when it went is refunded.
+           coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome IN ('expired', 'cancelled') AND o.attempts > 0), 0)::bigint
+               AS charged_unfinished_tokens,
            percentile_cont(0.5)  WITHIN GROUP (ORDER BY o.first_claimed_at - o.enqueued_at) AS wait_p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY o.first_claimed_at - o.enqueued_at) AS wait_p95
     FROM batchq.outcomes o
     WHERE o.finished_at >= tenant_usage.since AND o.finished_at < tenant_usage.until
     GROUP BY o.queue, o.tenant
 ), s AS (
-    SELECT w.*, w.succeeded_tokens + w.failed_tokens AS served_tokens, coalesce(t.weight, 1) AS weight
+    SELECT w.*, w.succeeded_tokens + w.failed_tokens + w.charged_unfinished_tokens AS served_tokens,
+           coalesce(t.weight, 1) AS weight
     FROM w LEFT JOIN batchq.tenants t ON t.name = w.tenant
 )
 SELECT s.queue, s.tenant, s.jobs, s.succeeded, s.failed, s.expired, s.cancelled,

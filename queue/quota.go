@@ -63,9 +63,15 @@ func (s *QuotaStore) load(ctx context.Context, key string) (st throttle.State, r
 // and runs fn again when another process saved first.
 func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.State) error) error {
 	for attempt := 0; ; attempt++ {
-		st, raw, version, err := s.load(ctx, key)
+		st, _, version, err := s.load(ctx, key)
 		if err != nil {
 			return err
+		}
+		// Compared as this encoder writes it: the stored jsonb comes back
+		// with its keys reordered and spaced, so never byte-equal.
+		before, err := json.Marshal(&st)
+		if err != nil {
+			return fmt.Errorf("batchq: quota %q: %w", key, err)
 		}
 		if err := fn(&st); err != nil {
 			return err
@@ -74,8 +80,8 @@ func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.S
 		if err != nil {
 			return fmt.Errorf("batchq: quota %q: %w", key, err)
 		}
-		if version < 0 && bytes.Equal(next, emptyState) || bytes.Equal(next, raw) {
-			return nil
+		if bytes.Equal(next, before) {
+			return nil // no row and nothing to save, or nothing changed
 		}
 		var saved int64
 		p := quotaRow(key, next, &st)
@@ -106,8 +112,6 @@ func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.S
 		}
 	}
 }
-
-var emptyState, _ = json.Marshal(&throttle.State{})
 
 // quotaRow spells the state out in the columns operators read.
 func quotaRow(key string, raw []byte, st *throttle.State) dbsqlc.SaveQuotaParams {

@@ -630,18 +630,24 @@ func (p *pool) runJob(d *dispatch) {
 	status := 0
 	if res.Response != nil {
 		status = res.Response.StatusCode
-		if p.th != nil {
-			if oerr := p.th.ObserveResponseContext(context.WithoutCancel(ctx), d.sentAt, received, res.Response); oerr != nil {
-				p.emit(Event{Kind: EventError, Job: j, Err: oerr})
-			}
+	}
+	// A handler may say ErrRateLimited about a response that is not a 429
+	// (a 503 "overloaded" with Retry-After, say): the fleet pauses all the
+	// same, and the response is not taken for a success.
+	limitedOther := errors.Is(err, ErrRateLimited) && status != http.StatusTooManyRequests
+	if res.Response != nil && p.th != nil && !limitedOther {
+		if oerr := p.th.ObserveResponseContext(context.WithoutCancel(ctx), d.sentAt, received, res.Response); oerr != nil {
+			p.emit(Event{Kind: EventError, Job: j, Err: oerr})
 		}
 	}
 
 	switch {
 	case status == http.StatusTooManyRequests || errors.Is(err, ErrRateLimited):
 		wait := retryAfter(res.Response, received)
-		if p.th != nil && res.Response == nil {
-			p.th.TooManyRequestsAt(received, wait)
+		if p.th != nil && limitedOther {
+			if terr := p.th.TooManyRequestsContext(context.WithoutCancel(ctx), received, wait); terr != nil {
+				p.emit(Event{Kind: EventError, Job: j, Err: terr})
+			}
 		}
 		p.emit(Event{Kind: EventRateLimited, Job: j, Wait: wait})
 		p.done.release(j, wait)

@@ -79,6 +79,11 @@ func commandArgs(c *cli.Context, names ...string) ([]string, error) {
 			args = append(args, a)
 		}
 	}
+	// A --format among them is checked now, before the command acts, as
+	// one given before the arguments is.
+	if _, err := outputFormat(c); err != nil {
+		return nil, err
+	}
 	cmd := c.Command.HelpName
 	if len(args) < len(names) {
 		return nil, usagef("batchq: %s: missing %s; usage: %s %s", cmd, names[len(args)], cmd, c.Command.ArgsUsage)

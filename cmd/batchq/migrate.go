@@ -163,7 +163,7 @@ func migrateGet(c *cli.Context) error {
 	v := c.Int64("version")
 	names, err := fs.Glob(migrations.FS, fmt.Sprintf("%05d_*.sql", v))
 	if err != nil || len(names) != 1 {
-		return fmt.Errorf("batchq: migrate get: --version %d: no such migration", v)
+		return usagef("batchq: migrate get: --version %d: no such migration", v)
 	}
 	b, err := fs.ReadFile(migrations.FS, names[0])
 	if err != nil {

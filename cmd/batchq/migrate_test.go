@@ -68,7 +68,7 @@ func TestMigrateGet(t *testing.T) {
 	require.Contains(t, r.stderr, "exactly one of --up or --down")
 
 	r = runCLI(t, "", "migrate", "get", "--version", "999", "--up")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, 2, r.code, "a wrong flag value")
 	require.Contains(t, r.stderr, "--version 999: no such migration")
 }
 

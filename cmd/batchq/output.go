@@ -276,7 +276,7 @@ func tableCell(v any) string {
 		if x == "" {
 			return "-"
 		}
-		return x
+		return oneLine.Replace(x)
 	case time.Time:
 		return x.UTC().Format("2006-01-02 15:04:05Z")
 	case time.Duration:
@@ -286,11 +286,20 @@ func tableCell(v any) string {
 		if strings.Contains(s, ".") {
 			s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 		}
+		if s == "0" && x != 0 {
+			// Too small for three decimals (a weight of 0.0004, say), and
+			// not zero.
+			s = strconv.FormatFloat(x, 'g', 3, 64)
+		}
 		return s
 	default:
-		return plainCell(x)
+		return oneLine.Replace(plainCell(x))
 	}
 }
+
+// oneLine keeps a table cell on its row and in its column: line breaks and
+// tabs (in a provider's error body, say) are written as escapes.
+var oneLine = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\n`, "\t", `\t`)
 
 func plainCell(v any) string {
 	switch x := v.(type) {
