@@ -251,7 +251,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	if len(r.Bars) > 0 {
-		fmt.Fprintf(&b, "\nbars (ratios measured in this run)\n")
+		fmt.Fprintf(&b, "\nbars (measured in this run)\n")
 		for _, bar := range r.Bars {
 			verdict, op := "MISSED", "≥"
 			if bar.Met {

@@ -79,6 +79,11 @@ func (c DrainConfig) withDefaults() (DrainConfig, error) {
 		if p < 1 || p > 64 {
 			return c, configErrorf("drain: processes %d: must be in 1..64", p)
 		}
+		if p > c.Workers {
+			// Every process claims: fewer claimers than processes would
+			// quietly run more claimers than asked for.
+			return c, configErrorf("drain: processes %d: must be at most workers (%d claimers in all)", p, c.Workers)
+		}
 	}
 	for _, b := range c.Batches {
 		if b < 1 || b > 10000 {
@@ -241,7 +246,6 @@ func splitWorkers(workers, procs int) []int {
 		if i < workers%procs {
 			out[i]++
 		}
-		out[i] = max(out[i], 1)
 	}
 	return out
 }

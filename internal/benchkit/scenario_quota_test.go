@@ -36,7 +36,7 @@ func TestBenchQuota(t *testing.T) {
 		require.Greater(t, u, 0.0, "%v", row)
 		require.LessOrEqual(t, u, 1.5, "%v", row)
 		require.InDelta(t, u, median(t, row, "batch_share")+median(t, row, "interactive_share"), 0.01, "%v", row)
-		require.InDelta(t, u/0.8, median(t, row, "of_limit_less_reserve"), 0.01, "%v", row)
+		require.InDelta(t, median(t, row, "batch_share")/0.8, median(t, row, "batch_of_limit_less_reserve"), 0.01, "%v", row)
 		if row["quota"] == "fixed window" && row["client"] == "naive" {
 			// Eight workers sending at will overrun 5,000 tokens a quarter second.
 			require.Positive(t, median(t, row, "http_429"), "%v", row)

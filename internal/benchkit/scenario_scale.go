@@ -3,6 +3,7 @@ package benchkit
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -104,6 +105,8 @@ func Scale(ctx context.Context, env *Env, cfg ScaleConfig) (*Report, error) {
 		systems = append(systems, SystemFIFO)
 	}
 	fairByRows := map[int]float64{}
+	// Smallest first: vs_smallest divides by the first row of each system.
+	cfg.Rows, cfg.Tenants = sortedCopy(cfg.Rows), sortedCopy(cfg.Tenants)
 	for _, s := range systems {
 		var first float64
 		for i, rows := range cfg.Rows {
@@ -146,8 +149,12 @@ func Scale(ctx context.Context, env *Env, cfg ScaleConfig) (*Report, error) {
 	rep.Tables = append(rep.Tables, tenantsT)
 
 	lo, hi := slices.Min(cfg.Rows), slices.Max(cfg.Rows)
+	growth := ratio(fairByRows[hi], fairByRows[lo])
+	if lo == hi {
+		growth = math.NaN() // one backlog size: nothing to compare it with
+	}
 	rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("scale: fair claim cost at %s rows / at %s rows", group(fmt.Sprint(hi)), group(fmt.Sprint(lo))),
-		ratio(fairByRows[hi], fairByRows[lo]), 1.5, true,
+		growth, 1.5, true,
 		fmt.Sprintf("median claim of %d: %s ms / %s ms", cfg.Batch, fmtFloat(fairByRows[hi], 3), fmtFloat(fairByRows[lo], 3))))
 	return rep.finish(), nil
 }
@@ -232,4 +239,10 @@ func scaleOnce(ctx context.Context, env *Env, cfg ScaleConfig, system string, ro
 			r+1, cfg.reps(), system, rows, tenants, cfg.Batch, res.median, res.p90)
 	}
 	return out, nil
+}
+
+func sortedCopy(xs []int) []int {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return out
 }
