@@ -13,7 +13,7 @@ import (
 
 func reportCommand() *cli.Command {
 	queueFlag := &cli.StringFlag{Name: "queue", Usage: "only this queue (default: all)"}
-	since := &cli.StringFlag{Name: "since", Usage: "start of the window: RFC 3339, or a duration before now like 24h or 7d", Value: "24h"}
+	since := &cli.StringFlag{Name: "since", Usage: "start of the window: RFC 3339, or a duration before now like 24h or 7d (default: 24h before --until)"}
 	until := &cli.StringFlag{Name: "until", Usage: "end of the window, excluded: RFC 3339, or a duration before now (default: now)"}
 	return &cli.Command{
 		Name:  "report",
@@ -85,12 +85,16 @@ func reportBacklog(c *cli.Context, client *queue.Client) error {
 // window reads --since and --until.
 func window(c *cli.Context) (since, until time.Time, err error) {
 	now := time.Now()
-	if since, err = parseWhen("since", c.String("since"), now); err != nil {
-		return since, until, err
-	}
 	until = now
 	if c.IsSet("until") {
 		if until, err = parseWhen("until", c.String("until"), now); err != nil {
+			return since, until, err
+		}
+	}
+	// A window of a day by default, ending where --until says.
+	since = until.Add(-24 * time.Hour)
+	if c.IsSet("since") {
+		if since, err = parseWhen("since", c.String("since"), now); err != nil {
 			return since, until, err
 		}
 	}

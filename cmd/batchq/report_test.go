@@ -157,6 +157,13 @@ func TestReportFilters(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `^job_id,.*\n107,imports,big,`, r.stdout)
 
+	// With --until alone the window is the day before it: 101 and 102 are
+	// in it, 107 (later) is not.
+	r = runCLI(t, db.url, "--format", "csv", "report", "outcomes", "--tenant", "big", "--outcome", "succeeded",
+		"--until", "2025-03-01T13:00:00Z")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `^job_id,.*\n102,.*\n101,.*\n$`, r.stdout)
+
 	// The default window is the last 24 hours: the fixture is older.
 	r = runCLI(t, db.url, "--format", "csv", "report", "outcomes")
 	require.Equal(t, 0, r.code, r.stderr)
