@@ -122,28 +122,31 @@ func TestLostLeaseCancelsTheHandler(t *testing.T) {
 	b := setup(t, queue.QueueConfig{Lease: time.Second})
 	id := b.enqueue(t, "t", 1)
 	ctx, cancel := context.WithCancel(b.ctx)
-	defer cancel()
 	cancelled := make(chan struct{})
 	var outcomes sync.Map
-	go b.client.Work(ctx, queue.WorkerConfig{
-		Queue: b.queue, Concurrency: 1, HeartbeatInterval: 50 * time.Millisecond, MaintainInterval: -1,
-		PollInterval: 20 * time.Millisecond,
-		OnEvent: func(e queue.Event) {
-			if e.Kind == queue.EventFinished {
-				outcomes.Store(e.Job.ID, e.Outcome)
-			}
-		},
-		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-			// Another process rescues the job meanwhile.
-			_, err := b.pool.Exec(context.Background(), `UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = $1`, j.ID)
-			if err != nil {
-				return queue.Result{}, err
-			}
-			<-ctx.Done()
-			close(cancelled)
-			return queue.Result{}, ctx.Err()
-		},
-	})
+	worked := make(chan error, 1)
+	defer func() { cancel(); require.NoError(t, <-worked) }() // Work ends before the pool closes
+	go func() {
+		worked <- b.client.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 1, HeartbeatInterval: 50 * time.Millisecond, MaintainInterval: -1,
+			PollInterval: 20 * time.Millisecond,
+			OnEvent: func(e queue.Event) {
+				if e.Kind == queue.EventFinished {
+					outcomes.Store(e.Job.ID, e.Outcome)
+				}
+			},
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				// Another process rescues the job meanwhile.
+				_, err := b.pool.Exec(context.Background(), `UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = $1`, j.ID)
+				if err != nil {
+					return queue.Result{}, err
+				}
+				<-ctx.Done()
+				close(cancelled)
+				return queue.Result{}, ctx.Err()
+			},
+		})
+	}()
 	select {
 	case <-cancelled:
 	case <-time.After(20 * time.Second):
@@ -157,16 +160,22 @@ func TestWorkWakesOnEnqueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
 	ctx, cancel := context.WithCancel(b.ctx)
-	defer cancel()
 	got := make(chan int64, 1)
-	go b.client.Work(ctx, queue.WorkerConfig{
-		Queue: b.queue, Concurrency: 1,
-		PollInterval: time.Hour, // only a notification can wake it
-		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-			got <- j.ID
-			return queue.Result{}, nil
-		},
-	})
+	worked := make(chan error, 1)
+	defer func() { cancel(); require.NoError(t, <-worked) }() // Work ends before the pool closes
+	go func() {
+		worked <- b.client.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 1,
+			PollInterval: time.Hour, // only a notification can wake it
+			Handler: func(hctx context.Context, j *queue.Job) (queue.Result, error) {
+				select {
+				case got <- j.ID:
+				case <-ctx.Done():
+				}
+				return queue.Result{}, nil
+			},
+		})
+	}()
 	// Enqueue until the listener is up; the first job it sees proves the wake-up.
 	deadline := time.After(30 * time.Second)
 	for i := 0; ; i++ {
