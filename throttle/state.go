@@ -74,6 +74,14 @@ type Quota struct {
 	HasReset  bool      `json:"has_reset"`
 	ResetFrom time.Time `json:"reset_from"`
 	ResetAt   time.Time `json:"reset_at"`
+
+	// Interactive is, for a window, what interactive calls admitted from
+	// InteractiveSince on have taken of this unit in the current window. The
+	// reserve is there for them to use in each window: what they already
+	// used of it need not be kept again, so batch calls keep back only the
+	// reserve less this. Zero for a token bucket.
+	Interactive      int64     `json:"interactive,omitempty"`
+	InteractiveSince time.Time `json:"interactive_since,omitzero"`
 }
 
 // Admission is what the throttle let through at one instant.
@@ -142,7 +150,7 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 		if !v.known {
 			continue
 		}
-		need := u.cost + pol.reserveOf(u.q.Limit, p) - v.avail
+		need := u.cost + pol.reserveLeft(u.q, p, now) - v.avail
 		if need <= 0 {
 			continue
 		}
@@ -169,7 +177,64 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 		// The probe: one call through, the next one an interval later.
 		s.ProbeAt = ceilMicro(now.Add(pol.probeInterval))
 	}
-	return Decision{OK: true, At: s.admit(now, 1, cost)}, nil
+	at := s.admit(now, 1, cost)
+	if p == Interactive && pol.refill == Window {
+		for _, u := range units {
+			u.q.creditInteractive(at, u.cost)
+		}
+	}
+	return Decision{OK: true, At: at}, nil
+}
+
+// reserveLeft is what of q's limit a call of priority p must leave at now:
+// for a batch call in a window, the reserve less what interactive calls
+// already took of this window.
+func (pol policy) reserveLeft(q *Quota, p Priority, now time.Time) int64 {
+	r := pol.reserveOf(q.Limit, p)
+	if r > 0 && pol.refill == Window {
+		r = max(0, r-q.interactiveIn(now))
+	}
+	return r
+}
+
+// creditInteractive counts an interactive call admitted at at against the
+// window it is sure to fall in: the current one when at is before the
+// earliest the window can reset, the next one when at is past the latest.
+// Between the two nothing is counted.
+func (q *Quota) creditInteractive(at time.Time, cost int64) {
+	if !q.Observed || !q.HasReset {
+		return
+	}
+	switch {
+	case !at.Before(q.ResetAt):
+		if q.InteractiveSince.Before(q.ResetAt) {
+			q.Interactive, q.InteractiveSince = 0, q.ResetAt
+		}
+	case at.Before(q.ResetFrom):
+		if q.InteractiveSince.IsZero() {
+			q.InteractiveSince = at
+		}
+	default:
+		return
+	}
+	q.Interactive += cost
+}
+
+// interactiveIn is what interactive calls took of the window now is in, as
+// far as known: nothing when now may be on either side of the reset.
+func (q *Quota) interactiveIn(now time.Time) int64 {
+	if !q.Observed || !q.HasReset || q.Interactive == 0 {
+		return 0
+	}
+	switch {
+	case !now.Before(q.ResetAt):
+		if !q.InteractiveSince.Before(q.ResetAt) {
+			return q.Interactive
+		}
+	case now.Before(q.ResetFrom):
+		return q.Interactive
+	}
+	return 0
 }
 
 // unitView is what one unit allows at one instant.
@@ -410,6 +475,10 @@ func observe(s *State, pol policy, sentAt, receivedAt time.Time, unit quotaheade
 	q.HasReset, q.ResetFrom, q.ResetAt = snap.HasReset, from, until
 	if sameWindow {
 		q.ResetFrom, q.ResetAt = maxTime(old.ResetFrom, from), minTime(old.ResetAt, until)
+	} else if q.Interactive != 0 && !(old.HasReset && snap.HasReset && !q.InteractiveSince.Before(old.ResetAt)) {
+		// A new window (or none): what interactive calls took counts only if
+		// they were admitted after the old window surely ended.
+		q.Interactive, q.InteractiveSince = 0, time.Time{}
 	}
 	s.ProbeAt = time.Time{}
 	s.prune(pol.reorder)
@@ -494,7 +563,7 @@ func headroom(s *State, pol policy, now time.Time, p Priority) (calls, tokens in
 		if !v.known {
 			continue
 		}
-		*u.out = max(0, v.avail-pol.reserveOf(u.q.Limit, p))
+		*u.out = max(0, v.avail-pol.reserveLeft(u.q, p, now))
 	}
 	return calls, tokens
 }

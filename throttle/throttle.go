@@ -105,7 +105,11 @@ func unitName(u quotaheaders.Unit) string {
 type Config struct {
 	// Reserve is the fraction of the limit that only interactive calls may
 	// use, in [0, 1): batch calls start only while remaining − cost ≥
-	// ceil(limit × Reserve), for requests and for tokens. Default 0.
+	// ceil(limit × Reserve), for requests and for tokens. With a Window
+	// refill the reserve is per window, and what interactive calls already
+	// took of the current window counts toward it: batch calls keep back
+	// only the rest, so interactive calls can use the whole reserve in each
+	// window and batch calls what the interactive ones leave. Default 0.
 	Reserve float64
 
 	// Refill is how the provider refills its quota. Default Window.
