@@ -180,7 +180,8 @@ type dispatch struct {
 }
 
 type runningJob struct {
-	lease  *Job // a copy holding the id and token, for heartbeats
+	token  uuid.UUID // the run's lease token: the same job may run again under another
+	lease  *Job      // a copy holding the id and token, for heartbeats; nil once lost
 	cancel context.CancelFunc
 }
 
@@ -295,7 +296,7 @@ func (p *pool) fetch(ctx context.Context) error {
 	defer func() {
 		for _, d := range ready {
 			p.settle(d)
-			p.untrack(d.job.ID)
+			p.untrack(d.job)
 			p.done.release(d.job, 0)
 		}
 	}()
@@ -547,7 +548,7 @@ func (p *pool) dispatches(jobs []*Job, sentAt time.Time) []*dispatch {
 			p.unadmittedCalls++
 			p.unadmittedTokens += j.Cost
 		}
-		p.running[j.ID] = &runningJob{lease: &Job{ID: j.ID, token: j.token}, cancel: func() {}}
+		p.running[j.ID] = &runningJob{token: j.token, lease: &Job{ID: j.ID, token: j.token}, cancel: func() {}}
 		out[i] = d
 	}
 	return out
@@ -573,10 +574,13 @@ func (p *pool) unadmitted() (calls, tokens int64) {
 	return p.unadmittedCalls, p.unadmittedTokens
 }
 
-// untrack stops keeping a job's lease.
-func (p *pool) untrack(id int64) {
+// untrack stops keeping the lease of j's run, unless the job already runs
+// again under another token (a stale run outlived its lease).
+func (p *pool) untrack(j *Job) {
 	p.mu.Lock()
-	delete(p.running, id)
+	if r, ok := p.running[j.ID]; ok && r.token == j.token {
+		delete(p.running, j.ID)
+	}
 	p.mu.Unlock()
 }
 
@@ -602,12 +606,12 @@ func (p *pool) runJob(d *dispatch) {
 	p.emit(Event{Kind: EventClaimed, Job: j, Wait: d.claimed.Sub(j.EnqueuedAt)})
 	ctx, cancel := context.WithCancel(p.handlerCtx)
 	defer cancel()
-	defer p.untrack(j.ID)
+	defer p.untrack(j)
 	p.mu.Lock()
 	r := p.running[j.ID]
-	lostWaiting := r != nil && r.lease == nil
+	lostWaiting := r != nil && r.token == j.token && r.lease == nil
 	if !lostWaiting {
-		p.running[j.ID] = &runningJob{lease: &Job{ID: j.ID, token: j.token}, cancel: cancel}
+		p.running[j.ID] = &runningJob{token: j.token, lease: &Job{ID: j.ID, token: j.token}, cancel: cancel}
 	}
 	p.mu.Unlock()
 	if lostWaiting {
@@ -657,7 +661,7 @@ func (p *pool) runJob(d *dispatch) {
 		// The shutdown ran out of time and cancelled the handler: hand the
 		// job back for another worker, without using an attempt.
 		p.done.release(j, 0)
-	case ctx.Err() != nil && p.leaseLost(j.ID):
+	case ctx.Err() != nil && p.leaseLost(j):
 		p.emit(Event{Kind: EventFinished, Job: j, Outcome: "lease_lost", Duration: took})
 	default:
 		p.done.fail(j, err, received)
@@ -682,12 +686,12 @@ func retryAfter(resp *http.Response, received time.Time) time.Duration {
 	return d
 }
 
-// leaseLost reports whether the heartbeat found the job's lease lost.
-func (p *pool) leaseLost(id int64) bool {
+// leaseLost reports whether the heartbeat found the lease of j's run lost.
+func (p *pool) leaseLost(j *Job) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r, ok := p.running[id]
-	return ok && r.lease == nil
+	r, ok := p.running[j.ID]
+	return ok && r.token == j.token && r.lease == nil
 }
 
 // heartbeats extends the leases of running jobs and cancels the handlers of
