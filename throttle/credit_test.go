@@ -42,12 +42,16 @@ func TestWindowReserveCountsInteractiveUse(t *testing.T) {
 	require.Equal(t, int64(8000), batchTokens(at(61*time.Second)))
 	require.True(t, th.CanStartAt(at(61*time.Second), 300, throttle.Interactive).OK)
 	require.Equal(t, int64(8000), batchTokens(at(61*time.Second)))
-	// ... also once the new window is observed.
+	// Once the new window is observed, calls credited past the old reset
+	// are forgotten (they might belong to a window in between): the whole
+	// reserve is kept back again until interactive calls are counted in it.
 	th.ObserveSnapshotAt(at(61*time.Second), at(61*time.Second), quotaheaders.Tokens, snap(9700, 10000, 59*time.Second))
-	require.Equal(t, int64(8000), batchTokens(at(62*time.Second)))
-	require.True(t, th.CanStartAt(at(62*time.Second), 8000, throttle.Batch).OK)
+	require.Equal(t, int64(7700), batchTokens(at(62*time.Second)))
+	require.True(t, th.CanStartAt(at(62*time.Second), 500, throttle.Interactive).OK)
+	require.Equal(t, int64(7700), batchTokens(at(62*time.Second)), "9200 left, of which 1500 still reserved")
+	require.True(t, th.CanStartAt(at(62*time.Second), 7700, throttle.Batch).OK)
 	require.False(t, th.CanStartAt(at(62*time.Second), 1, throttle.Batch).OK)
-	require.True(t, th.CanStartAt(at(63*time.Second), 1700, throttle.Interactive).OK)
+	require.True(t, th.CanStartAt(at(63*time.Second), 1500, throttle.Interactive).OK)
 	require.False(t, th.CanStartAt(at(63*time.Second), 1, throttle.Interactive).OK)
 
 	// The window after: nothing taken yet, the whole reserve is kept.
@@ -65,4 +69,37 @@ func TestBucketReserveIgnoresInteractiveUse(t *testing.T) {
 	_, tokens, err := th.HeadroomAt(ctx, t0, throttle.Batch)
 	require.NoError(t, err)
 	require.Equal(t, int64(9999-500-2000), tokens)
+}
+
+// Interactive use counted in one window never lowers a later window's
+// reserve: here an interactive call lands in window 2 and no response of
+// window 2 is kept (it failed, or streams past a batch call's), and window 3
+// still keeps its whole reserve for interactive calls.
+func TestInteractiveCreditDoesNotLeakIntoALaterWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	th, err := throttle.New(throttle.Config{Reserve: 0.2}) // fixed window
+	require.NoError(t, err)
+
+	// Window 1: [.., t0+60s).
+	th.ObserveSnapshotAt(t0, t0, quotaheaders.Tokens, snap(10000, 10000, time.Minute))
+	// Window 2 (t0+60s..t0+120s): one interactive call of 1500 tokens; its
+	// response never updates the state (it failed, or is still streaming).
+	require.True(t, th.CanStartAt(at(61*time.Second), 1500, throttle.Interactive).OK)
+
+	// Window 3 (t0+120s..t0+180s): a batch response reports a fresh window,
+	// nothing used of it yet.
+	th.ObserveSnapshotAt(at(125*time.Second), at(125*time.Second), quotaheaders.Tokens,
+		snap(10000, 10000, 55*time.Second))
+
+	_, tokens, err := th.HeadroomAt(ctx, at(126*time.Second), throttle.Batch)
+	require.NoError(t, err)
+	require.Equal(t, int64(8000), tokens,
+		"window 3 is untouched: batch work may use the limit less the whole reserve (2000); "+
+			"the 1500 interactive tokens of window 2 were counted against window 3's reserve")
+	// And so an interactive caller in window 3 finds only part of its reserve
+	// once batch work took its headroom.
+	require.True(t, th.CanStartAt(at(127*time.Second), tokens, throttle.Batch).OK)
+	require.True(t, th.CanStartAt(at(128*time.Second), 2000, throttle.Interactive).OK,
+		"the interactive reserve of window 3 was given to batch work")
 }

@@ -475,9 +475,12 @@ func observe(s *State, pol policy, sentAt, receivedAt time.Time, unit quotaheade
 	q.HasReset, q.ResetFrom, q.ResetAt = snap.HasReset, from, until
 	if sameWindow {
 		q.ResetFrom, q.ResetAt = maxTime(old.ResetFrom, from), minTime(old.ResetAt, until)
-	} else if q.Interactive != 0 && !(old.HasReset && snap.HasReset && !q.InteractiveSince.Before(old.ResetAt)) {
-		// A new window (or none): what interactive calls took counts only if
-		// they were admitted after the old window surely ended.
+	} else if q.Interactive != 0 {
+		// A new window (or none). Calls credited past the old reset may
+		// belong to it or to a window between the two, which nothing here
+		// tells apart: forget them, and keep back the whole reserve until
+		// interactive calls are counted in this window. That errs towards
+		// the interactive callers.
 		q.Interactive, q.InteractiveSince = 0, time.Time{}
 	}
 	s.ProbeAt = time.Time{}
