@@ -227,7 +227,11 @@ CREATE INDEX ledger_adjustments_tenant ON batchq.ledger_adjustments (queue, tena
 -- committed; each statement notes the value it started with, before it
 -- reads a weight, and when the value moved by the commit the check re-keys
 -- the noted tenants (rekey leaves those whose share is unchanged as they
--- are). A sequence, not a row: its value reads without MVCC, where a row
+-- are). Tenants that joined the ring in the statement are re-keyed at
+-- commit whatever the value says (when their share is off): no change could
+-- see them, and a change draws the value only after it committed, so an
+-- enqueue committing in between sees the new weight but not the new value.
+-- A sequence, not a row: its value reads without MVCC, where a row
 -- updated by every change grows a chain of dead versions that each read
 -- walks (autovacuum cannot keep up with a configuration sync). A change
 -- that commits during the commit itself is not seen. Its value is
@@ -242,7 +246,8 @@ CREATE UNLOGGED TABLE batchq.ring_commit_checks (
     tenants   text[]   NOT NULL,
     pos       bigint[] NOT NULL, -- each tenant's ring position
     first_seq bigint[] NOT NULL, -- the seq of the first job the statement added
-    settings  bigint   NOT NULL  -- settings_version when the statement began
+    settings  bigint   NOT NULL, -- settings_version when the statement began
+    joined    text[]   NOT NULL DEFAULT '{}' -- tenants that joined the ring in the statement
 );
 
 -- +goose StatementBegin
@@ -284,6 +289,10 @@ BEGIN
     -- granted since the membership began.
     IF NEW.settings <> (SELECT s.last_value + s.is_called::integer FROM batchq.settings_version s) THEN
         PERFORM batchq.rekey(array_fill(NEW.queue, ARRAY[cardinality(NEW.tenants)]), NEW.tenants);
+    ELSIF cardinality(NEW.joined) > 0 THEN
+        -- A tenant that joined is one no change could see; checked whatever
+        -- the version says, which a change draws only after its commit.
+        PERFORM batchq.rekey(array_fill(NEW.queue, ARRAY[cardinality(NEW.joined)]), NEW.joined);
     END IF;
     RETURN NULL;
 END
@@ -496,6 +505,7 @@ DECLARE
     v_ring_head   bigint[];
     v_ring_bound  integer[];
     v_settings    bigint;
+    v_joined      text[];
 BEGIN
     -- Held until commit, so the queue cannot go while its new jobs do not
     -- show yet (see queues_keep_jobs).
@@ -513,6 +523,7 @@ BEGIN
     SELECT array_agg(l.tenant ORDER BY l.ord), array_agg(l.lines ORDER BY l.ord), array_agg(l.head ORDER BY l.ord)
     INTO v_ring_tenant, v_ring_lines, v_ring_head
     FROM batchq.ring_join(p_queue, p_tenant, false) WITH ORDINALITY AS l (tenant, lines, head, ord);
+    v_joined := ARRAY(SELECT l.tenant FROM unnest(v_ring_tenant, v_ring_head) AS l (tenant, head) WHERE l.head IS NULL);
 
     -- Unique keys: a job already unfinished, or finished within unique_for,
     -- or an earlier line of this batch, holds the key. An empty key is no key.
@@ -625,8 +636,9 @@ BEGIN
         RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.round
     ), noted AS (
         -- Checked at commit (ring_commit_checks).
-        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
-        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings
+        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
+        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings,
+               v_joined
         FROM (SELECT i.tenant, min(i.pos) AS pos, min(i.seq) AS first_seq, min(i.round) AS min_round
               FROM ins i GROUP BY i.tenant) a
         HAVING count(*) > 0
@@ -740,6 +752,7 @@ DECLARE
     v_locked   text[];
     v_n        integer;
     v_settings bigint;
+    v_joined   text[];
 BEGIN
     SELECT array_agg(d.id ORDER BY d.run_after, d.id), array_agg(d.tenant ORDER BY d.run_after, d.id)
     INTO v_ids, v_tenants
@@ -752,7 +765,9 @@ BEGIN
     END IF;
     -- Before ring_join reads the weights (see ring_commit_checks).
     SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
-    v_locked := ARRAY(SELECT r.tenant FROM batchq.ring_join(p_queue, v_tenants, true) r);
+    SELECT coalesce(array_agg(r.tenant), '{}'), coalesce(array_agg(r.tenant) FILTER (WHERE r.head IS NULL), '{}')
+    INTO v_locked, v_joined
+    FROM batchq.ring_join(p_queue, v_tenants, true) r;
 
     WITH src AS (
         SELECT j.id, r.pos, r.join_round, r.share,
@@ -771,8 +786,9 @@ BEGIN
         RETURNING j.tenant, j.pos, j.cum, j.seq, j.round
     ), noted AS (
         -- Checked at commit (ring_commit_checks).
-        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
-        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings
+        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
+        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings,
+               v_joined
         FROM (SELECT u.tenant, min(u.pos) AS pos, min(u.seq) AS first_seq, min(u.round) AS min_round
               FROM upd u GROUP BY u.tenant) a
         HAVING count(*) > 0
@@ -894,8 +910,9 @@ $$;
 -- rekey re-schedules the queued jobs of (queue, tenant) pairs after a weight
 -- or a quantum changed. As in drr, where a visit adds the grant the weight
 -- gives at that moment, the new share takes effect on the tenant's next
--- round: its visits up to the queue's cursor round keep what they were
--- granted at the old share, later ones grant the new share. So a job whose
+-- visit: its visits up to the queue's cursor round (the rounds before it, if
+-- the tenant has not been served in it) keep what they were granted at the
+-- old share, later ones grant the new share. So a job whose
 -- cumulative cost C is within what was granted (C <= granted) is due in the
 -- cursor's round, and one beyond it is served ceil((C - granted) / share)
 -- rounds after the cursor's. The membership is re-based to say exactly that:
@@ -924,6 +941,7 @@ DECLARE
     v_start   bigint;
     v_k       bigint;
     v_granted numeric;
+    v_before  bigint;
     v_queues  text[];
     v_tenants text[];
     v_pos     bigint[];
@@ -966,8 +984,18 @@ BEGIN
         PERFORM batchq.fold_adjustments(v.queue, v.tenant, v.pos, v.join_round, v.share);
         -- The rounds granted so far: from the membership's first to the
         -- cursor's. (A membership begins in the cursor's round, or in the
-        -- next one after a re-base without the share: then none.)
+        -- next one after a re-base without the share: then none.) The
+        -- cursor's round counts only if the tenant was served in it: its
+        -- queued jobs start past what the rounds before had granted. A
+        -- tenant still to come in that round (the cursor holds no position)
+        -- gets it at the new share, as drr grants on the visit.
         v_start := greatest(v_cursor, v.join_round - 1);
+        SELECT j.cum - j.cost INTO v_before FROM batchq.jobs j
+        WHERE j.pos = v.pos AND j.state = 'queued'
+        ORDER BY j.seq LIMIT 1;
+        IF v_start >= v.join_round AND v_before <= (v_start - v.join_round)::numeric * v.share THEN
+            v_start := v_start - 1;
+        END IF;
         v_granted := (v_start - v.join_round + 1)::numeric * v.share;
         v_k := CASE WHEN v_share <= 4611686018427387904 THEN 1 ELSE 0 END;
         UPDATE batchq.jobs j

@@ -165,9 +165,10 @@ func TestLateRequeueTakesTheRoundCurrentAtCommit(t *testing.T) {
 // A weight change re-keys a tenant's queue while the refunds of jobs
 // cancelled from its head, its middle and its tail are still waiting to be
 // folded in. Each is taken out once: every job, and the next one enqueued,
-// still costs its own tokens on the ledger. The re-base counts the round the
-// cursor is in (round 0, granted 100 at weight 1) as spent and starts the
-// ledger one new share (200) below its first job beyond it.
+// still costs its own tokens on the ledger. No claim has served the tenant
+// yet, so, as in drr, the new weight applies from its first visit: the
+// ledger is re-based one round and one new share (200) earlier, and the
+// jobs' costs keep their steps.
 func TestWeightChangeCountsPendingRefundsOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Quantum: 100})
@@ -188,14 +189,13 @@ func TestWeightChangeCountsPendingRefundsOnce(t *testing.T) {
 	require.NoError(t, err)
 	cums, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
-	require.Equal(t, []int64{200, 300, 400, 500}, cums)
-	// As drr serves them: one job in round 0 at the old weight, then two a
-	// round at the new one.
+	require.Equal(t, []int64{300, 400, 500, 600}, cums)
+	// As drr serves them: two a round at the new weight.
 	rows, err = b.pool.Query(b.ctx, `SELECT round FROM batchq.jobs WHERE tenant = 'a' ORDER BY seq`)
 	require.NoError(t, err)
 	rounds, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
-	require.Equal(t, []int64{0, 1, 1, 2}, rounds)
+	require.Equal(t, []int64{0, 0, 1, 1}, rounds)
 }
 
 // TestAdjustmentsThatCancelOutStillMoveTheJobsBetween: a correction of +100

@@ -2,10 +2,15 @@ package queue_test
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -236,4 +241,95 @@ func TestWeightChangeTakesEffectOnTheNextRoundAsInDRR(t *testing.T) {
 			require.Equal(t, want, got)
 		})
 	}
+}
+
+// A tenant that has not been served yet in the round the claims are in gets
+// that round at its new weight, as drr grants on the visit: here b comes
+// before a in the ring, b's round-0 job is claimed, then a's weight changes.
+func TestWeightChangeOfATenantStillToComeInTheRound(t *testing.T) {
+	t.Parallel()
+	for _, w := range []float64{3, 0.5} {
+		t.Run(fmt.Sprint("weight ", w), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Quantum: 1000})
+			weights := map[string]float64{}
+			m, err := drr.New[int](drr.Config{Quantum: 1000, MaxPerTenant: 1000,
+				Weight: func(n string) float64 { return cmp.Or(weights[n], 1) }})
+			require.NoError(t, err)
+			for range 12 {
+				for _, j := range []drr.Job[int]{{Tenant: "b", Cost: 1000}, {Tenant: "a", Cost: 500}} {
+					b.enqueue(t, j.Tenant, j.Cost)
+					require.NoError(t, m.Enqueue(j))
+				}
+			}
+			var want []string
+			dequeue := func(n int) {
+				for range n {
+					j, ok := m.Dequeue(nil)
+					require.True(t, ok)
+					want = append(want, j.Tenant)
+				}
+			}
+			dequeue(1) // b's round-0 job; a not visited yet in round 0
+			got := tenantsOf(b.drainOrder(t, 1))
+			weights["a"] = w
+			require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: w}))
+			dequeue(23)
+			got = append(got, tenantsOf(b.drainOrder(t, 100))...)
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+// blockingTracer holds the statement that draws settings_version until
+// released, as a slow network or a busy pool would.
+type blockingTracer struct {
+	once    sync.Once
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "nextval('batchq.settings_version')") {
+		b.once.Do(func() { close(b.reached) })
+		<-b.release
+	}
+	return ctx
+}
+
+func (b *blockingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A change announces itself (draws settings_version) in a statement of its
+// own after it committed. A tenant's first enqueue that commits in between
+// sees no new version, but it joined the ring, and a joiner's share is
+// checked at commit anyway: it takes the new weight.
+func TestJoinCommittedBeforeTheChangeIsAnnouncedTakesTheNewShare(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 1000})
+	cfg, err := pgxpool.ParseConfig(b.pool.Config().ConnString())
+	require.NoError(t, err)
+	tr := &blockingTracer{reached: make(chan struct{}), release: make(chan struct{})}
+	cfg.ConnConfig.Tracer = tr
+	admin, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	require.NoError(t, err)
+	defer admin.Close()
+	adminClient, err := queue.NewClient(admin, queue.Config{})
+	require.NoError(t, err)
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 1000})
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() { done <- adminClient.SetTenant(b.ctx, queue.Tenant{Name: "late", Weight: 4}) }()
+	<-tr.reached // the change has committed; its version is not drawn yet
+	require.NoError(t, tx.Commit(b.ctx))
+	close(tr.release)
+	require.NoError(t, <-done)
+
+	b.enqueueN(t, "late", 5, 1000)
+	require.Equal(t, int64(4000), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE tenant = 'late'`),
+		"weight 4 committed before the enqueue did")
 }

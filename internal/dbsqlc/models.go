@@ -243,6 +243,7 @@ type BatchqRingCommitCheck struct {
 	Pos      []int64
 	FirstSeq []int64
 	Settings int64
+	Joined   []string
 }
 
 type BatchqTenant struct {
