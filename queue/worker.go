@@ -426,8 +426,20 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 		}
 	}
 	head, ok, err := p.c.NextCost(ctx, p.cfg.Queue)
-	if err != nil || !ok {
+	if err != nil {
 		return nil, 0, err
+	}
+	if !ok {
+		if p.cfg.MaintainInterval < 0 {
+			// No live job is queued, but expired ones may be, and with
+			// maintenance off only a claim drops them (a drain would wait
+			// for them forever). A live job it takes meanwhile waits for
+			// the throttle in its handler.
+			jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, &ClaimOpts{Limit: n, Worker: p.cfg.Name})
+			p.expired(expired)
+			return p.dispatches(jobs, time.Time{}), 0, err
+		}
+		return nil, 0, nil
 	}
 	fits := calls > 0 && tokens >= head
 	if !fits && pc > 0 {

@@ -333,3 +333,34 @@ func TestStaleHeartbeatDoesNotCancelTheNextRun(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// A throttled pool draining a queue whose only jobs have expired, with
+// maintenance off, drops them itself and returns: the throttle's look at
+// the next live job finds none, and a claim is what records expired jobs.
+func TestThrottledDrainDropsExpiredJobsWithoutMaintenance(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	var ids []int64
+	for range 3 {
+		id := b.enqueue(t, "t", 10)
+		b.expire(t, id)
+		ids = append(ids, id)
+	}
+	th, err := b.client.Throttle("k", throttle.Config{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	err = b.client.Work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, Drain: true, Throttle: th,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+		Handler: func(context.Context, *queue.Job) (queue.Result, error) {
+			t.Error("an expired job reached a handler")
+			return queue.Result{}, nil
+		},
+	})
+	require.NoError(t, err)
+	require.NoError(t, ctx.Err(), "the drain did not return")
+	for _, id := range ids {
+		require.Equal(t, "expired", b.outcome(t, id))
+	}
+}
