@@ -204,80 +204,51 @@ func TestConcurrentQueueUpdatesBothApply(t *testing.T) {
 	require.Equal(t, cfg.Quantum, share, "queue's quantum %d, a's backlog keyed at a share of %d", cfg.Quantum, share)
 }
 
-// A weight change takes effect on the tenant's next round, as in drr, where
-// each visit adds the grant of the weight at that moment: what it was granted
-// in the current round stays (here a is half-way through it), and its later
-// rounds grant the new share.
-func TestWeightChangeTakesEffectOnTheNextRoundAsInDRR(t *testing.T) {
+// A weight change takes effect on the tenant's next visit, as in drr, where
+// each visit adds the grant of the weight at that moment. One job is claimed,
+// then a's weight changes:
+//   - a first in the ring: the claim was a's, half-way through its round,
+//     which keeps its old grant; its later rounds grant the new share;
+//   - b first: the claim was b's, and a, still to come in the round, gets
+//     that round at the new share.
+func TestWeightChangeTakesEffectOnTheNextVisitAsInDRR(t *testing.T) {
 	t.Parallel()
-	for _, w := range []float64{3, 0.5} {
-		t.Run(fmt.Sprint("weight ", w), func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, queue.QueueConfig{Quantum: 1000})
-			weights := map[string]float64{}
-			m, err := drr.New[int](drr.Config{Quantum: 1000, MaxPerTenant: 1000,
-				Weight: func(n string) float64 { return cmp.Or(weights[n], 1) }})
-			require.NoError(t, err)
-			for range 12 {
-				for _, j := range []drr.Job[int]{{Tenant: "a", Cost: 500}, {Tenant: "b", Cost: 1000}} {
-					b.enqueue(t, j.Tenant, j.Cost)
-					require.NoError(t, m.Enqueue(j))
+	for _, first := range []string{"a", "b"} {
+		for _, w := range []float64{3, 0.5} {
+			t.Run(fmt.Sprintf("%s first, weight %v", first, w), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, queue.QueueConfig{Quantum: 1000})
+				weights := map[string]float64{}
+				m, err := drr.New[int](drr.Config{Quantum: 1000, MaxPerTenant: 1000,
+					Weight: func(n string) float64 { return cmp.Or(weights[n], 1) }})
+				require.NoError(t, err)
+				pair := []drr.Job[int]{{Tenant: "a", Cost: 500}, {Tenant: "b", Cost: 1000}}
+				if first == "b" {
+					pair[0], pair[1] = pair[1], pair[0]
 				}
-			}
-			var want []string
-			dequeue := func(n int) {
-				for range n {
-					j, ok := m.Dequeue(nil)
-					require.True(t, ok)
-					want = append(want, j.Tenant)
+				for range 12 {
+					for _, j := range pair {
+						b.enqueue(t, j.Tenant, j.Cost)
+						require.NoError(t, m.Enqueue(j))
+					}
 				}
-			}
-			dequeue(1)
-			got := tenantsOf(b.drainOrder(t, 1))
-			weights["a"] = w
-			require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: w}))
-			dequeue(23)
-			got = append(got, tenantsOf(b.drainOrder(t, 100))...)
-			require.Equal(t, want, got)
-		})
-	}
-}
-
-// A tenant that has not been served yet in the round the claims are in gets
-// that round at its new weight, as drr grants on the visit: here b comes
-// before a in the ring, b's round-0 job is claimed, then a's weight changes.
-func TestWeightChangeOfATenantStillToComeInTheRound(t *testing.T) {
-	t.Parallel()
-	for _, w := range []float64{3, 0.5} {
-		t.Run(fmt.Sprint("weight ", w), func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, queue.QueueConfig{Quantum: 1000})
-			weights := map[string]float64{}
-			m, err := drr.New[int](drr.Config{Quantum: 1000, MaxPerTenant: 1000,
-				Weight: func(n string) float64 { return cmp.Or(weights[n], 1) }})
-			require.NoError(t, err)
-			for range 12 {
-				for _, j := range []drr.Job[int]{{Tenant: "b", Cost: 1000}, {Tenant: "a", Cost: 500}} {
-					b.enqueue(t, j.Tenant, j.Cost)
-					require.NoError(t, m.Enqueue(j))
+				var want []string
+				dequeue := func(n int) {
+					for range n {
+						j, ok := m.Dequeue(nil)
+						require.True(t, ok)
+						want = append(want, j.Tenant)
+					}
 				}
-			}
-			var want []string
-			dequeue := func(n int) {
-				for range n {
-					j, ok := m.Dequeue(nil)
-					require.True(t, ok)
-					want = append(want, j.Tenant)
-				}
-			}
-			dequeue(1) // b's round-0 job; a not visited yet in round 0
-			got := tenantsOf(b.drainOrder(t, 1))
-			weights["a"] = w
-			require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: w}))
-			dequeue(23)
-			got = append(got, tenantsOf(b.drainOrder(t, 100))...)
-			require.Equal(t, want, got)
-		})
+				dequeue(1)
+				got := tenantsOf(b.drainOrder(t, 1))
+				weights["a"] = w
+				require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: w}))
+				dequeue(23)
+				got = append(got, tenantsOf(b.drainOrder(t, 100))...)
+				require.Equal(t, want, got)
+			})
+		}
 	}
 }
 
