@@ -51,24 +51,21 @@ func TestRateLimitedErrorPausesTheFleetWhateverTheResponse(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	ran := make(chan struct{}, 10)
-	done := make(chan error, 1)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 1, PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
-			Throttle: th,
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				ran <- struct{}{}
-				resp := &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"30"}}}
-				return queue.Result{Response: resp}, fmt.Errorf("overloaded: %w", queue.ErrRateLimited)
-			},
-		})
-	}()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+		Throttle: th,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			ran <- struct{}{}
+			resp := &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"30"}}}
+			return queue.Result{Response: resp}, fmt.Errorf("overloaded: %w", queue.ErrRateLimited)
+		},
+	})
 	<-ran
 	require.Eventually(t, func() bool {
 		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'retrying'`) == 1
 	}, 10*time.Second, 10*time.Millisecond, "handed back")
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, wait())
 	d := th.CanStartAt(time.Now(), 1, throttle.Interactive)
 	require.False(t, d.OK, "ErrRateLimited must pause the fleet (Retry-After 30s), but the throttle admits")
 }

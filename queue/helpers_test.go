@@ -116,3 +116,12 @@ func tenantsOf(jobs []*queue.Job) []string {
 }
 
 var _ = time.Second
+
+// work runs a worker pool in the background until ctx is done; wait returns
+// Work's error once it has returned. Tests wait before they end, so no pool
+// outlives its database.
+func (b *testBundle) work(ctx context.Context, cfg queue.WorkerConfig) (wait func() error) {
+	done := make(chan error, 1)
+	go func() { done <- b.client.Work(ctx, cfg) }()
+	return func() error { return <-done }
+}

@@ -83,32 +83,29 @@ func TestClaimedAheadJobsKeepTheirLease(t *testing.T) {
 	var events eventLog
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 1, BatchSize: 1,
-			PollInterval: 20 * time.Millisecond, MaintainInterval: 100 * time.Millisecond,
-			HeartbeatInterval: 100 * time.Millisecond,
-			OnEvent:           events.on,
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				runs.add(j.ID)
-				if j.ID == first {
-					// A long job: three leases' worth, heartbeated all along.
-					select {
-					case <-time.After(3 * time.Second):
-					case <-ctx.Done():
-						return queue.Result{}, ctx.Err()
-					}
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, BatchSize: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 100 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond,
+		OnEvent:           events.on,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			runs.add(j.ID)
+			if j.ID == first {
+				// A long job: three leases' worth, heartbeated all along.
+				select {
+				case <-time.After(3 * time.Second):
+				case <-ctx.Done():
+					return queue.Result{}, ctx.Err()
 				}
-				return queue.Result{}, nil
-			},
-		})
-	}()
+			}
+			return queue.Result{}, nil
+		},
+	})
 	require.Eventually(t, func() bool {
 		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes`) == 2
 	}, 20*time.Second, 20*time.Millisecond)
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, wait())
 
 	require.Equal(t, 1, runs.get(first))
 	require.Equal(t, []string{"succeeded"}, events.outcomes(second),
@@ -145,23 +142,20 @@ func TestOneRefusedCompletionCostsOnlyItself(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	release := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 6, BatchSize: 6,
-			PollInterval: 20 * time.Millisecond, MaintainInterval: -1, OnEvent: events.on,
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				runs.add(j.ID)
-				<-release // all six finish together, into one batch as a rule
-				return queue.Result{}, nil
-			},
-		})
-	}()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 6, BatchSize: 6,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: -1, OnEvent: events.on,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			runs.add(j.ID)
+			<-release // all six finish together, into one batch as a rule
+			return queue.Result{}, nil
+		},
+	})
 	require.Eventually(t, func() bool { return runs.get(poison) == 1 && runs.jobs() == 6 }, 10*time.Second, 5*time.Millisecond)
 	close(release)
 	require.Eventually(t, func() bool { return len(events.outcomes(poison)) == 1 }, 10*time.Second, 5*time.Millisecond)
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, wait())
 
 	require.Equal(t, []string{"unrecorded"}, events.outcomes(poison))
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, poison))
@@ -192,31 +186,28 @@ func TestThrottledPoolClaimsNoMoreThanTheHeadroom(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	hold := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 8, BatchSize: 8, Throttle: th,
-			PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
-			OnEvent: func(e queue.Event) {
-				switch {
-				case e.Kind == queue.EventClaimed:
-					claimed.Add(1)
-				case e.Kind == queue.EventFinished && e.Outcome == "released":
-					released.Add(1)
-				}
-			},
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				<-hold
-				return queue.Result{}, nil
-			},
-		})
-	}()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 8, BatchSize: 8, Throttle: th,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+		OnEvent: func(e queue.Event) {
+			switch {
+			case e.Kind == queue.EventClaimed:
+				claimed.Add(1)
+			case e.Kind == queue.EventFinished && e.Outcome == "released":
+				released.Add(1)
+			}
+		},
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			<-hold
+			return queue.Result{}, nil
+		},
+	})
 	require.Eventually(t, func() bool { return claimed.Load() >= 2 }, 10*time.Second, 5*time.Millisecond)
 	time.Sleep(time.Second)
 	c, r := claimed.Load(), released.Load()
 	close(hold)
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, wait())
 	require.Equal(t, int64(2), c, "claimed more jobs than the quota had room for")
 	require.Zero(t, r, "jobs claimed past the headroom were handed back to the tail")
 }
@@ -231,24 +222,21 @@ func TestRefusedReleaseIsReportedAsLeaseLost(t *testing.T) {
 	var events eventLog
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 1, PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
-			OnEvent: events.on,
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				// Another process rescued and re-claimed the job meanwhile.
-				if _, err := b.pool.Exec(context.Background(),
-					`UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = $1`, j.ID); err != nil {
-					return queue.Result{}, err
-				}
-				return queue.Result{}, queue.ErrRateLimited
-			},
-		})
-	}()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+		OnEvent: events.on,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			// Another process rescued and re-claimed the job meanwhile.
+			if _, err := b.pool.Exec(context.Background(),
+				`UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = $1`, j.ID); err != nil {
+				return queue.Result{}, err
+			}
+			return queue.Result{}, queue.ErrRateLimited
+		},
+	})
 	require.Eventually(t, func() bool { return len(events.outcomes(id)) > 0 }, 10*time.Second, 10*time.Millisecond)
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, wait())
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, id),
 		"the other worker's lease stands")
 	require.Equal(t, []string{"lease_lost"}, events.outcomes(id))
@@ -271,35 +259,32 @@ func TestStaleHeartbeatDoesNotCancelTheNextRun(t *testing.T) {
 	var runs runCounter
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 2, BatchSize: 1,
-			PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
-			HeartbeatInterval: 100 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond,
-			Handler: func(hctx context.Context, job *queue.Job) (queue.Result, error) {
-				switch {
-				case job.ID == k:
-					close(kStarted)
-					<-hctx.Done()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 2, BatchSize: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond,
+		Handler: func(hctx context.Context, job *queue.Job) (queue.Result, error) {
+			switch {
+			case job.ID == k:
+				close(kStarted)
+				<-hctx.Done()
+				return queue.Result{}, hctx.Err()
+			case runs.add(job.ID) == 1:
+				close(j1Started)
+				<-letJ1Return
+				return queue.Result{}, queue.ErrRateLimited // handed back, due now
+			default:
+				close(j2Started)
+				select {
+				case <-hctx.Done():
+					close(j2Cancelled)
 					return queue.Result{}, hctx.Err()
-				case runs.add(job.ID) == 1:
-					close(j1Started)
-					<-letJ1Return
-					return queue.Result{}, queue.ErrRateLimited // handed back, due now
-				default:
-					close(j2Started)
-					select {
-					case <-hctx.Done():
-						close(j2Cancelled)
-						return queue.Result{}, hctx.Err()
-					case <-ctx.Done():
-						return queue.Result{}, nil
-					}
+				case <-ctx.Done():
+					return queue.Result{}, nil
 				}
-			},
-		})
-	}()
+			}
+		},
+	})
 	<-kStarted
 	<-j1Started
 
@@ -331,7 +316,7 @@ func TestStaleHeartbeatDoesNotCancelTheNextRun(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, wait())
 }
 
 // A throttled pool draining a queue whose only jobs have expired, with

@@ -28,32 +28,29 @@ func TestStaleRunLeavesTheNewRunsLeaseAlone(t *testing.T) {
 	var once1, once2 sync.Once
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 2, BatchSize: 1,
-			PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
-			HeartbeatInterval: 100 * time.Millisecond,
-			OnEvent:           events.on,
-			Handler: func(hctx context.Context, j *queue.Job) (queue.Result, error) {
-				switch runs.add(j.ID) {
-				case 1:
-					once1.Do(func() { close(r1) })
-					<-releaseR1 // does not watch hctx
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 2, BatchSize: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond,
+		OnEvent:           events.on,
+		Handler: func(hctx context.Context, j *queue.Job) (queue.Result, error) {
+			switch runs.add(j.ID) {
+			case 1:
+				once1.Do(func() { close(r1) })
+				<-releaseR1 // does not watch hctx
+				return queue.Result{}, hctx.Err()
+			case 2:
+				once2.Do(func() { close(r2) })
+				select { // three leases' worth, heartbeated all along
+				case <-time.After(3 * time.Second):
+					return queue.Result{}, nil
+				case <-hctx.Done():
 					return queue.Result{}, hctx.Err()
-				case 2:
-					once2.Do(func() { close(r2) })
-					select { // three leases' worth, heartbeated all along
-					case <-time.After(3 * time.Second):
-						return queue.Result{}, nil
-					case <-hctx.Done():
-						return queue.Result{}, hctx.Err()
-					}
 				}
-				return queue.Result{}, nil
-			},
-		})
-	}()
+			}
+			return queue.Result{}, nil
+		},
+	})
 	<-r1
 	// The first run's lease is lost (what RescueLostLeases does to it).
 	b.exec(t, `UPDATE batchq.jobs SET state = 'retrying', run_after = now(), lease_token = NULL,
@@ -68,7 +65,7 @@ func TestStaleRunLeavesTheNewRunsLeaseAlone(t *testing.T) {
 		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id) == 1
 	}, 20*time.Second, 20*time.Millisecond)
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, wait())
 
 	require.Equal(t, 2, runs.get(id), "outcomes per run: %v", events.outcomes(id))
 	require.Equal(t, "succeeded", b.outcome(t, id))

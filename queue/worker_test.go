@@ -63,17 +63,14 @@ func TestGracefulShutdownHandsBackUnstartedJobs(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	started := make(chan int64, 10)
 	release := make(chan struct{})
-	done := make(chan error)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 2, BatchSize: 6, PollInterval: 20 * time.Millisecond,
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				started <- j.ID
-				<-release
-				return queue.Result{}, nil
-			},
-		})
-	}()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 2, BatchSize: 6, PollInterval: 20 * time.Millisecond,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			started <- j.ID
+			<-release
+			return queue.Result{}, nil
+		},
+	})
 	// Two handlers are busy; the rest of the claim waits for them.
 	<-started
 	<-started
@@ -83,7 +80,7 @@ func TestGracefulShutdownHandsBackUnstartedJobs(t *testing.T) {
 	cancel()
 	time.Sleep(50 * time.Millisecond) // let the pool stop claiming before the handlers return
 	close(release)
-	require.NoError(t, <-done)
+	require.NoError(t, wait())
 
 	// The two that ran succeeded; the four claimed but never started went back
 	// without using an attempt.
@@ -99,20 +96,17 @@ func TestShutdownTimeoutCancelsHandlersAndReleases(t *testing.T) {
 	b.enqueue(t, "t", 1)
 	ctx, cancel := context.WithCancel(b.ctx)
 	started := make(chan struct{})
-	done := make(chan error)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 1, ShutdownTimeout: 100 * time.Millisecond, PollInterval: 20 * time.Millisecond,
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				close(started)
-				<-ctx.Done()
-				return queue.Result{}, ctx.Err()
-			},
-		})
-	}()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, ShutdownTimeout: 100 * time.Millisecond, PollInterval: 20 * time.Millisecond,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			close(started)
+			<-ctx.Done()
+			return queue.Result{}, ctx.Err()
+		},
+	})
 	<-started
 	cancel()
-	require.NoError(t, <-done)
+	require.NoError(t, wait())
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'retrying' AND attempt = 0`))
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes`))
 }
@@ -124,29 +118,26 @@ func TestLostLeaseCancelsTheHandler(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	cancelled := make(chan struct{})
 	var outcomes sync.Map
-	worked := make(chan error, 1)
-	defer func() { cancel(); require.NoError(t, <-worked) }() // Work ends before the pool closes
-	go func() {
-		worked <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 1, HeartbeatInterval: 50 * time.Millisecond, MaintainInterval: -1,
-			PollInterval: 20 * time.Millisecond,
-			OnEvent: func(e queue.Event) {
-				if e.Kind == queue.EventFinished {
-					outcomes.Store(e.Job.ID, e.Outcome)
-				}
-			},
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				// Another process rescues the job meanwhile.
-				_, err := b.pool.Exec(context.Background(), `UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = $1`, j.ID)
-				if err != nil {
-					return queue.Result{}, err
-				}
-				<-ctx.Done()
-				close(cancelled)
-				return queue.Result{}, ctx.Err()
-			},
-		})
-	}()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, HeartbeatInterval: 50 * time.Millisecond, MaintainInterval: -1,
+		PollInterval: 20 * time.Millisecond,
+		OnEvent: func(e queue.Event) {
+			if e.Kind == queue.EventFinished {
+				outcomes.Store(e.Job.ID, e.Outcome)
+			}
+		},
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			// Another process rescues the job meanwhile.
+			_, err := b.pool.Exec(context.Background(), `UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = $1`, j.ID)
+			if err != nil {
+				return queue.Result{}, err
+			}
+			<-ctx.Done()
+			close(cancelled)
+			return queue.Result{}, ctx.Err()
+		},
+	})
+	defer func() { cancel(); require.NoError(t, wait()) }() // Work ends before the pool closes
 	select {
 	case <-cancelled:
 	case <-time.After(20 * time.Second):
@@ -161,21 +152,18 @@ func TestWorkWakesOnEnqueue(t *testing.T) {
 	b := setup(t, queue.QueueConfig{})
 	ctx, cancel := context.WithCancel(b.ctx)
 	got := make(chan int64, 1)
-	worked := make(chan error, 1)
-	defer func() { cancel(); require.NoError(t, <-worked) }() // Work ends before the pool closes
-	go func() {
-		worked <- b.client.Work(ctx, queue.WorkerConfig{
-			Queue: b.queue, Concurrency: 1,
-			PollInterval: time.Hour, // only a notification can wake it
-			Handler: func(hctx context.Context, j *queue.Job) (queue.Result, error) {
-				select {
-				case got <- j.ID:
-				case <-ctx.Done():
-				}
-				return queue.Result{}, nil
-			},
-		})
-	}()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1,
+		PollInterval: time.Hour, // only a notification can wake it
+		Handler: func(hctx context.Context, j *queue.Job) (queue.Result, error) {
+			select {
+			case got <- j.ID:
+			case <-ctx.Done():
+			}
+			return queue.Result{}, nil
+		},
+	})
+	defer func() { cancel(); require.NoError(t, wait()) }() // Work ends before the pool closes
 	// Enqueue until the listener is up; the first job it sees proves the wake-up.
 	deadline := time.After(30 * time.Second)
 	for i := 0; ; i++ {
