@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -144,18 +146,26 @@ func (c *Client) Complete(ctx context.Context, j *Job, r Result) error {
 
 // CompleteMany finishes jobs as succeeded in one statement and one
 // transaction. It returns the ids of jobs whose lease was lost, which it left
-// alone.
+// alone. A job listed more than once is completed with its first result.
 func (c *Client) CompleteMany(ctx context.Context, done []Completion) (lost []int64, err error) {
 	if len(done) == 0 {
 		return nil, nil
 	}
-	p := dbsqlc.CompleteParams{
-		Ids:         make([]int64, len(done)),
-		Tokens:      make([]uuid.UUID, len(done)),
-		ActualCosts: make([]int64, len(done)),
-		Results:     make([]string, len(done)),
+	// The statement wants ids ascending and distinct (it deletes in id order).
+	order := make([]int, len(done))
+	for i := range order {
+		order[i] = i
 	}
-	for i, d := range done {
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(done[a].Job.ID, done[b].Job.ID) })
+	order = slices.CompactFunc(order, func(a, b int) bool { return done[a].Job.ID == done[b].Job.ID })
+	p := dbsqlc.CompleteParams{
+		Ids:         make([]int64, len(order)),
+		Tokens:      make([]uuid.UUID, len(order)),
+		ActualCosts: make([]int64, len(order)),
+		Results:     make([]string, len(order)),
+	}
+	for i, k := range order {
+		d := done[k]
 		p.Ids[i], p.Tokens[i] = d.Job.ID, d.Job.token
 		p.ActualCosts[i] = -1
 		if d.Result.ActualCost > 0 {

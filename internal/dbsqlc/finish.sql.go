@@ -50,18 +50,12 @@ WITH input AS (
            nullif(($2::bigint[])[i.n], -1) AS actual_cost,
            nullif(($3::text[])[i.n], '')::jsonb AS result
     FROM unnest($4::bigint[]) WITH ORDINALITY AS i (id, n)
-), target AS (
-    -- Only a running job has a lease token, so a matching token is the
-    -- whole check.
-    SELECT j.id FROM batchq.jobs j JOIN input i ON i.id = j.id
-    WHERE j.id = ANY ($4::bigint[]) AND j.lease_token = i.token
-    ORDER BY j.id -- every statement that waits on job rows locks them in id order
-    FOR UPDATE OF j
 ), done AS (
     -- Not the payload: a succeeded outcome does not keep it, and it is the
     -- widest column by far.
     DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t))
+    USING input i
+    WHERE j.id = ANY ($4::bigint[]) AND j.id = i.id AND j.lease_token = i.token
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.attempt, j.max_attempts, j.deadline, j.enqueued_at,
               j.first_claimed_at, j.worker, j.unique_key, j.pos, j.seq
 ), written AS (
@@ -89,6 +83,10 @@ type CompleteParams struct {
 // Finishes running jobs whose lease token still matches: removes each job and
 // writes its 'succeeded' outcome, and records actual cost minus estimate in
 // the tenant's ledger. Returns the ids it finished; the rest lost their lease.
+// @ids must be ascending and distinct: the delete then reaches the rows in
+// id order whichever side of the join drives it, the order every statement
+// that waits on job rows takes them in. Only a running job has a lease
+// token, so a matching token is the whole check.
 func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) ([]int64, error) {
 	rows, err := db.Query(ctx, complete,
 		arg.Tokens,

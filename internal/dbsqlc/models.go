@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -134,6 +135,23 @@ type BatchqBacklog struct {
 	RunningJobs     int64
 	RetryingJobs    int64
 	NearestDeadline *time.Time
+}
+
+// The row type batchq.claim() returns; always empty.
+type BatchqClaimResult struct {
+	ID             int64
+	Expired        bool
+	Queue          string
+	Tenant         string
+	Kind           string
+	Cost           int64
+	Deadline       time.Time
+	Payload        []byte
+	Attempt        int32
+	MaxAttempts    int32
+	LeaseToken     uuid.UUID
+	LeaseExpiresAt time.Time
+	EnqueuedAt     time.Time
 }
 
 // The row type batchq.enqueue() returns; always empty.
