@@ -136,9 +136,11 @@ ALTER INDEX batchq.outcomes_finished SET (autosummarize = on);
 -- One tenant's audit trail over any window, newest first: what analysts ask
 -- most, and what the BRIN index cannot narrow (at ten million outcomes a month
 -- of one tenant took 3.8 s by BRIN, 35 ms with this index). Completions pay a
--- btree insert for it; BenchmarkDrain (8 workers, batches of 100) showed no
--- difference beyond run-to-run noise. Building it takes a lock that holds up
--- completions while it runs: about 25 s per ten million existing outcomes.
+-- btree insert for it, into a leaf chosen by tenant: inserting 100 outcome
+-- rows took 1.13 ms with it and 0.75 ms without (medians of 100 alternations),
+-- about a tenth of a fair drain's time per job. Building it takes a lock that
+-- holds up completions while it runs: about 25 s per ten million existing
+-- outcomes.
 CREATE INDEX outcomes_tenant ON batchq.outcomes (tenant, finished_at);
 
 -- +goose Down

@@ -1,10 +1,12 @@
 package queue_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -338,6 +340,36 @@ func TestCancel(t *testing.T) {
 	_, err := b.client.Claim(b.ctx, b.queue, nil)
 	require.NoError(t, err)
 	require.ErrorIs(t, b.client.Cancel(b.ctx, running, ""), queue.ErrNotFound)
+}
+
+// CompleteMany takes jobs in any order, a job listed twice included: each
+// is finished once, with the result listed first, and one whose lease was
+// lost is reported without holding up the rest.
+func TestCompleteManyInAnyOrderFinishesEachJobOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for _, tenant := range []string{"a", "b", "c"} {
+		b.enqueue(t, tenant, 10)
+	}
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	slices.SortFunc(jobs, func(x, y *queue.Job) int { return cmp.Compare(y.ID, x.ID) }) // newest first
+	b.exec(t, `UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = $1`, jobs[1].ID)
+
+	lost, err := b.client.CompleteMany(b.ctx, []queue.Completion{
+		{Job: jobs[0], Result: queue.Result{Output: []byte(`{"first":true}`)}},
+		{Job: jobs[2]},
+		{Job: jobs[1]},
+		{Job: jobs[0], Result: queue.Result{Output: []byte(`{"first":false}`)}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int64{jobs[1].ID}, lost)
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.outcomes`))
+	var result string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result::text FROM batchq.outcomes WHERE job_id = $1`, jobs[0].ID).Scan(&result))
+	require.JSONEq(t, `{"first":true}`, result)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "the job whose lease was lost stays")
 }
 
 func TestRescuedJobsOldTokenIsRefused(t *testing.T) {
