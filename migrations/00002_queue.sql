@@ -596,9 +596,19 @@ LANGUAGE plpgsql
 -- gives the head in seq order without a sort. Sorts this function cannot do
 -- without still run. JIT is off: those two settings price the plans in the
 -- billions, and compiling them took over 100 ms a call.
+-- A session plans each statement here once, generically, as soon as the plan
+-- for the arguments of the moment stops looking cheaper. Made after calls of
+-- a few lines, that plan expects about ten elements in every array and joins
+-- them in nested loops: a later call of 5,000 lines for 5,000 tenants
+-- compared every line with every tenant, 11 s a call (and 18 s in rekey at
+-- its commit). So a call of many lines plans every statement for its own
+-- arrays, as do the functions it calls (ring_join; rekey does the same), for
+-- less than a millisecond; calls of a few lines keep the cached plans. The
+-- SET below ends that change with the call.
 SET enable_seqscan = off
 SET enable_sort = off
 SET jit = off
+SET plan_cache_mode = auto
 AS $$
 DECLARE
     q        batchq.queues;
@@ -635,6 +645,9 @@ BEGIN
     END IF;
     IF v_n = 0 THEN
         RETURN;
+    END IF;
+    IF v_n > 64 THEN
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
     END IF;
 
     -- Before ring_join reads the weights (see ring_commit_checks).
@@ -1062,6 +1075,7 @@ CREATE FUNCTION batchq.rekey(p_queues text[], p_tenants text[]) RETURNS void
 LANGUAGE plpgsql
 SET enable_seqscan = off -- as enqueue: index access whatever the statistics say
 SET jit = off
+SET plan_cache_mode = auto -- as enqueue
 AS $$
 DECLARE
     v         record;
@@ -1075,6 +1089,9 @@ DECLARE
     v_tenants text[];
     v_pos     bigint[];
 BEGIN
+    IF cardinality(p_tenants) > 64 THEN -- as enqueue: plans for many tenants
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+    END IF;
     PERFORM 1 FROM batchq.tenant_ring r
     JOIN unnest(p_queues, p_tenants) AS p (queue, tenant) ON r.queue = p.queue AND r.tenant = p.tenant
     ORDER BY r.queue COLLATE "C", r.tenant -- queues in byte order, as EnqueueMany runs them

@@ -145,6 +145,47 @@ func TestQueueFullLeavesCallerTransactionUsable(t *testing.T) {
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.tenants WHERE name = 'still-usable'`))
 }
 
+// A call of many lines plans its statements for them; the caller's
+// transaction and session keep their own plan settings, through the call and
+// through the re-keying at commit.
+func TestBulkEnqueueLeavesTheCallersPlanSettings(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	conn, err := b.pool.Acquire(b.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	jobs := make([]queue.NewJob, 200)
+	for i := range jobs {
+		jobs[i] = queue.NewJob{Queue: b.queue, Tenant: fmt.Sprintf("t%03d", i), Cost: 10}
+	}
+	mode := func() string {
+		var m string
+		require.NoError(t, conn.QueryRow(b.ctx, `SHOW plan_cache_mode`).Scan(&m))
+		return m
+	}
+
+	tx, err := conn.Begin(b.ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(b.ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	_, err = b.client.EnqueueManyTx(b.ctx, tx, jobs[:100])
+	require.NoError(t, err)
+	var m string
+	require.NoError(t, tx.QueryRow(b.ctx, `SHOW plan_cache_mode`).Scan(&m))
+	require.Equal(t, "force_generic_plan", m)
+	require.NoError(t, tx.Commit(b.ctx))
+
+	tx, err = conn.Begin(b.ctx)
+	require.NoError(t, err)
+	_, err = b.client.EnqueueManyTx(b.ctx, tx, jobs[100:])
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(b.ctx, `SHOW plan_cache_mode`).Scan(&m))
+	require.Equal(t, "auto", m)
+	require.NoError(t, tx.Commit(b.ctx))
+	require.Equal(t, "auto", mode())
+	require.Equal(t, int64(200), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
 func TestRolledBackEnqueueLeavesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
