@@ -1005,9 +1005,9 @@ $$;
 -- are left for later. Returns how many tenants it adjusted.
 --
 -- Job rows: every statement that waits on job rows locks them in id order
--- (failures, releases and heartbeats lock ORDER BY id, completions delete the
--- ids the client sends ascending; claims, rescues and expiries skip locked
--- rows and never wait), and a transaction that re-keys locks all it will touch in one such statement first. Locking
+-- (completions, failures, releases and heartbeats lock ORDER BY id; claims,
+-- rescues and expiries skip locked rows and never wait), and a transaction
+-- that re-keys locks all it will touch in one such statement first. Locking
 -- in any other order could hold a job a claim had just taken (a recheck locks
 -- the newest version of a row before it finds the row no longer qualifies)
 -- while waiting for a job a completion holds, and the completion wait for

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -146,18 +147,27 @@ func (c *Client) Complete(ctx context.Context, j *Job, r Result) error {
 
 // CompleteMany finishes jobs as succeeded in one statement and one
 // transaction. It returns the ids of jobs whose lease was lost, which it left
-// alone. A job listed more than once is completed with its first result.
+// alone. A job listed more than once under the same lease is completed with
+// its first result; listed under an old lease and the current one, it is
+// completed by the current one.
 func (c *Client) CompleteMany(ctx context.Context, done []Completion) (lost []int64, err error) {
 	if len(done) == 0 {
 		return nil, nil
 	}
-	// The statement wants ids ascending and distinct (it deletes in id order).
+	// One line per job and lease: a second outcome row for a job would fail
+	// the statement.
 	order := make([]int, len(done))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(done[a].Job.ID, done[b].Job.ID) })
-	order = slices.CompactFunc(order, func(a, b int) bool { return done[a].Job.ID == done[b].Job.ID })
+	same := func(a, b int) int {
+		if d := cmp.Compare(done[a].Job.ID, done[b].Job.ID); d != 0 {
+			return d
+		}
+		return bytes.Compare(done[a].Job.token[:], done[b].Job.token[:])
+	}
+	slices.SortStableFunc(order, same)
+	order = slices.CompactFunc(order, func(a, b int) bool { return same(a, b) == 0 })
 	p := dbsqlc.CompleteParams{
 		Ids:         make([]int64, len(order)),
 		Tokens:      make([]uuid.UUID, len(order)),

@@ -413,6 +413,107 @@ func TestCompleteManyInAnyOrderFinishesEachJobOnce(t *testing.T) {
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "the job whose lease was lost stays")
 }
 
+// waitForLockWait waits until a backend running a statement like pattern
+// waits on a lock.
+func waitForLockWait(t *testing.T, b *testBundle, pattern string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if b.scalar(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`, pattern) > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no statement like %q came to wait on a lock", pattern)
+}
+
+// A completion takes its jobs' rows in id order, as heartbeats, failures and
+// releases do, whatever order the rows lie in on disk: a worker pool
+// heartbeats jobs whose completions its completer is writing, and the two
+// must never deadlock. Here the oldest job's row was rewritten by a
+// heartbeat, so it lies after the others; a transaction holding it and then
+// asking for the next job must see the completion wait on the oldest first,
+// holding nothing.
+func TestCompletionsAndHeartbeatsOnTheSameJobsNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for _, tenant := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		b.enqueue(t, tenant, 10)
+	}
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 8})
+	require.NoError(t, err)
+	require.Len(t, jobs, 8)
+	slices.SortFunc(jobs, func(x, y *queue.Job) int { return cmp.Compare(x.ID, y.ID) })
+	older, newer := jobs[0], jobs[1]
+	// The worker extends the older job's lease: its row gets a new version.
+	require.NoError(t, b.client.Heartbeat(b.ctx, older))
+
+	// A statement that locks in id order has taken the older job's row.
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, older.ID)
+	require.NoError(t, err)
+
+	finished := make(chan error, 1)
+	go func() {
+		done := make([]queue.Completion, len(jobs))
+		for i, j := range jobs {
+			done[i] = queue.Completion{Job: j}
+		}
+		_, err := b.client.CompleteMany(b.ctx, done)
+		finished <- err
+	}()
+	waitForLockWait(t, b, "%DELETE FROM batchq.jobs j%")
+
+	// ... and goes on to the newer one. Had the completion waited on the
+	// older job first, it would hold nothing this waits for.
+	_, lockErr := tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, newer.ID)
+	if lockErr == nil {
+		require.NoError(t, tx.Commit(b.ctx))
+	} else {
+		tx.Rollback(context.Background())
+	}
+	completeErr := <-finished
+	require.NoError(t, lockErr, "the transaction locking in id order")
+	require.NoError(t, completeErr, "CompleteMany")
+	require.Equal(t, int64(8), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
+}
+
+// A job's earlier run (its lease lost, the job rescued and claimed again)
+// and its current run may finish in one CompleteMany: the run that holds the
+// lease finishes the job, whichever is listed first.
+func TestCompleteManyFinishesAJobByTheRunThatHoldsItsLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	id := b.enqueue(t, "t", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	stale := jobs[0]
+	b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Rescued)
+	jobs, err = b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	current := jobs[0]
+	require.Equal(t, id, current.ID)
+
+	_, err = b.client.CompleteMany(b.ctx, []queue.Completion{
+		{Job: stale, Result: queue.Result{Output: []byte(`{"run":1}`)}},
+		{Job: current, Result: queue.Result{Output: []byte(`{"run":2}`)}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(0), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1`, id),
+		"the current run's completion holds the lease, yet the job is still unfinished")
+	var result string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result::text FROM batchq.outcomes WHERE job_id = $1`, id).Scan(&result))
+	require.JSONEq(t, `{"run":2}`, result)
+}
+
 func TestRescuedJobsOldTokenIsRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
