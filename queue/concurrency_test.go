@@ -121,6 +121,11 @@ func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
 		retried   atomic.Int64
 		released  atomic.Int64
 		refused   atomic.Int64
+		// Claimers start once a bounded tenant was refused (they start full,
+		// and nothing drains them before), so the bound is exercised under
+		// load whatever the machine's speed; or once enqueuing ends.
+		firstRefusal = make(chan struct{})
+		refusedOnce  sync.Once
 	)
 	for _, r := range res {
 		enqueued[r.ID] = true
@@ -157,6 +162,7 @@ func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
 				switch {
 				case errors.As(err, &full):
 					refused.Add(1)
+					refusedOnce.Do(func() { close(firstRefusal) })
 					if full.Queued > full.Bound || full.Queued+full.Adding <= full.Bound {
 						t.Errorf("refused %d jobs with %d of %d queued: they fit", full.Adding, full.Queued, full.Bound)
 					}
@@ -248,6 +254,10 @@ func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(w), 2))
 		name := fmt.Sprint("claimer-", w)
 		claiming.Go(func() {
+			select {
+			case <-firstRefusal:
+			case <-enqueueDone:
+			}
 			for {
 				jobs, err := c.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 1 + rng.IntN(4), Worker: name})
 				if err != nil {
