@@ -118,9 +118,9 @@ func (d *completer) flush(batch []finishOp) {
 			}
 			outcome := "succeeded"
 			switch {
-			case !written[o.job.ID]:
+			case !written[o.job.run()]:
 				outcome = "unrecorded"
-			case lost[o.job.ID]:
+			case lost[o.job.run()]:
 				outcome = "lease_lost"
 				d.log.Warn("completion refused: the job's lease was lost", "job", o.job.ID)
 			}
@@ -128,14 +128,14 @@ func (d *completer) flush(batch []finishOp) {
 		}
 	}
 	if len(fails) > 0 {
-		var res map[int64]bool
+		var res map[run]bool
 		err := d.retry("fail", func(ctx context.Context) (err error) {
 			res, err = d.c.failMany(ctx, fails)
 			return err
 		})
 		for _, f := range fails {
 			outcome := "lease_lost"
-			if retrying, ok := res[f.job.ID]; ok {
+			if retrying, ok := res[f.job.run()]; ok {
 				outcome = "failed"
 				if retrying {
 					outcome = "retrying"
@@ -166,18 +166,18 @@ func (d *completer) flush(batch []finishOp) {
 	}
 }
 
-// completeAll writes the completions and returns the ids whose lease was
-// lost and the ids written (lost or not). When the database refuses the
+// completeAll writes the completions and returns the runs whose lease was
+// lost and the runs written (lost or not). When the database refuses the
 // batch's data (a result it cannot store, say), the batch is written in
 // halves so that one bad completion costs only itself; the server being
 // away is retried as a whole.
-func (d *completer) completeAll(done []Completion) (lost, written map[int64]bool) {
-	lost, written = map[int64]bool{}, map[int64]bool{}
+func (d *completer) completeAll(done []Completion) (lost, written map[run]bool) {
+	lost, written = map[run]bool{}, map[run]bool{}
 	var write func(part []Completion)
 	write = func(part []Completion) {
-		var ids []int64
+		var finished map[run]bool
 		err := d.retry("complete", func(ctx context.Context) (err error) {
-			ids, err = d.c.CompleteMany(ctx, part)
+			finished, err = d.c.completeRuns(ctx, part)
 			return err
 		})
 		if isDataError(err) && len(part) > 1 {
@@ -189,10 +189,10 @@ func (d *completer) completeAll(done []Completion) (lost, written map[int64]bool
 			return
 		}
 		for _, c := range part {
-			written[c.Job.ID] = true
-		}
-		for _, id := range ids {
-			lost[id] = true
+			written[c.Job.run()] = true
+			if !finished[c.Job.run()] {
+				lost[c.Job.run()] = true
+			}
 		}
 	}
 	write(done)

@@ -146,28 +146,24 @@ func (c *Client) Complete(ctx context.Context, j *Job, r Result) error {
 }
 
 // CompleteMany finishes jobs as succeeded in one statement and one
-// transaction. It returns the ids of jobs whose lease was lost, which it left
-// alone. A job listed more than once under the same lease is completed with
-// its first result; listed under an old lease and the current one, it is
-// completed by the current one.
+// transaction. It returns the ids of listed jobs it did not finish because
+// their lease was lost, each once; it left those alone. A job listed more
+// than once under the same lease is completed with its first result; listed
+// under an old lease and the current one, it is completed by the current one.
 func (c *Client) CompleteMany(ctx context.Context, done []Completion) (lost []int64, err error) {
+	finished, err := c.completeRuns(ctx, done)
+	if err != nil {
+		return nil, err
+	}
+	return unfinished(len(done), func(i int) *Job { return done[i].Job }, finished), nil
+}
+
+// completeRuns is CompleteMany that returns the runs it finished.
+func (c *Client) completeRuns(ctx context.Context, done []Completion) (map[run]bool, error) {
 	if len(done) == 0 {
 		return nil, nil
 	}
-	// One line per job and lease: a second outcome row for a job would fail
-	// the statement.
-	order := make([]int, len(done))
-	for i := range order {
-		order[i] = i
-	}
-	same := func(a, b int) int {
-		if d := cmp.Compare(done[a].Job.ID, done[b].Job.ID); d != 0 {
-			return d
-		}
-		return bytes.Compare(done[a].Job.token[:], done[b].Job.token[:])
-	}
-	slices.SortStableFunc(order, same)
-	order = slices.CompactFunc(order, func(a, b int) bool { return same(a, b) == 0 })
+	order := distinctRuns(len(done), func(i int) *Job { return done[i].Job })
 	p := dbsqlc.CompleteParams{
 		Ids:         make([]int64, len(order)),
 		Tokens:      make([]uuid.UUID, len(order)),
@@ -183,11 +179,62 @@ func (c *Client) CompleteMany(ctx context.Context, done []Completion) (lost []in
 		}
 		p.Results[i] = c.boundResult(d.Result.Output)
 	}
-	ids, err := c.q.Complete(ctx, c.pool, p)
+	rows, err := c.q.Complete(ctx, c.pool, p)
 	if err != nil {
 		return nil, fmt.Errorf("batchq: complete %d jobs: %w", len(done), err)
 	}
-	return missing(p.Ids, ids), nil
+	finished := make(map[run]bool, len(rows))
+	for _, r := range rows {
+		finished[run{r.ID, r.LeaseToken}] = true
+	}
+	return finished, nil
+}
+
+// run is one claim of a job: its id and the lease token that claim drew. A
+// job rescued and claimed again has two runs, of which only the newer may
+// finish it.
+type run struct {
+	id    int64
+	token uuid.UUID
+}
+
+func (j *Job) run() run { return run{j.ID, j.token} }
+
+// distinctRuns returns the index of the first listing of each run among n
+// listed jobs, ordered by job id: the finishing statements want one line per
+// run (a second outcome row for a job would fail the statement).
+func distinctRuns(n int, job func(int) *Job) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	byRun := func(a, b int) int {
+		ja, jb := job(a), job(b)
+		if d := cmp.Compare(ja.ID, jb.ID); d != 0 {
+			return d
+		}
+		return bytes.Compare(ja.token[:], jb.token[:])
+	}
+	slices.SortStableFunc(order, byRun)
+	return slices.CompactFunc(order, func(a, b int) bool { return byRun(a, b) == 0 })
+}
+
+// unfinished returns, once each and in the order listed, the ids of the n
+// listed jobs none of whose runs is in finished.
+func unfinished(n int, job func(int) *Job, finished map[run]bool) []int64 {
+	doneIDs := make(map[int64]bool, len(finished))
+	for r := range finished {
+		doneIDs[r.id] = true
+	}
+	var out []int64
+	for i := range n {
+		id := job(i).ID
+		if !doneIDs[id] {
+			doneIDs[id] = true // named once
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // boundResult turns a handler's output into the JSON text stored with the
@@ -235,7 +282,7 @@ func (c *Client) Fail(ctx context.Context, j *Job, cause error, opts *FailOpts) 
 	if err != nil {
 		return false, err
 	}
-	r, ok := res[j.ID]
+	r, ok := res[j.run()]
 	if !ok {
 		return false, fmt.Errorf("%w: job %d", ErrLeaseLost, j.ID)
 	}
@@ -250,12 +297,14 @@ type failure struct {
 }
 
 // failMany records failed attempts in one statement. The result maps each
-// job it handled to whether it will be retried; jobs missing from it lost
-// their lease.
-func (c *Client) failMany(ctx context.Context, fs []failure) (map[int64]bool, error) {
+// run it recorded to whether its job will be retried; runs missing from it
+// lost their lease. A run listed twice is recorded once, with its first
+// failure.
+func (c *Client) failMany(ctx context.Context, fs []failure) (map[run]bool, error) {
 	p := dbsqlc.FailParams{}
 	now := time.Now()
-	for _, f := range fs {
+	for _, k := range distinctRuns(len(fs), func(i int) *Job { return fs[i].job }) {
+		f := fs[k]
 		msg := "failed"
 		if f.cause != nil {
 			msg = f.cause.Error()
@@ -274,9 +323,9 @@ func (c *Client) failMany(ctx context.Context, fs []failure) (map[int64]bool, er
 	if err != nil {
 		return nil, fmt.Errorf("batchq: fail %d jobs: %w", len(fs), err)
 	}
-	out := make(map[int64]bool, len(rows))
+	out := make(map[run]bool, len(rows))
 	for _, r := range rows {
-		out[r.ID] = r.Retrying
+		out[run{r.ID, r.LeaseToken}] = r.Retrying
 	}
 	return out, nil
 }
@@ -385,7 +434,7 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
 	return nil
 }
 
-// missing returns the ids of want that got lacks.
+// missing returns, once each, the ids of want that got lacks.
 func missing(want, got []int64) []int64 {
 	if len(got) == len(want) {
 		return nil
@@ -397,6 +446,7 @@ func missing(want, got []int64) []int64 {
 	var out []int64
 	for _, id := range want {
 		if !seen[id] {
+			seen[id] = true // named once
 			out = append(out, id)
 		}
 	}

@@ -1,9 +1,9 @@
 -- name: Complete :many
 -- Finishes running jobs whose lease token still matches: removes each job and
 -- writes its 'succeeded' outcome, and records actual cost minus estimate in
--- the tenant's ledger. Returns the ids it finished; the rest lost their lease.
--- A job may be listed under two tokens (a rescued run and the current one);
--- only the one that holds the lease finishes it.
+-- the tenant's ledger. Returns the id and token of each run it finished; the
+-- rest lost their lease. A job may be listed under two tokens (a rescued run
+-- and the current one); only the one that holds the lease finishes it.
 WITH input AS (
     SELECT i.id, (@tokens::uuid[])[i.n] AS token,
            nullif((@actual_costs::bigint[])[i.n], -1) AS actual_cost,
@@ -37,13 +37,15 @@ WITH input AS (
     FROM finished f
     WHERE f.actual_cost IS NOT NULL AND f.actual_cost <> f.cost
 )
-SELECT d.id FROM done d;
+SELECT d.id, d.lease_token::uuid AS lease_token FROM done d;
 
 -- name: Fail :many
 -- Records a failed attempt of running jobs whose lease token still matches.
 -- A job with attempts left whose retry time falls before its deadline waits
 -- in 'retrying' until @retry_at; any other (and any marked final) is removed
--- with outcome 'failed'. Returns each handled id and what became of it.
+-- with outcome 'failed'. Returns the id and token of each run it recorded,
+-- and what became of its job; the rest lost their lease. As in Complete, of a
+-- job listed under two tokens only the run holding the lease counts.
 WITH input AS (
     SELECT i.id, (@tokens::uuid[])[i.n] AS token, (@errors::text[])[i.n] AS error,
            (@retry_at::timestamptz[])[i.n] AS retry_at, (@final::boolean[])[i.n] AS final
@@ -59,8 +61,8 @@ WITH input AS (
     SET state = 'retrying', run_after = i.retry_at, last_error = i.error,
         lease_token = NULL, lease_expires_at = NULL, worker = NULL
     FROM input i
-    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE t.retry)) AND i.id = j.id
-    RETURNING j.id
+    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE t.retry)) AND i.id = j.id AND i.token = j.lease_token
+    RETURNING j.id, i.token
 ), dead AS (
     DELETE FROM batchq.jobs j
     WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE NOT t.retry))
@@ -70,11 +72,11 @@ WITH input AS (
                                  deadline, enqueued_at, first_claimed_at, worker, error, payload, unique_key)
     SELECT d.id, d.queue, d.tenant, d.kind, 'failed', d.cost, d.attempt, d.max_attempts, d.deadline,
            d.enqueued_at, d.first_claimed_at, d.worker, i.error, d.payload, d.unique_key
-    FROM dead d JOIN input i ON i.id = d.id
+    FROM dead d JOIN input i ON i.id = d.id AND i.token = d.lease_token
 )
-SELECT r.id, true AS retrying FROM retried r
+SELECT r.id, r.token::uuid AS lease_token, true AS retrying FROM retried r
 UNION ALL
-SELECT d.id, false AS retrying FROM dead d;
+SELECT d.id, d.lease_token::uuid, false AS retrying FROM dead d;
 
 -- name: Release :many
 -- Hands running jobs back without using an attempt (the provider refused to

@@ -78,7 +78,7 @@ WITH input AS (
     FROM finished f
     WHERE f.actual_cost IS NOT NULL AND f.actual_cost <> f.cost
 )
-SELECT d.id FROM done d
+SELECT d.id, d.lease_token::uuid AS lease_token FROM done d
 `
 
 type CompleteParams struct {
@@ -88,12 +88,17 @@ type CompleteParams struct {
 	Ids         []int64
 }
 
+type CompleteRow struct {
+	ID         int64
+	LeaseToken uuid.UUID
+}
+
 // Finishes running jobs whose lease token still matches: removes each job and
 // writes its 'succeeded' outcome, and records actual cost minus estimate in
-// the tenant's ledger. Returns the ids it finished; the rest lost their lease.
-// A job may be listed under two tokens (a rescued run and the current one);
-// only the one that holds the lease finishes it.
-func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) ([]int64, error) {
+// the tenant's ledger. Returns the id and token of each run it finished; the
+// rest lost their lease. A job may be listed under two tokens (a rescued run
+// and the current one); only the one that holds the lease finishes it.
+func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) ([]CompleteRow, error) {
 	rows, err := db.Query(ctx, complete,
 		arg.Tokens,
 		arg.ActualCosts,
@@ -104,13 +109,13 @@ func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) ([]
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []CompleteRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i CompleteRow
+		if err := rows.Scan(&i.ID, &i.LeaseToken); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -134,8 +139,8 @@ WITH input AS (
     SET state = 'retrying', run_after = i.retry_at, last_error = i.error,
         lease_token = NULL, lease_expires_at = NULL, worker = NULL
     FROM input i
-    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE t.retry)) AND i.id = j.id
-    RETURNING j.id
+    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE t.retry)) AND i.id = j.id AND i.token = j.lease_token
+    RETURNING j.id, i.token
 ), dead AS (
     DELETE FROM batchq.jobs j
     WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE NOT t.retry))
@@ -145,11 +150,11 @@ WITH input AS (
                                  deadline, enqueued_at, first_claimed_at, worker, error, payload, unique_key)
     SELECT d.id, d.queue, d.tenant, d.kind, 'failed', d.cost, d.attempt, d.max_attempts, d.deadline,
            d.enqueued_at, d.first_claimed_at, d.worker, i.error, d.payload, d.unique_key
-    FROM dead d JOIN input i ON i.id = d.id
+    FROM dead d JOIN input i ON i.id = d.id AND i.token = d.lease_token
 )
-SELECT r.id, true AS retrying FROM retried r
+SELECT r.id, r.token::uuid AS lease_token, true AS retrying FROM retried r
 UNION ALL
-SELECT d.id, false AS retrying FROM dead d
+SELECT d.id, d.lease_token::uuid, false AS retrying FROM dead d
 `
 
 type FailParams struct {
@@ -161,14 +166,17 @@ type FailParams struct {
 }
 
 type FailRow struct {
-	ID       int64
-	Retrying bool
+	ID         int64
+	LeaseToken uuid.UUID
+	Retrying   bool
 }
 
 // Records a failed attempt of running jobs whose lease token still matches.
 // A job with attempts left whose retry time falls before its deadline waits
 // in 'retrying' until @retry_at; any other (and any marked final) is removed
-// with outcome 'failed'. Returns each handled id and what became of it.
+// with outcome 'failed'. Returns the id and token of each run it recorded,
+// and what became of its job; the rest lost their lease. As in Complete, of a
+// job listed under two tokens only the run holding the lease counts.
 func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) ([]FailRow, error) {
 	rows, err := db.Query(ctx, fail,
 		arg.Tokens,
@@ -184,7 +192,7 @@ func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) ([]FailRow,
 	var items []FailRow
 	for rows.Next() {
 		var i FailRow
-		if err := rows.Scan(&i.ID, &i.Retrying); err != nil {
+		if err := rows.Scan(&i.ID, &i.LeaseToken, &i.Retrying); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

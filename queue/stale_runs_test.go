@@ -1,0 +1,149 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// claimAgainAfterRescue expires the lease of job id, rescues it and claims it
+// again, returning the new run.
+func claimAgainAfterRescue(t *testing.T, b *testBundle, id int64) *queue.Job {
+	t.Helper()
+	b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Rescued)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, id, jobs[0].ID)
+	return jobs[0]
+}
+
+// A job listed under two old leases (neither holds it) is one job whose
+// lease was lost: CompleteMany names it once.
+func TestCompleteManyNamesALostJobOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	id := b.enqueue(t, "t", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	run1 := jobs[0]
+	run2 := claimAgainAfterRescue(t, b, id)
+	claimAgainAfterRescue(t, b, id) // run 3 holds the lease
+
+	lost, err := b.client.CompleteMany(b.ctx, []queue.Completion{{Job: run1}, {Job: run2}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, lost, "one job lost its lease")
+}
+
+// staleAndCurrentInOneBatch runs a pool in which job x's first run outlives
+// its lease while x is claimed again by the same pool, and both runs finish
+// in the same completer batch (the batch before it waits on a row lock).
+// stale and current are what the two runs return. It returns x's id and the
+// pool's finish events; the pool stops when the test ends.
+func staleAndCurrentInOneBatch(t *testing.T, b *testBundle, stale, current error) (int64, *eventLog) {
+	t.Helper()
+	z := b.enqueue(t, "z", 1)
+	x := b.enqueue(t, "x", 1)
+
+	var runs runCounter
+	var events eventLog
+	zStarted, x1Started, x2Started := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	zGo, xGo := make(chan struct{}), make(chan struct{})
+	var returned sync.WaitGroup
+	returned.Add(2)
+	ctx, cancel := context.WithCancel(b.ctx)
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 3, BatchSize: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond,
+		OnEvent: events.on,
+		Handler: func(hctx context.Context, j *queue.Job) (queue.Result, error) {
+			if j.ID == z {
+				close(zStarted)
+				<-zGo
+				return queue.Result{}, nil
+			}
+			switch runs.add(j.ID) {
+			case 1:
+				close(x1Started)
+				<-xGo // does not watch hctx
+				defer returned.Done()
+				return queue.Result{Output: []byte(`{"run":1}`)}, stale
+			case 2:
+				close(x2Started)
+				<-xGo
+				defer returned.Done()
+				return queue.Result{Output: []byte(`{"run":2}`)}, current
+			}
+			return queue.Result{}, errors.New("a third run")
+		},
+	})
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, wait())
+	})
+	<-zStarted
+	<-x1Started
+	// x's first run loses its lease, and the pool claims x again.
+	b.exec(t, `UPDATE batchq.jobs SET state = 'retrying', run_after = now(), lease_token = NULL,
+		lease_expires_at = NULL, worker = NULL WHERE id = $1`, x)
+	select {
+	case <-x2Started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("x was not claimed again")
+	}
+
+	// z's completion waits on z's row, so what finishes meanwhile queues up
+	// for the next batch.
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, z)
+	require.NoError(t, err)
+	close(zGo)
+	waitForLockWait(t, b, "%name: Complete%")
+	close(xGo)
+	returned.Wait()
+	time.Sleep(300 * time.Millisecond) // both runs hand their outcome to the completer
+	require.NoError(t, tx.Commit(b.ctx))
+	return x, &events
+}
+
+// A stale run's completion written in the same completer batch as the
+// current run's is refused (the current run finishes the job): the pool
+// reports the stale run as lease_lost and the current one as succeeded.
+func TestStaleCompletionInTheCurrentRunsBatchIsReportedLeaseLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	x, events := staleAndCurrentInOneBatch(t, b, nil, nil)
+	require.Eventually(t, func() bool { return len(events.outcomes(x)) == 2 }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, "succeeded", b.outcome(t, x))
+	got := events.outcomes(x)
+	slices.Sort(got)
+	require.Equal(t, []string{"lease_lost", "succeeded"}, got, "finish events of x's two runs")
+}
+
+// The same for failures: of a stale run's failure and the current run's
+// final failure in one batch, the current run's is recorded, as the job's
+// one outcome row.
+func TestStaleAndCurrentFailureInOneBatchAreRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	x, events := staleAndCurrentInOneBatch(t, b, errors.New("stale run failed"),
+		queue.Permanent(errors.New("current run failed")))
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, x) == 1
+	}, 10*time.Second, 20*time.Millisecond, "x's final failure was not recorded; events: %v", events.outcomes(x))
+	require.Equal(t, "failed", b.outcome(t, x))
+}
