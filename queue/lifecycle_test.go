@@ -481,39 +481,6 @@ func TestCompletionsAndHeartbeatsOnTheSameJobsNeverDeadlock(t *testing.T) {
 	require.Equal(t, int64(8), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
 }
 
-// A job's earlier run (its lease lost, the job rescued and claimed again)
-// and its current run may finish in one CompleteMany: the run that holds the
-// lease finishes the job, whichever is listed first.
-func TestCompleteManyFinishesAJobByTheRunThatHoldsItsLease(t *testing.T) {
-	t.Parallel()
-	b := setup(t, queue.QueueConfig{})
-	id := b.enqueue(t, "t", 1)
-	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
-	require.NoError(t, err)
-	require.Len(t, jobs, 1)
-	stale := jobs[0]
-	b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
-	st, err := b.client.Maintain(b.ctx, b.queue)
-	require.NoError(t, err)
-	require.Equal(t, 1, st.Rescued)
-	jobs, err = b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
-	require.NoError(t, err)
-	require.Len(t, jobs, 1)
-	current := jobs[0]
-	require.Equal(t, id, current.ID)
-
-	_, err = b.client.CompleteMany(b.ctx, []queue.Completion{
-		{Job: stale, Result: queue.Result{Output: []byte(`{"run":1}`)}},
-		{Job: current, Result: queue.Result{Output: []byte(`{"run":2}`)}},
-	})
-	require.NoError(t, err)
-	require.Equal(t, int64(0), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1`, id),
-		"the current run's completion holds the lease, yet the job is still unfinished")
-	var result string
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result::text FROM batchq.outcomes WHERE job_id = $1`, id).Scan(&result))
-	require.JSONEq(t, `{"run":2}`, result)
-}
-
 func TestRescuedJobsOldTokenIsRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
