@@ -13,19 +13,27 @@ import (
 	"github.com/batchq/batchq/queue"
 )
 
-// claimAgainAfterRescue expires the lease of job id, rescues it and claims it
-// again, returning the new run.
-func claimAgainAfterRescue(t *testing.T, b *testBundle, id int64) *queue.Job {
+// runsOf enqueues a job and claims it n times, each claim after the lease
+// of the one before expired and the job was rescued: it returns the job's id
+// and its runs, oldest first. Only the last holds the lease.
+func runsOf(t *testing.T, b *testBundle, n int) (int64, []*queue.Job) {
 	t.Helper()
-	b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
-	st, err := b.client.Maintain(b.ctx, b.queue)
-	require.NoError(t, err)
-	require.Equal(t, 1, st.Rescued)
-	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
-	require.NoError(t, err)
-	require.Len(t, jobs, 1)
-	require.Equal(t, id, jobs[0].ID)
-	return jobs[0]
+	id := b.enqueue(t, "t", 1)
+	var runs []*queue.Job
+	for i := range n {
+		if i > 0 {
+			b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
+			st, err := b.client.Maintain(b.ctx, b.queue)
+			require.NoError(t, err)
+			require.Equal(t, 1, st.Rescued)
+		}
+		jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		require.Equal(t, id, jobs[0].ID)
+		runs = append(runs, jobs[0])
+	}
+	return id, runs
 }
 
 // A job's earlier run (its lease lost, the job rescued and claimed again)
@@ -34,12 +42,8 @@ func claimAgainAfterRescue(t *testing.T, b *testBundle, id int64) *queue.Job {
 func TestCompleteManyFinishesAJobByTheRunThatHoldsItsLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	id := b.enqueue(t, "t", 1)
-	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
-	require.NoError(t, err)
-	require.Len(t, jobs, 1)
-	stale := jobs[0]
-	current := claimAgainAfterRescue(t, b, id)
+	id, runs := runsOf(t, b, 2)
+	stale, current := runs[0], runs[1]
 
 	lost, err := b.client.CompleteMany(b.ctx, []queue.Completion{
 		{Job: stale, Result: queue.Result{Output: []byte(`{"run":1}`)}},
@@ -59,15 +63,9 @@ func TestCompleteManyFinishesAJobByTheRunThatHoldsItsLease(t *testing.T) {
 func TestCompleteManyNamesALostJobOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	id := b.enqueue(t, "t", 1)
-	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Worker: "w"})
-	require.NoError(t, err)
-	require.Len(t, jobs, 1)
-	run1 := jobs[0]
-	run2 := claimAgainAfterRescue(t, b, id)
-	claimAgainAfterRescue(t, b, id) // run 3 holds the lease
+	id, runs := runsOf(t, b, 3) // run 3 holds the lease
 
-	lost, err := b.client.CompleteMany(b.ctx, []queue.Completion{{Job: run1}, {Job: run2}})
+	lost, err := b.client.CompleteMany(b.ctx, []queue.Completion{{Job: runs[0]}, {Job: runs[1]}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{id}, lost, "one job lost its lease")
 }
