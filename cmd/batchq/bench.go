@@ -293,7 +293,7 @@ func enqueueFlags() []cli.Flag {
 		intFlag("enqueue", "bulk-jobs", d.BulkJobs, "jobs per bulk measurement"),
 		intFlag("enqueue", "bulk-size", d.BulkSize, "jobs per bulk call"),
 		listFlag("enqueue", "concurrency", d.Concurrency, "goroutines inserting at once"),
-		intFlag("enqueue", "tenants", d.Tenants, "tenants the jobs are spread over"),
+		intFlag("enqueue", "tenants", d.Tenants, "tenants the jobs are spread over (bulk-apart: each enqueuer's own)"),
 	}
 }
 

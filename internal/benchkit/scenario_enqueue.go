@@ -18,8 +18,14 @@ const (
 	// ModeSingle inserts one job per transaction, inside a transaction the
 	// caller opened (EnqueueTx), as an application does with its own change.
 	ModeSingle = "single"
-	// ModeBulk inserts BulkSize jobs per call and transaction (EnqueueMany).
+	// ModeBulk inserts BulkSize jobs per call and transaction (EnqueueMany),
+	// every call over the same tenants: concurrent calls take the same
+	// tenants' ring rows and wait for each other.
 	ModeBulk = "bulk"
+	// ModeBulkApart is ModeBulk with each goroutine enqueueing for tenants
+	// of its own, as separate imports do. It is measured only with more
+	// than one goroutine; with one it is ModeBulk.
+	ModeBulkApart = "bulk-apart"
 )
 
 // EnqueueConfig configures Enqueue. Zero fields take the defaults of
@@ -33,7 +39,8 @@ type EnqueueConfig struct {
 	BulkSize int
 	// Concurrency lists the numbers of goroutines inserting at once.
 	Concurrency []int
-	// Tenants the jobs are spread over, round robin; costs are 1..1000.
+	// Tenants the jobs are spread over, round robin (in ModeBulkApart, each
+	// goroutine's own Tenants); costs are 1..1000.
 	Tenants int
 }
 
@@ -73,9 +80,10 @@ type enqueueKey struct {
 }
 
 // Enqueue measures how fast jobs go in: one per transaction inside the
-// caller's transaction, and in bulk, with each level of concurrency, for the
-// fair queue (which keeps each tenant's bound and DRR keys as it inserts)
-// and for the FIFO baseline's plain INSERT. The issue sets no bar for it.
+// caller's transaction, and in bulk, with each level of concurrency (in bulk,
+// enqueuers sharing tenants and enqueuers apart), for the fair queue (which
+// keeps each tenant's bound and DRR keys as it inserts) and for the FIFO
+// baseline's plain INSERT. Its bar is bulk jobs/s at the best of those.
 func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -92,8 +100,11 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 	rep.param("tenants", cfg.Tenants)
 
 	var keys []enqueueKey
-	for _, mode := range []string{ModeSingle, ModeBulk} {
+	for _, mode := range []string{ModeSingle, ModeBulk, ModeBulkApart} {
 		for _, n := range cfg.Concurrency {
+			if mode == ModeBulkApart && n == 1 {
+				continue
+			}
 			for _, s := range []string{SystemFair, SystemFIFO} {
 				keys = append(keys, enqueueKey{s, mode, n})
 			}
@@ -118,7 +129,7 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 			cfg.progress("enqueue rep %d/%d %s %s concurrency=%d: %.0f jobs/s", r+1, cfg.reps(), k.system, k.mode, k.conc, d.JobsPerSecond())
 		}
 	}
-	t := NewTable("enqueue", fmt.Sprintf("enqueue: %s jobs one per transaction, %s in calls of %s, over %d tenants",
+	t := NewTable("enqueue", fmt.Sprintf("enqueue: %s jobs one per transaction, %s in calls of %s, over %d tenants (bulk-apart: %[4]d per enqueuer)",
 		group(fmt.Sprint(cfg.Jobs)), group(fmt.Sprint(cfg.BulkJobs)), group(fmt.Sprint(cfg.BulkSize)), cfg.Tenants),
 		"system", "mode", "concurrency", "jobs_per_s", "vs_fifo")
 	for _, k := range keys {
@@ -128,17 +139,25 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 	rep.Tables = append(rep.Tables, t)
 
 	// The one absolute bar: it holds on a machine like the one in
-	// BENCHMARKS.md, not on every machine.
-	best, bestConc, fifoBest := 0.0, 0, 0.0
-	for _, n := range cfg.Concurrency {
-		if m := median(res[enqueueKey{SystemFair, ModeBulk, n}]); m > best {
-			best, bestConc = m, n
+	// BENCHMARKS.md, not on every machine. The detail names the cell that
+	// set it and what one enqueuer did.
+	var best enqueueKey
+	bestRate, fifoBest := 0.0, 0.0
+	for _, k := range keys {
+		m := median(res[k])
+		switch {
+		case k.mode == ModeSingle:
+		case k.system == SystemFIFO:
+			fifoBest = max(fifoBest, m)
+		case m > bestRate:
+			best, bestRate = k, m
 		}
-		fifoBest = max(fifoBest, median(res[enqueueKey{SystemFIFO, ModeBulk, n}]))
 	}
 	rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("enqueue: bulk jobs/s in calls of %s, at the best concurrency (absolute)", group(fmt.Sprint(cfg.BulkSize))),
-		best, 50_000, false,
-		fmt.Sprintf("fair %s jobs/s with %d enqueuer(s); fifo %s jobs/s", group(fmt.Sprintf("%.0f", best)), bestConc, group(fmt.Sprintf("%.0f", fifoBest)))))
+		bestRate, 50_000, false,
+		fmt.Sprintf("fair %s jobs/s, %s with %d enqueuer(s) (one enqueuer: %s); fifo %s jobs/s",
+			group(fmt.Sprintf("%.0f", bestRate)), best.mode, best.conc,
+			group(fmt.Sprintf("%.0f", median(res[enqueueKey{SystemFair, ModeBulk, 1}]))), group(fmt.Sprintf("%.0f", fifoBest)))))
 	return rep.finish(), nil
 }
 
@@ -155,23 +174,35 @@ func enqueueOnce(ctx context.Context, env *Env, cfg EnqueueConfig, k enqueueKey)
 		return Drained{}, err
 	}
 	total, per := cfg.Jobs, 1
-	if k.mode == ModeBulk {
+	if k.mode != ModeSingle {
 		total, per = cfg.BulkJobs, cfg.BulkSize
 	}
 	calls := (total + per - 1) / per
+	apart := k.mode == ModeBulkApart
 	insert := enqueuer(env, k)
 	var mu sync.Mutex
 	var firstErr error
 	next := 0
+	// Calls go to whichever goroutine is free, except apart, where goroutine
+	// w makes calls w, w+conc, w+2conc, … for its own tenants.
+	take := func(w, mine int) int {
+		if apart {
+			return w + mine*k.conc
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		next++
+		return next - 1
+	}
+	lines := make([]int, k.conc) // each goroutine's
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range k.conc {
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
 		wg.Go(func() {
-			for {
+			for mine := 0; ; mine++ {
+				i := take(w, mine)
 				mu.Lock()
-				i := next
-				next++
 				stop := i >= calls || firstErr != nil
 				mu.Unlock()
 				if stop {
@@ -180,8 +211,14 @@ func enqueueOnce(ctx context.Context, env *Env, cfg EnqueueConfig, k enqueueKey)
 				n := min(per, total-i*per)
 				tenants, costs := make([]string, n), make([]int64, n)
 				for j := range n {
-					tenants[j], costs[j] = fmt.Sprintf("tenant-%04d", (i*per+j)%cfg.Tenants), 1+rng.Int64N(1000)
+					if apart {
+						tenants[j] = fmt.Sprintf("tenant-%02d-%04d", w, (lines[w]+j)%cfg.Tenants)
+					} else {
+						tenants[j] = fmt.Sprintf("tenant-%04d", (i*per+j)%cfg.Tenants)
+					}
+					costs[j] = 1 + rng.Int64N(1000)
 				}
+				lines[w] += n
 				if err := insert(ctx, tenants, costs); err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -198,12 +235,20 @@ func enqueueOnce(ctx context.Context, env *Env, cfg EnqueueConfig, k enqueueKey)
 	if firstErr != nil {
 		return d, firstErr
 	}
-	var n int
-	if err := env.Pool.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+	// Every job arrived, spread over the tenants the mode names.
+	spread := min(cfg.Tenants, total)
+	if apart {
+		spread = 0
+		for _, l := range lines {
+			spread += min(cfg.Tenants, l)
+		}
+	}
+	var n, distinct int
+	if err := env.Pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT tenant) FROM "+table).Scan(&n, &distinct); err != nil {
 		return d, err
 	}
-	if n != total {
-		return d, fmt.Errorf("benchkit: enqueue %s %s: %d rows for %d jobs", k.system, k.mode, n, total)
+	if n != total || distinct != spread {
+		return d, fmt.Errorf("benchkit: enqueue %s %s: %d rows of %d tenants for %d jobs of %d", k.system, k.mode, n, distinct, total, spread)
 	}
 	return d, nil
 }
