@@ -153,11 +153,14 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 			best, bestRate = k, m
 		}
 	}
+	one := ""
+	if r, ok := res[enqueueKey{SystemFair, ModeBulk, 1}]; ok && best.conc != 1 {
+		one = fmt.Sprintf(" (one enqueuer: %s)", group(fmt.Sprintf("%.0f", median(r))))
+	}
 	rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("enqueue: bulk jobs/s in calls of %s, at the best concurrency (absolute)", group(fmt.Sprint(cfg.BulkSize))),
 		bestRate, 50_000, false,
-		fmt.Sprintf("fair %s jobs/s, %s with %d enqueuer(s) (one enqueuer: %s); fifo %s jobs/s",
-			group(fmt.Sprintf("%.0f", bestRate)), best.mode, best.conc,
-			group(fmt.Sprintf("%.0f", median(res[enqueueKey{SystemFair, ModeBulk, 1}]))), group(fmt.Sprintf("%.0f", fifoBest)))))
+		fmt.Sprintf("fair %s jobs/s, %s with %d enqueuer(s)%s; fifo %s jobs/s",
+			group(fmt.Sprintf("%.0f", bestRate)), best.mode, best.conc, one, group(fmt.Sprintf("%.0f", fifoBest)))))
 	return rep.finish(), nil
 }
 
