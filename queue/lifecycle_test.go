@@ -145,45 +145,54 @@ func TestQueueFullLeavesCallerTransactionUsable(t *testing.T) {
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.tenants WHERE name = 'still-usable'`))
 }
 
-// A call of many lines plans its statements for them; the caller's
-// transaction and session keep their own plan settings, through the call and
+// Enqueue keeps its plans for calls of a few lines and plans calls of many
+// lines for their arrays, changing plan settings for the call; the caller's
+// transaction and session keep their own, through calls of either size and
 // through the re-keying at commit.
-func TestBulkEnqueueLeavesTheCallersPlanSettings(t *testing.T) {
+func TestEnqueueLeavesTheCallersPlanSettings(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
 	conn, err := b.pool.Acquire(b.ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	jobs := make([]queue.NewJob, 200)
+	jobs := make([]queue.NewJob, 400)
 	for i := range jobs {
 		jobs[i] = queue.NewJob{Queue: b.queue, Tenant: fmt.Sprintf("t%03d", i), Cost: 10}
 	}
-	mode := func() string {
-		var m string
-		require.NoError(t, conn.QueryRow(b.ctx, `SHOW plan_cache_mode`).Scan(&m))
-		return m
+	settings := func(tx pgx.Tx) string {
+		var s string
+		require.NoError(t, tx.QueryRow(b.ctx, `SELECT concat_ws(' ', current_setting('plan_cache_mode'),
+			current_setting('enable_hashjoin'), current_setting('enable_mergejoin'))`).Scan(&s))
+		return s
 	}
+	const defaults = "auto on on"
 
+	// Settings the function does not use itself, so that a value it leaked
+	// would show.
 	tx, err := conn.Begin(b.ctx)
 	require.NoError(t, err)
-	_, err = tx.Exec(b.ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+	_, err = tx.Exec(b.ctx, `SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_hashjoin = off`)
 	require.NoError(t, err)
-	_, err = b.client.EnqueueManyTx(b.ctx, tx, jobs[:100])
-	require.NoError(t, err)
-	var m string
-	require.NoError(t, tx.QueryRow(b.ctx, `SHOW plan_cache_mode`).Scan(&m))
-	require.Equal(t, "force_generic_plan", m)
+	for _, batch := range [][]queue.NewJob{jobs[:1], jobs[1:100], jobs[100:101]} {
+		_, err = b.client.EnqueueManyTx(b.ctx, tx, batch)
+		require.NoError(t, err)
+		require.Equal(t, "force_custom_plan off on", settings(tx), "after a call of %d", len(batch))
+	}
 	require.NoError(t, tx.Commit(b.ctx))
 
-	tx, err = conn.Begin(b.ctx)
-	require.NoError(t, err)
-	_, err = b.client.EnqueueManyTx(b.ctx, tx, jobs[100:])
-	require.NoError(t, err)
-	require.NoError(t, tx.QueryRow(b.ctx, `SHOW plan_cache_mode`).Scan(&m))
-	require.Equal(t, "auto", m)
-	require.NoError(t, tx.Commit(b.ctx))
-	require.Equal(t, "auto", mode())
-	require.Equal(t, int64(200), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+	for _, batch := range [][]queue.NewJob{jobs[101:300], jobs[300:301], jobs[301:]} {
+		tx, err = conn.Begin(b.ctx)
+		require.NoError(t, err)
+		_, err = b.client.EnqueueManyTx(b.ctx, tx, batch)
+		require.NoError(t, err)
+		require.Equal(t, defaults, settings(tx), "after a call of %d", len(batch))
+		require.NoError(t, tx.Commit(b.ctx))
+	}
+	var s string
+	require.NoError(t, conn.QueryRow(b.ctx, `SELECT concat_ws(' ', current_setting('plan_cache_mode'),
+		current_setting('enable_hashjoin'), current_setting('enable_mergejoin'))`).Scan(&s))
+	require.Equal(t, defaults, s)
+	require.Equal(t, int64(400), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 }
 
 func TestRolledBackEnqueueLeavesNothing(t *testing.T) {
