@@ -463,9 +463,13 @@ CREATE FUNCTION batchq.ring_join(p_queue text, p_tenants text[], p_skip_locked b
 RETURNS TABLE (tenant text, lines integer, head bigint)
 LANGUAGE plpgsql
 -- Its own, whoever calls it: a session caches these plans for every caller
--- (see enqueue for why each is set).
+-- (see enqueue for why each is set). Hash and merge joins stay off even for
+-- calls of many tenants: each statement here reaches the tables by a probe
+-- per tenant and joins no array to another.
 SET enable_seqscan = off
 SET enable_sort = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 SET jit = off
 AS $$
 #variable_conflict use_column
@@ -492,9 +496,14 @@ BEGIN
     -- transaction has updated waits for that transaction to end, even with
     -- ON CONFLICT DO NOTHING, and with p_skip_locked nothing may wait (an
     -- open enqueue holds its tenants' rows until it commits).
+    -- Every statement here and in enqueue finds a ring row by a probe of its
+    -- (queue, tenant), in a subquery the planner cannot turn into a join. As a
+    -- join, a plan kept for the session, made when the ring was small and
+    -- not analyzed since (autovacuum may be off), read every ring row of the
+    -- queue per call, live or dead.
     INSERT INTO batchq.tenant_ring (queue, tenant)
     SELECT p_queue, t FROM unnest(v_distinct) AS t
-    WHERE NOT EXISTS (SELECT 1 FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = t)
+    WHERE (SELECT r.tenant FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = t) IS NULL
     ON CONFLICT DO NOTHING;
 
     -- Lock in tenant order, one index probe per tenant: however many
@@ -545,13 +554,16 @@ BEGIN
         WHERE l.head IS NULL
         ORDER BY l.first
     ), numbered AS (
-        SELECT j.tenant, nextval('batchq.ring_pos') AS pos FROM joiners j
+        SELECT j.tenant, nextval('batchq.ring_pos') AS pos,
+               (SELECT r.ctid FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = j.tenant) AS rid
+        FROM joiners j
     )
     UPDATE batchq.tenant_ring r
     SET pos = n.pos, join_round = v_round, cum = 0,
-        share = batchq.drr_share(v_quantum, coalesce(w.weight, 1))
-    FROM numbered n LEFT JOIN batchq.tenants w ON w.name = n.tenant
-    WHERE r.queue = p_queue AND r.tenant = n.tenant;
+        share = batchq.drr_share(v_quantum,
+                                 coalesce((SELECT w.weight FROM batchq.tenants w WHERE w.name = n.tenant), 1))
+    FROM numbered n
+    WHERE r.ctid = n.rid; -- this transaction holds the row, so its ctid stays
 
     RETURN QUERY SELECT l.tenant, l.lines, l.head FROM unnest(v_locked, v_counts, v_heads) AS l (tenant, lines, head);
 END
@@ -710,8 +722,9 @@ BEGIN
            array_agg(coalesce(r.max_queued, q.max_per_tenant) ORDER BY l.ord)
     INTO v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round, v_ring_bound
     FROM unnest(v_ring_tenant, v_ring_head) WITH ORDINALITY AS l (tenant, head, ord)
-    LEFT JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round, w.max_queued
-                       FROM batchq.tenant_ring r LEFT JOIN batchq.tenants w ON w.name = r.tenant
+    LEFT JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round,
+                              (SELECT w.max_queued FROM batchq.tenants w WHERE w.name = r.tenant) AS max_queued
+                       FROM batchq.tenant_ring r
                        WHERE r.queue = p_queue AND r.tenant = l.tenant
                        LIMIT 1) r ON true;
 
@@ -811,10 +824,13 @@ BEGIN
               FROM ins i GROUP BY i.tenant) a
         HAVING count(*) > 0
     ), ring AS (
+        -- Each row found by its own probe, as in ring_join.
         UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq, join_round = k.join_round
-        FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq FROM ins i GROUP BY i.tenant) a
+        FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq,
+                     (SELECT x.ctid FROM batchq.tenant_ring x WHERE x.queue = p_queue AND x.tenant = i.tenant) AS rid
+              FROM ins i GROUP BY i.tenant) a
         JOIN unnest(v_ring_tenant, v_ring_round) AS k (tenant, join_round) ON k.tenant = a.tenant
-        WHERE r.queue = p_queue AND r.tenant = a.tenant
+        WHERE r.ctid = a.rid
     )
     SELECT (SELECT array_agg(s.ord ORDER BY s.ord) FROM src s),
            (SELECT array_agg(s.id ORDER BY s.ord) FROM src s),
@@ -841,14 +857,16 @@ BEGIN
             FROM (SELECT l.id, (SELECT sum(k.cost) FROM skipped k
                                 WHERE k.tenant = l.tenant AND k.seq < l.seq)::bigint AS delta
                   FROM lines l) f
-            JOIN batchq.tenant_ring r ON r.queue = p_queue
+            CROSS JOIN unnest(v_ring_tenant, v_ring_round, v_ring_share) AS r (tenant, join_round, share)
             WHERE j.id = f.id AND f.delta > 0 AND r.tenant = j.tenant
             RETURNING j.tenant, j.pos, j.seq, j.cum, j.round
         ), ring AS (
             -- A tenant's last job is among the fixed ones whenever any is.
             UPDATE batchq.tenant_ring r SET cum = a.cum
-            FROM (SELECT DISTINCT ON (x.tenant) x.tenant, x.cum FROM fixed x ORDER BY x.tenant, x.seq DESC) a
-            WHERE r.queue = p_queue AND r.tenant = a.tenant
+            FROM (SELECT a.tenant, a.cum,
+                         (SELECT y.ctid FROM batchq.tenant_ring y WHERE y.queue = p_queue AND y.tenant = a.tenant) AS rid
+                  FROM (SELECT DISTINCT ON (x.tenant) x.tenant, x.cum FROM fixed x ORDER BY x.tenant, x.seq DESC) a) a
+            WHERE r.ctid = a.rid
         )
         INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
         SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings

@@ -1,0 +1,94 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// ringRowsRead is how many tenant_ring rows the current transaction has read
+// so far (index and bitmap fetches and sequential reads). The counters are
+// the backend's own and are not flushed within a transaction, so the
+// difference around one statement is exact.
+func ringRowsRead(t *testing.T, ctx context.Context, tx pgx.Tx) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)
+		FROM pg_stat_xact_user_tables WHERE relid = 'batchq.tenant_ring'::regclass`).Scan(&n))
+	return n
+}
+
+// growRing puts one queued job for each of n tenants, in calls of 1,000
+// lines (planned for their arrays, so they do not make the small-call plans).
+func growRing(t *testing.T, b *testBundle, n int) {
+	t.Helper()
+	for lo := 0; lo < n; lo += 1000 {
+		jobs := make([]queue.NewJob, min(1000, n-lo))
+		for i := range jobs {
+			jobs[i] = queue.NewJob{Queue: b.queue, Tenant: fmt.Sprintf("bulk-%05d", lo+i), Cost: 10}
+		}
+		_, err := b.client.EnqueueMany(b.ctx, jobs)
+		require.NoError(t, err)
+	}
+}
+
+// oneLineRingReads enqueues one job for tenant on conn, in a transaction of
+// its own, and returns how many ring rows the call read.
+func oneLineRingReads(t *testing.T, b *testBundle, conn *pgx.Conn, tenant string) int64 {
+	t.Helper()
+	tx, err := conn.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx) //nolint:errcheck
+	before := ringRowsRead(t, b.ctx, tx)
+	start := time.Now()
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 10})
+	require.NoError(t, err)
+	el := time.Since(start)
+	n := ringRowsRead(t, b.ctx, tx) - before
+	require.NoError(t, tx.Commit(b.ctx))
+	t.Logf("one-line enqueue for %s: %d ring rows read, %s", tenant, n, el)
+	return n
+}
+
+// A call of a few lines runs plans its session made once, perhaps while the
+// ring was small, and with autovacuum off nothing analyzes the ring since.
+// It still reads only its own tenants' ring rows, one probe each, not every
+// ring row of the queue: for a tenant already in the ring and for one that
+// joins, in a session opened on a large ring and in one whose plans were made
+// on a small ring.
+func TestFewLineEnqueueReadsOnlyItsTenantsRingRows(t *testing.T) {
+	t.Parallel()
+	const tenants = 3000
+	const bound = 50 // a handful of probes per call; a scan reads ~tenants
+
+	t.Run("session opened on a large ring", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, queue.QueueConfig{})
+		growRing(t, b, tenants)
+		conn, err := pgx.ConnectConfig(b.ctx, b.pool.Config().ConnConfig.Copy())
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+
+		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "bulk-02999"), int64(bound), "existing tenant")
+		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "newcomer"), int64(bound), "joining tenant")
+	})
+
+	t.Run("session whose plans were made on a small ring", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, queue.QueueConfig{})
+		conn, err := pgx.ConnectConfig(b.ctx, b.pool.Config().ConnConfig.Copy())
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		oneLineRingReads(t, b, conn, "early") // the session's plans are made now
+		growRing(t, b, tenants)
+
+		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "bulk-02999"), int64(bound), "existing tenant")
+		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "newcomer"), int64(bound), "joining tenant")
+	})
+}
