@@ -159,9 +159,12 @@ func TestEnqueueLeavesTheCallersPlanSettings(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = queue.NewJob{Queue: b.queue, Tenant: fmt.Sprintf("t%03d", i), Cost: 10}
 	}
-	settings := func(tx pgx.Tx) string {
+	// On a transaction, or on the session between transactions.
+	settings := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
 		var s string
-		require.NoError(t, tx.QueryRow(b.ctx, `SELECT concat_ws(' ', current_setting('plan_cache_mode'),
+		require.NoError(t, q.QueryRow(b.ctx, `SELECT concat_ws(' ', current_setting('plan_cache_mode'),
 			current_setting('enable_hashjoin'), current_setting('enable_mergejoin'))`).Scan(&s))
 		return s
 	}
@@ -188,10 +191,7 @@ func TestEnqueueLeavesTheCallersPlanSettings(t *testing.T) {
 		require.Equal(t, defaults, settings(tx), "after a call of %d", len(batch))
 		require.NoError(t, tx.Commit(b.ctx))
 	}
-	var s string
-	require.NoError(t, conn.QueryRow(b.ctx, `SELECT concat_ws(' ', current_setting('plan_cache_mode'),
-		current_setting('enable_hashjoin'), current_setting('enable_mergejoin'))`).Scan(&s))
-	require.Equal(t, defaults, s)
+	require.Equal(t, defaults, settings(conn))
 	require.Equal(t, int64(400), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 }
 
