@@ -474,7 +474,7 @@ func TestCompletionsAndHeartbeatsOnTheSameJobsNeverDeadlock(t *testing.T) {
 		_, err := b.client.CompleteMany(b.ctx, done)
 		finished <- err
 	}()
-	waitForLockWait(t, b, "%DELETE FROM batchq.jobs j%")
+	waitForLockWait(t, b, "%name: Complete%")
 
 	// ... and goes on to the newer one. Had the completion waited on the
 	// older job first, it would hold nothing this waits for.

@@ -1,43 +1,9 @@
 -- name: Complete :many
--- Finishes running jobs whose lease token still matches: removes each job and
--- writes its 'succeeded' outcome, and records actual cost minus estimate in
--- the tenant's ledger. Returns the id and token of each run it finished; the
--- rest lost their lease. A job may be listed under two tokens (a rescued run
--- and the current one); only the one that holds the lease finishes it.
-WITH input AS (
-    SELECT i.id, (@tokens::uuid[])[i.n] AS token,
-           nullif((@actual_costs::bigint[])[i.n], -1) AS actual_cost,
-           nullif((@results::text[])[i.n], '')::jsonb AS result
-    FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
-), target AS (
-    -- Only a running job has a lease token, so a matching token is the
-    -- whole check.
-    SELECT j.id FROM batchq.jobs j JOIN input i ON i.id = j.id AND j.lease_token = i.token
-    WHERE j.id = ANY (@ids::bigint[])
-    ORDER BY j.id -- every statement that waits on job rows locks them in id order
-    FOR UPDATE OF j
-), done AS (
-    -- Not the payload: a succeeded outcome does not keep it, and it is the
-    -- widest column by far.
-    DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t))
-    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.attempt, j.max_attempts, j.deadline, j.enqueued_at,
-              j.first_claimed_at, j.worker, j.unique_key, j.pos, j.seq, j.lease_token
-), finished AS (
-    SELECT d.*, i.actual_cost, i.result FROM done d JOIN input i ON i.id = d.id AND i.token = d.lease_token
-), written AS (
-    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts,
-                                 max_attempts, deadline, enqueued_at, first_claimed_at, worker, result, unique_key)
-    SELECT f.id, f.queue, f.tenant, f.kind, 'succeeded', f.cost, f.actual_cost, f.attempt, f.max_attempts,
-           f.deadline, f.enqueued_at, f.first_claimed_at, f.worker, f.result, f.unique_key
-    FROM finished f
-), corrections AS (
-    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
-    SELECT f.queue, f.tenant, f.pos, f.seq, f.actual_cost - f.cost
-    FROM finished f
-    WHERE f.actual_cost IS NOT NULL AND f.actual_cost <> f.cost
-)
-SELECT d.id, d.lease_token::uuid AS lease_token FROM done d;
+-- Finishes running jobs whose lease token still matches as succeeded; see
+-- batchq.complete in migrations/00002_queue.sql. Returns the id and token of
+-- each run it finished; the rest lost their lease.
+SELECT c.id::bigint AS id, c.lease_token::uuid AS lease_token
+FROM batchq.complete(@ids::bigint[], @tokens::uuid[], @actual_costs::bigint[], @results::text[]) c;
 
 -- name: Fail :many
 -- Records a failed attempt of running jobs whose lease token still matches.
