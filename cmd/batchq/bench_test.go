@@ -73,7 +73,7 @@ func TestBenchDrainCLI(t *testing.T) {
 	require.Contains(t, rep.Machine.Postgres, "PostgreSQL")
 	require.NotEmpty(t, rep.Machine.PostgresSettings)
 	require.Len(t, rep.Tables, 1)
-	require.Len(t, rep.Tables[0].Rows, 2*3) // processes × systems
+	require.Len(t, rep.Tables[0].Rows, 2*4) // processes × systems
 	for _, row := range rep.Tables[0].Rows {
 		rate := row["jobs_per_s"].(map[string]any)
 		require.Positive(t, rate["median"], "%v", row)

@@ -130,6 +130,22 @@ func DrainFIFO(ctx context.Context, f *fifo.Queue, workers, batch int) (Drained,
 	})
 }
 
+// DrainBare drains batchq's queue the same way through the bare baseline:
+// batchq's rows and completion without the fair claim's bookkeeping.
+func DrainBare(ctx context.Context, b *fifo.Bare, queueName string, workers, batch int) (Drained, error) {
+	return drain(workers, func() (int, error) {
+		jobs, err := b.Claim(ctx, queueName, batch, "bench")
+		if err != nil || len(jobs) == 0 {
+			return 0, err
+		}
+		n, err := b.Complete(ctx, jobs)
+		if err == nil && n != len(jobs) {
+			err = fmt.Errorf("benchkit: %d completions lost their lease", len(jobs)-n)
+		}
+		return len(jobs), err
+	})
+}
+
 // drain runs step on workers goroutines until each sees an empty queue.
 func drain(workers int, step func() (int, error)) (Drained, error) {
 	var mu sync.Mutex

@@ -2,6 +2,7 @@ package benchkit_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,7 +12,8 @@ import (
 
 // A tiny drain in real worker processes: every system and process count has
 // a row with a positive rate, each row's ratio to FIFO is its rate over
-// FIFO's, and there is one bar per batchq system and process count.
+// FIFO's, there is one bar per batchq system (not bare) and process count,
+// and one note per process count splitting the fair queue's gap at bare.
 func TestBenchDrain(t *testing.T) {
 	t.Parallel()
 	env := setup(t)
@@ -25,7 +27,8 @@ func TestBenchDrain(t *testing.T) {
 	require.Contains(t, out, "vs FIFO")
 
 	got := rows(t, table(t, r, "drain"))
-	require.Len(t, got, 2*2*3)
+	require.Len(t, got, 2*2*4)
+	systems := map[string]bool{}
 	fifo := map[[2]float64]float64{}
 	for _, row := range got {
 		if row["system"] == benchkit.SystemFIFO {
@@ -33,6 +36,7 @@ func TestBenchDrain(t *testing.T) {
 		}
 	}
 	for _, row := range got {
+		systems[row["system"].(string)] = true
 		rate := median(t, row, "jobs_per_s")
 		require.Positive(t, rate, "%v", row)
 		require.Positive(t, median(t, row, "seconds"), "%v", row)
@@ -43,11 +47,18 @@ func TestBenchDrain(t *testing.T) {
 	// 3 claimers over 2 processes: 1 and 2.
 	require.Equal(t, "1-2", got[len(got)-1]["claimers_per_process"])
 
+	require.Equal(t, map[string]bool{"fair": true, "pool": true, "bare": true, "fifo": true}, systems)
+
 	require.Len(t, r.Bars, 2*2)
 	for _, b := range r.Bars {
 		require.Positive(t, b.Value, b.Name)
 		require.Equal(t, 0.8, b.Target)
 		require.Equal(t, b.Value >= 0.8, b.Met, b.Name)
+		require.NotContains(t, b.Name, "bare")
+	}
+	require.Len(t, r.Notes, 2)
+	for i, n := range r.Notes {
+		require.Regexp(t, fmt.Sprintf(`^%d process\(es\), each at its best batch: fair vs bare \d+\.\d\d .*, bare vs FIFO \d+\.\d\d `, i+1), n)
 	}
 }
 

@@ -25,3 +25,11 @@ SELECT d.id, d.tenant, d.cost, d.attempt, d.enqueued_at, d.claimed_at FROM done 
 
 -- name: Reset :exec
 TRUNCATE batchq_fifo.jobs, batchq_fifo.outcomes;
+
+-- name: BareClaim :many
+-- The casts tell sqlc the types of the function's columns.
+SELECT b.id::bigint AS id, b.queue::text AS queue, b.tenant::text AS tenant, b.kind::text AS kind,
+       b.cost::bigint AS cost, b.deadline::timestamptz AS deadline, b.payload::jsonb AS payload,
+       b.attempt::integer AS attempt, b.max_attempts::integer AS max_attempts, b.lease_token::uuid AS lease_token,
+       b.lease_expires_at::timestamptz AS lease_expires_at, b.enqueued_at::timestamptz AS enqueued_at
+FROM batchq_fifo.bare_claim(@queue::text, @max_jobs::integer, @worker::text) b;

@@ -7,7 +7,72 @@ package fifodb
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const bareClaim = `-- name: BareClaim :many
+SELECT b.id::bigint AS id, b.queue::text AS queue, b.tenant::text AS tenant, b.kind::text AS kind,
+       b.cost::bigint AS cost, b.deadline::timestamptz AS deadline, b.payload::jsonb AS payload,
+       b.attempt::integer AS attempt, b.max_attempts::integer AS max_attempts, b.lease_token::uuid AS lease_token,
+       b.lease_expires_at::timestamptz AS lease_expires_at, b.enqueued_at::timestamptz AS enqueued_at
+FROM batchq_fifo.bare_claim($1::text, $2::integer, $3::text) b
+`
+
+type BareClaimParams struct {
+	Queue   string
+	MaxJobs int32
+	Worker  string
+}
+
+type BareClaimRow struct {
+	ID             int64
+	Queue          string
+	Tenant         string
+	Kind           string
+	Cost           int64
+	Deadline       pgtype.Timestamptz
+	Payload        []byte
+	Attempt        int32
+	MaxAttempts    int32
+	LeaseToken     pgtype.UUID
+	LeaseExpiresAt pgtype.Timestamptz
+	EnqueuedAt     pgtype.Timestamptz
+}
+
+// The casts tell sqlc the types of the function's columns.
+func (q *Queries) BareClaim(ctx context.Context, db DBTX, arg BareClaimParams) ([]BareClaimRow, error) {
+	rows, err := db.Query(ctx, bareClaim, arg.Queue, arg.MaxJobs, arg.Worker)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []BareClaimRow
+	for rows.Next() {
+		var i BareClaimRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Queue,
+			&i.Tenant,
+			&i.Kind,
+			&i.Cost,
+			&i.Deadline,
+			&i.Payload,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.EnqueuedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
 
 const claim = `-- name: Claim :many
 UPDATE batchq_fifo.jobs j
