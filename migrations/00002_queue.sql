@@ -187,7 +187,9 @@ COMMENT ON VIEW batchq.claim_results IS 'The row type batchq.claim() returns; al
 -- cost handed back to their tenant's ledger, and returned with expired = true
 -- so the caller can claim again for their places. Rows other claimers hold
 -- are skipped; the whole claim is one range scan of the claim index from its
--- head. Rows come back in claim order.
+-- head. Rows come back in claim order. The jobs of one claim share a lease
+-- token, drawn once per claim: a run is a job and the claim that took it, and
+-- a claim takes a job at most once, so (id, token) still names one run.
 --
 -- A function rather than a statement the client prepares, for its plan: a
 -- prepared statement whose LIMIT is a parameter is planned anew on every
