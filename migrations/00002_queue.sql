@@ -311,7 +311,7 @@ $$;
 -- hashed lookup in the listed pairs rather than by a join, which could have
 -- driven the scan from the list instead. Locking the rows in a statement of
 -- their own first, as the other finishing statements do, wrote a WAL record
--- per job and cost about a fifth of a completion of 100.
+-- per job and cost about a sixth of a completion of 100.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.complete(p_ids bigint[], p_tokens uuid[], p_actual_costs bigint[], p_results text[])
 RETURNS TABLE (id bigint, lease_token uuid)
