@@ -176,7 +176,7 @@ CREATE INDEX ledger_adjustments_tenant ON batchq.ledger_adjustments (queue, tena
 -- The rows batchq.claim returns.
 CREATE VIEW batchq.claim_results AS
 SELECT j.id, false AS expired, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt,
-       j.max_attempts, j.lease_token, j.lease_expires_at, j.enqueued_at
+       j.max_attempts, j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
 FROM batchq.jobs j
 WHERE false;
 COMMENT ON VIEW batchq.claim_results IS 'The row type batchq.claim() returns; always empty.';
@@ -187,9 +187,12 @@ COMMENT ON VIEW batchq.claim_results IS 'The row type batchq.claim() returns; al
 -- cost handed back to their tenant's ledger, and returned with expired = true
 -- so the caller can claim again for their places. Rows other claimers hold
 -- are skipped; the whole claim is one range scan of the claim index from its
--- head. Rows come back in claim order. The jobs of one claim share a lease
--- token, drawn once per claim: a run is a job and the claim that took it, and
--- a claim takes a job at most once, so (id, token) still names one run.
+-- head. Rows come back in no particular order, each with its key (round,
+-- pos, seq), whose order is the claim order: the caller sorts them (sorting
+-- the whole rows here was a fifteenth of a claim of 100). The jobs of one
+-- claim share a lease token, drawn once per claim: a run is a job and the
+-- claim that took it, and a claim takes a job at most once, so (id, token)
+-- still names one run.
 --
 -- A function rather than a statement the client prepares, for its plan: a
 -- prepared statement whose LIMIT is a parameter is planned anew on every
@@ -279,17 +282,14 @@ BEGIN
                            WHERE l.queue = p_queue AND l.round < m.round
                            FOR NO KEY UPDATE SKIP LOCKED)
     )
-    SELECT r.id, r.expired, r.queue, r.tenant, r.kind, r.cost, r.deadline, r.payload, r.attempt,
-           r.max_attempts, r.lease_token, r.lease_expires_at, r.enqueued_at
-    FROM (SELECT c.id, false AS expired, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt,
-                 c.max_attempts, c.lease_token, c.lease_expires_at, c.enqueued_at, c.round, c.pos, c.seq
-          FROM claimed c
-          UNION ALL
-          SELECT e.id, true, e.queue, e.tenant, e.kind, e.cost, e.deadline, e.payload, e.attempt,
-                 e.max_attempts, '00000000-0000-0000-0000-000000000000'::uuid, e.deadline, e.enqueued_at,
-                 e.round, e.pos, e.seq
-          FROM expired e) r
-    ORDER BY r.round, r.pos, r.seq;
+    SELECT c.id, false AS expired, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt,
+           c.max_attempts, c.lease_token, c.lease_expires_at, c.enqueued_at, c.round, c.pos, c.seq
+    FROM claimed c
+    UNION ALL
+    SELECT e.id, true, e.queue, e.tenant, e.kind, e.cost, e.deadline, e.payload, e.attempt,
+           e.max_attempts, '00000000-0000-0000-0000-000000000000'::uuid, e.deadline, e.enqueued_at,
+           e.round, e.pos, e.seq
+    FROM expired e;
 END
 $$;
 -- +goose StatementEnd

@@ -24,6 +24,21 @@ func TestSmallTenantInterleavesWithBacklog(t *testing.T) {
 	require.Equal(t, []string{"import", "small", "import", "small", "import", "small"}, order)
 }
 
+// One claim of many jobs returns them in the order one-job claims would
+// have taken them, not in the order they were inserted (the two differ
+// here: the import's jobs were all inserted first).
+func TestABatchComesInClaimOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10})
+	b.enqueueN(t, "import", 5, 10)
+	b.enqueueN(t, "small", 3, 10)
+
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 8})
+	require.NoError(t, err)
+	require.Equal(t, []string{"import", "small", "import", "small", "import", "small", "import", "import"},
+		tenantsOf(jobs))
+}
+
 func TestCostFairness(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Quantum: 1000})

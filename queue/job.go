@@ -77,6 +77,11 @@ func (c *Client) claim(ctx context.Context, queue string, opts *ClaimOpts) (jobs
 			return jobs, expired, fmt.Errorf("batchq: claim from %q: %w", queue, err)
 		}
 		n := len(expired)
+		// The claim's order: batchq.claim returns its rows unsorted, each
+		// with its key.
+		slices.SortFunc(rows, func(a, b dbsqlc.BatchqClaimResult) int {
+			return cmp.Or(cmp.Compare(a.Round, b.Round), cmp.Compare(a.Pos, b.Pos), cmp.Compare(a.Seq, b.Seq))
+		})
 		for _, r := range rows {
 			j := &Job{
 				ID: r.ID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Cost: r.Cost, Deadline: r.Deadline,

@@ -10,7 +10,7 @@ import (
 )
 
 const claim = `-- name: Claim :many
-SELECT id, expired, queue, tenant, kind, cost, deadline, payload, attempt, max_attempts, lease_token, lease_expires_at, enqueued_at FROM batchq.claim($1::text, $2::integer, $3::text, $4::bigint)
+SELECT id, expired, queue, tenant, kind, cost, deadline, payload, attempt, max_attempts, lease_token, lease_expires_at, enqueued_at, round, pos, seq FROM batchq.claim($1::text, $2::integer, $3::text, $4::bigint)
 `
 
 type ClaimParams struct {
@@ -50,6 +50,9 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]Batchq
 			&i.LeaseToken,
 			&i.LeaseExpiresAt,
 			&i.EnqueuedAt,
+			&i.Round,
+			&i.Pos,
+			&i.Seq,
 		); err != nil {
 			return nil, err
 		}

@@ -152,6 +152,9 @@ type BatchqClaimResult struct {
 	LeaseToken     uuid.UUID
 	LeaseExpiresAt time.Time
 	EnqueuedAt     time.Time
+	Round          int64
+	Pos            int64
+	Seq            int64
 }
 
 // The row type batchq.enqueue() returns; always empty.

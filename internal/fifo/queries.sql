@@ -31,5 +31,6 @@ TRUNCATE batchq_fifo.jobs, batchq_fifo.outcomes;
 SELECT b.id::bigint AS id, b.queue::text AS queue, b.tenant::text AS tenant, b.kind::text AS kind,
        b.cost::bigint AS cost, b.deadline::timestamptz AS deadline, b.payload::jsonb AS payload,
        b.attempt::integer AS attempt, b.max_attempts::integer AS max_attempts, b.lease_token::uuid AS lease_token,
-       b.lease_expires_at::timestamptz AS lease_expires_at, b.enqueued_at::timestamptz AS enqueued_at
+       b.lease_expires_at::timestamptz AS lease_expires_at, b.enqueued_at::timestamptz AS enqueued_at,
+       b.round::bigint AS round, b.pos::bigint AS pos, b.seq::bigint AS seq
 FROM batchq_fifo.bare_claim(@queue::text, @max_jobs::integer, @worker::text) b;

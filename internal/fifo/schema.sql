@@ -33,13 +33,14 @@ CREATE TABLE IF NOT EXISTS batchq_fifo.outcomes (
 -- batchq's own completion. Beside the fair queue it splits what a fair job
 -- costs beyond a FIFO one into what its rows cost (this against the FIFO
 -- above) and what the fair claim's bookkeeping costs (the fair queue against
--- this). It returns what batchq.claim returns, so clients decode the same. It
+-- this). It returns what batchq.claim returns, so clients decode the same
+-- (unsorted: ordering the rows is the fair client's bookkeeping). It
 -- works in the batchq schema, which must be migrated. Its plan is kept per
 -- session, as batchq.claim's is.
 CREATE OR REPLACE FUNCTION batchq_fifo.bare_claim(p_queue text, p_max_jobs integer, p_worker text)
 RETURNS TABLE (id bigint, queue text, tenant text, kind text, cost bigint, deadline timestamptz, payload jsonb,
                attempt integer, max_attempts integer, lease_token uuid, lease_expires_at timestamptz,
-               enqueued_at timestamptz)
+               enqueued_at timestamptz, round bigint, pos bigint, seq bigint)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
@@ -62,6 +63,6 @@ BEGIN
         LIMIT p_max_jobs
         FOR UPDATE SKIP LOCKED))
     RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
-              j.lease_token, j.lease_expires_at, j.enqueued_at;
+              j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq;
 END
 $$;

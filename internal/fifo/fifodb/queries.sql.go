@@ -15,7 +15,8 @@ const bareClaim = `-- name: BareClaim :many
 SELECT b.id::bigint AS id, b.queue::text AS queue, b.tenant::text AS tenant, b.kind::text AS kind,
        b.cost::bigint AS cost, b.deadline::timestamptz AS deadline, b.payload::jsonb AS payload,
        b.attempt::integer AS attempt, b.max_attempts::integer AS max_attempts, b.lease_token::uuid AS lease_token,
-       b.lease_expires_at::timestamptz AS lease_expires_at, b.enqueued_at::timestamptz AS enqueued_at
+       b.lease_expires_at::timestamptz AS lease_expires_at, b.enqueued_at::timestamptz AS enqueued_at,
+       b.round::bigint AS round, b.pos::bigint AS pos, b.seq::bigint AS seq
 FROM batchq_fifo.bare_claim($1::text, $2::integer, $3::text) b
 `
 
@@ -38,6 +39,9 @@ type BareClaimRow struct {
 	LeaseToken     pgtype.UUID
 	LeaseExpiresAt pgtype.Timestamptz
 	EnqueuedAt     pgtype.Timestamptz
+	Round          int64
+	Pos            int64
+	Seq            int64
 }
 
 // The casts tell sqlc the types of the function's columns.
@@ -63,6 +67,9 @@ func (q *Queries) BareClaim(ctx context.Context, db DBTX, arg BareClaimParams) (
 			&i.LeaseToken,
 			&i.LeaseExpiresAt,
 			&i.EnqueuedAt,
+			&i.Round,
+			&i.Pos,
+			&i.Seq,
 		); err != nil {
 			return nil, err
 		}
