@@ -39,6 +39,10 @@ bench-system: ## run the system benchmarks (batchq bench) against DATABASE_URL; 
 	$(GO) build -o bin/batchq ./cmd/batchq
 	@set -e; for s in drain flood scale quota enqueue; do bin/batchq bench $$s $(BENCH_ARGS); done
 
+.PHONY: bench-cycle
+bench-cycle: build ## what one claim of 100 and its completion cost the server, fair beside both baselines (needs pgbench; see BENCHMARKS.md)
+	bench/cycle.sh $(CYCLE_ARGS)
+
 .PHONY: generate
 generate: $(SQLC) ## regenerate internal/dbsqlc from migrations/ and db/queries/
 	$(SQLC) generate

@@ -189,10 +189,10 @@ COMMENT ON VIEW batchq.claim_results IS 'The row type batchq.claim() returns; al
 -- are skipped; the whole claim is one range scan of the claim index from its
 -- head. Rows come back in no particular order, each with its key (round,
 -- pos, seq), whose order is the claim order: the caller sorts them (sorting
--- the whole rows here was a fifteenth of a claim of 100). The jobs of one
--- claim share a lease token, drawn once per claim: a run is a job and the
--- claim that took it, and a claim takes a job at most once, so (id, token)
--- still names one run.
+-- the whole rows here was about a thirteenth of a claim of 100, in
+-- bench/cycle.sh). The jobs of one claim share a lease token, drawn once
+-- per claim: a run is a job and the claim that took it, and a claim takes a
+-- job at most once, so (id, token) still names one run.
 --
 -- A function rather than a statement the client prepares, for its plan: a
 -- prepared statement whose LIMIT is a parameter is planned anew on every
@@ -311,7 +311,7 @@ $$;
 -- hashed lookup in the listed pairs rather than by a join, which could have
 -- driven the scan from the list instead. Locking the rows in a statement of
 -- their own first, as the other finishing statements do, wrote a WAL record
--- per job and cost about a sixth of a completion of 100.
+-- per job and found every row twice.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.complete(p_ids bigint[], p_tokens uuid[], p_actual_costs bigint[], p_results text[])
 RETURNS TABLE (id bigint, lease_token uuid)
