@@ -15,8 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/batchq/batchq/internal/dbsqlc"
 )
@@ -36,7 +36,7 @@ type Job struct {
 	// LeaseExpiresAt is when the job may be rescued unless Heartbeat extends it.
 	LeaseExpiresAt time.Time
 
-	token uuid.UUID
+	token pgtype.UUID
 }
 
 // ClaimOpts shapes a claim. nil means defaults.
@@ -171,7 +171,7 @@ func (c *Client) completeRuns(ctx context.Context, done []Completion) (map[run]b
 	order := distinctRuns(len(done), func(i int) *Job { return done[i].Job })
 	p := dbsqlc.CompleteParams{
 		Ids:         make([]int64, len(order)),
-		Tokens:      make([]uuid.UUID, len(order)),
+		Tokens:      make([]pgtype.UUID, len(order)),
 		ActualCosts: make([]int64, len(order)),
 		Results:     make([]string, len(order)),
 	}
@@ -200,7 +200,7 @@ func (c *Client) completeRuns(ctx context.Context, done []Completion) (map[run]b
 // finish it.
 type run struct {
 	id    int64
-	token uuid.UUID
+	token pgtype.UUID
 }
 
 func (j *Job) run() run { return run{j.ID, j.token} }
@@ -218,7 +218,7 @@ func distinctRuns(n int, job func(int) *Job) []int {
 		if d := cmp.Compare(ja.ID, jb.ID); d != 0 {
 			return d
 		}
-		return bytes.Compare(ja.token[:], jb.token[:])
+		return bytes.Compare(ja.token.Bytes[:], jb.token.Bytes[:])
 	}
 	slices.SortStableFunc(order, byRun)
 	return slices.CompactFunc(order, func(a, b int) bool { return byRun(a, b) == 0 })
@@ -403,7 +403,7 @@ func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost []int64, err 
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	p := dbsqlc.HeartbeatParams{Ids: make([]int64, len(jobs)), Tokens: make([]uuid.UUID, len(jobs))}
+	p := dbsqlc.HeartbeatParams{Ids: make([]int64, len(jobs)), Tokens: make([]pgtype.UUID, len(jobs))}
 	byID := make(map[int64]*Job, len(jobs))
 	for i, j := range jobs {
 		p.Ids[i], p.Tokens[i] = j.ID, j.token

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchq/batchq/quotaheaders"
@@ -180,8 +180,8 @@ type dispatch struct {
 }
 
 type runningJob struct {
-	token  uuid.UUID // the run's lease token: the same job may run again under another
-	lease  *Job      // a copy holding the id and token, for heartbeats; nil once lost
+	token  pgtype.UUID // the run's lease token: the same job may run again under another
+	lease  *Job        // a copy holding the id and token, for heartbeats; nil once lost
 	cancel context.CancelFunc
 }
 
@@ -719,7 +719,7 @@ func (p *pool) heartbeats(ctx context.Context) {
 		}
 		p.mu.Lock()
 		leases := make([]*Job, 0, len(p.running))
-		sent := make(map[int64]uuid.UUID, len(p.running))
+		sent := make(map[int64]pgtype.UUID, len(p.running))
 		for _, r := range p.running {
 			if r.lease != nil {
 				leases = append(leases, &Job{ID: r.lease.ID, token: r.lease.token})

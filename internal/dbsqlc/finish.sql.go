@@ -9,7 +9,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const cancel = `-- name: Cancel :one
@@ -51,14 +51,14 @@ FROM batchq.complete($1::bigint[], $2::uuid[], $3::bigint[], $4::text[]) c
 
 type CompleteParams struct {
 	Ids         []int64
-	Tokens      []uuid.UUID
+	Tokens      []pgtype.UUID
 	ActualCosts []int64
 	Results     []string
 }
 
 type CompleteRow struct {
 	ID         int64
-	LeaseToken uuid.UUID
+	LeaseToken pgtype.UUID
 }
 
 // Finishes running jobs whose lease token still matches as succeeded; see
@@ -124,7 +124,7 @@ SELECT d.id, d.lease_token::uuid, false AS retrying FROM dead d
 `
 
 type FailParams struct {
-	Tokens  []uuid.UUID
+	Tokens  []pgtype.UUID
 	Errors  []string
 	RetryAt []time.Time
 	Final   []bool
@@ -133,7 +133,7 @@ type FailParams struct {
 
 type FailRow struct {
 	ID         int64
-	LeaseToken uuid.UUID
+	LeaseToken pgtype.UUID
 	Retrying   bool
 }
 
@@ -187,7 +187,7 @@ RETURNING j.id, j.lease_expires_at::timestamptz AS lease_expires_at
 `
 
 type HeartbeatParams struct {
-	Tokens []uuid.UUID
+	Tokens []pgtype.UUID
 	Ids    []int64
 }
 
@@ -242,7 +242,7 @@ SELECT r.id FROM released r
 `
 
 type ReleaseParams struct {
-	Tokens   []uuid.UUID
+	Tokens   []pgtype.UUID
 	DelaysUs []int64
 	Ids      []int64
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -149,7 +148,7 @@ type BatchqClaimResult struct {
 	Payload        []byte
 	Attempt        int32
 	MaxAttempts    int32
-	LeaseToken     uuid.UUID
+	LeaseToken     pgtype.UUID
 	LeaseExpiresAt time.Time
 	EnqueuedAt     time.Time
 	Round          int64

@@ -12,7 +12,7 @@ import (
 	_ "embed"
 	"fmt"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchq/batchq/internal/dbsqlc"
@@ -96,12 +96,12 @@ func (b *Bare) Claim(ctx context.Context, queue string, n int, worker string) ([
 func (b *Bare) Complete(ctx context.Context, jobs []BareJob) (int, error) {
 	p := dbsqlc.CompleteParams{
 		Ids:         make([]int64, len(jobs)),
-		Tokens:      make([]uuid.UUID, len(jobs)),
+		Tokens:      make([]pgtype.UUID, len(jobs)),
 		ActualCosts: make([]int64, len(jobs)),
 		Results:     make([]string, len(jobs)),
 	}
 	for i, j := range jobs {
-		p.Ids[i], p.Tokens[i], p.ActualCosts[i] = j.ID, j.LeaseToken.Bytes, -1
+		p.Ids[i], p.Tokens[i], p.ActualCosts[i] = j.ID, j.LeaseToken, -1
 	}
 	rows, err := b.jobs.Complete(ctx, b.pool, p)
 	return len(rows), err
