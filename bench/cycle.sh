@@ -9,7 +9,8 @@
 # usage: bench/cycle.sh [clients] [cycles-per-client] [repetitions]
 #   defaults 1 480 3; run from the repository root after make build; needs
 #   psql and pgbench. It works in a database of its own, batchq_cycle_<pid>,
-#   on the server of ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres),
+#   on the server of ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable,
+#   as batchq's own default: without it pgbench would encrypt, where the Go client does not),
 #   and drops it afterwards.
 #
 # To measure a change to the schema or a function, edit the database between
@@ -17,7 +18,7 @@
 # schema is created (say, DROP INDEX batchq.outcomes_tenant).
 set -euo pipefail
 clients=${1:-1} cycles=${2:-480} reps=${3:-3}
-admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 db=batchq_cycle_$$
 url=${admin%/*}/$db
 case $admin in *\?*) url=${admin%%\?*}; url=${url%/*}/$db?${admin#*\?} ;; esac
