@@ -465,6 +465,9 @@ BEGIN
             -- left would otherwise move the new ones back when folded in.
             DELETE FROM batchq.ledger_adjustments a
             WHERE a.queue = NEW.queue AND a.tenant = v.tenant AND a.pos = v.pos AND a.after_seq < v.head;
+            -- Workers may have found the queue empty meanwhile, and enqueue
+            -- did not wake them for a tenant that had jobs queued then.
+            PERFORM pg_notify('batchq_jobs', NEW.queue);
         END LOOP;
     END IF;
     -- After the move: a re-key counts the rounds up to the cursor's as
@@ -949,7 +952,16 @@ BEGIN
         END LOOP;
     END IF;
 
-    IF v_inserted > 0 THEN
+    -- Wake the workers waiting on the queue (LISTEN batchq_jobs) only for a
+    -- tenant that had nothing queued: one with jobs queued ahead of these is
+    -- being served, or waits for quota, and a notification changes neither.
+    -- Every transaction that notifies takes one lock, shared by the whole
+    -- server, as its commit begins, and holds it until the commit is on disk,
+    -- so notifying commits run one at a time. What a tenant had queued may
+    -- all be claimed before this commits, and a worker may then wait for the
+    -- new jobs until it polls; the commit-time check notifies for such a
+    -- tenant when the cursor has passed its jobs (ring_check_at_commit).
+    IF v_inserted > 0 AND cardinality(v_joined) > 0 THEN
         PERFORM pg_notify('batchq_jobs', p_queue);
     END IF;
 
@@ -1048,7 +1060,8 @@ BEGIN
     )
     SELECT count(*) INTO v_n FROM upd;
 
-    IF v_n > 0 THEN
+    -- As enqueue: only for a tenant that had nothing queued.
+    IF v_n > 0 AND cardinality(v_joined) > 0 THEN
         PERFORM pg_notify('batchq_jobs', p_queue);
     END IF;
     RETURN v_n;

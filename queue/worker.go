@@ -70,7 +70,10 @@ type WorkerConfig struct {
 	// Name identifies the worker in outcomes and logs. "": host:pid.
 	Name string
 	// PollInterval is how often the pool looks for work when no notification
-	// says there is some. 0: 1s.
+	// says there is some. 0: 1s. Enqueues notify only for tenants that had
+	// nothing queued (see batchq.enqueue), so a pool that went idle while an
+	// enqueue for a tenant with a backlog was open may find its jobs by
+	// polling.
 	PollInterval time.Duration
 	// MaintainInterval is how often the pool runs Maintain on its queue
 	// (rescuing lost leases, expiring, requeueing retries, applying cost

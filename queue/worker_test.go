@@ -178,3 +178,60 @@ func TestWorkWakesOnEnqueue(t *testing.T) {
 		}
 	}
 }
+
+// An enqueue wakes the workers waiting on its queue only for a tenant that
+// had nothing queued: one with jobs queued ahead of the new ones is being
+// served already, and each notifying commit holds a lock shared by the whole
+// server until it is flushed. When what a tenant had queued was all claimed
+// while the enqueue's transaction was open, and claims went on past the new
+// jobs' round, the commit-time check wakes them. A notification sent after a
+// commit arrives after any that commit sent, so each step marks where its
+// own notifications end.
+func TestEnqueueNotifiesOnlyForATenantThatHadNothingQueued(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10})
+	conn, err := b.pool.Acquire(b.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(b.ctx, "LISTEN batchq_jobs")
+	require.NoError(t, err)
+	received := func(mark string) []string {
+		b.exec(t, `SELECT pg_notify('batchq_jobs', $1)`, mark)
+		var got []string
+		for {
+			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+			n, err := conn.Conn().WaitForNotification(ctx)
+			cancel()
+			require.NoError(t, err, "after %v", got)
+			if n.Payload == mark {
+				return got
+			}
+			got = append(got, n.Payload)
+		}
+	}
+	wake := []string{b.queue}
+
+	b.enqueue(t, "a", 10)
+	require.Equal(t, wake, received("a joined"))
+	b.enqueue(t, "a", 10)
+	require.Empty(t, received("a had a job queued"))
+	b.enqueueN(t, "b", 5, 10)
+	require.Equal(t, wake, received("b joined beside a's jobs"))
+	b.enqueueN(t, "b", 3, 10)
+	require.Empty(t, received("b had jobs queued"))
+
+	// a's two jobs fill its first two rounds; the transaction adds its third.
+	// Meanwhile every committed job is claimed, b's last ones rounds later.
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 10})
+	require.NoError(t, err)
+	for range 10 { // one at a time: a claim moves the cursor to the round of its first job
+		jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+	}
+	require.NoError(t, tx.Commit(b.ctx))
+	require.Equal(t, wake, received("a's jobs were all claimed, and claims went past its new one"))
+}
