@@ -258,11 +258,13 @@ func (c *Client) boundResult(out []byte) string {
 	for len(head) > 0 && !utf8.Valid(head) {
 		head = head[:len(head)-1]
 	}
+	// jsonb refuses the escaped NUL json.Marshal would write for a NUL byte,
+	// and a refused result would fail the completion: the job would run again.
 	b, _ := json.Marshal(struct {
 		Truncated bool   `json:"truncated"`
 		Bytes     int    `json:"bytes"`
 		Head      string `json:"head"`
-	}{len(head) < len(out), len(out), string(head)})
+	}{len(head) < len(out), len(out), strings.ReplaceAll(string(head), "\x00", "\uFFFD")})
 	return string(b)
 }
 

@@ -904,6 +904,16 @@ func TestJSONThatJsonbStoresIsKept(t *testing.T) {
 	var result string
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result::text FROM batchq.outcomes WHERE job_id = $1`, res.ID).Scan(&result))
 	require.Contains(t, result, `"truncated"`, "stored as a wrapper around the raw text")
+
+	// Output that is not JSON and holds a NUL byte: the wrapper cannot carry
+	// the NUL (jsonb refuses \u0000), so it shows where it was instead.
+	nul := b.enqueue(t, "t", 1)
+	jobs, err = b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Equal(t, nul, jobs[0].ID)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{Output: []byte("plain text\x00tail")}))
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result->>'head' FROM batchq.outcomes WHERE job_id = $1`, nul).Scan(&result))
+	require.Equal(t, "plain text\uFFFDtail", result)
 }
 
 // TestPayloadNumbersJsonbCannotHoldAreInvalid: jsonb keeps numbers as
