@@ -25,6 +25,9 @@ func usagef(format string, args ...any) error {
 // newApp builds the CLI writing to stdout and stderr, so tests can run any
 // command with captured output.
 func newApp(stdout, stderr io.Writer) *cli.App {
+	// urfave/cli reports a command it does not know through CommandNotFound,
+	// which cannot fail the run; After, which runs last, fails it instead.
+	var unknown error
 	app := &cli.App{
 		Name:                 "batchq",
 		Usage:                "a Postgres-backed fair work queue for LLM batch jobs",
@@ -60,13 +63,31 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return usageError{msg: err.Error()}
 		},
 		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "batchq: unknown command %q; run 'batchq help'\n", name)
+			unknown = unknownCommand(c, name)
 		},
+		After: func(*cli.Context) error { return unknown },
 	}
 	for _, cmd := range app.Commands {
 		setUsageErrors(cmd)
 	}
 	return app
+}
+
+// unknownCommand is the usage error for name, which is not a command of the
+// command c runs (the app itself, or one with subcommands, like migrate).
+func unknownCommand(c *cli.Context, name string) error {
+	// For `batchq migrate help upp` c is the help command's context.
+	parent := ""
+	for _, ctx := range c.Lineage() {
+		if cmd := ctx.Command; cmd != nil && !cmd.HasName("help") {
+			parent = strings.TrimSpace(strings.TrimPrefix(cmd.HelpName, c.App.Name))
+			break
+		}
+	}
+	if parent == "" {
+		return usagef("batchq: unknown command %q; run 'batchq help'", name)
+	}
+	return usagef("batchq: unknown command %q; run 'batchq %s help'", parent+" "+name, parent)
 }
 
 // setUsageErrors makes a flag parsing error of any subcommand a usageError.
