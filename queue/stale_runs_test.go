@@ -171,3 +171,63 @@ func TestStaleAndCurrentFailureInOneBatchAreRecorded(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "x's final failure was not recorded; events: %v", events.outcomes(x))
 	require.Equal(t, "failed", b.outcome(t, x))
 }
+
+// A pool that claims a job again while its own earlier run of it is still
+// going (the job was rescued while the process stalled, before a heartbeat
+// could notice) cancels that earlier run, so the job does not run twice at
+// once, and reports it as lease_lost.
+func TestReclaimedJobCancelsTheStaleRunInTheSamePool(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	x := b.enqueue(t, "x", 1)
+
+	var runs runCounter
+	var events eventLog
+	x1Started, x2Started := make(chan struct{}), make(chan struct{})
+	x1Cancelled := make(chan struct{})
+	ctx, cancel := context.WithCancel(b.ctx)
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 2, BatchSize: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+		HeartbeatInterval: time.Hour, // no heartbeat notices the lost lease
+		OnEvent:           events.on,
+		Handler: func(hctx context.Context, j *queue.Job) (queue.Result, error) {
+			switch runs.add(j.ID) {
+			case 1:
+				close(x1Started)
+				select {
+				case <-hctx.Done():
+					close(x1Cancelled)
+					return queue.Result{}, hctx.Err()
+				case <-time.After(20 * time.Second):
+					return queue.Result{}, errors.New("the first run was never cancelled")
+				}
+			case 2:
+				close(x2Started)
+				return queue.Result{Output: []byte(`{"run":2}`)}, nil
+			}
+			return queue.Result{}, errors.New("a third run")
+		},
+	})
+	defer func() {
+		cancel()
+		require.NoError(t, wait())
+	}()
+	<-x1Started
+	// x's first run loses its lease; maintenance hands x back and the pool
+	// claims it again.
+	b.exec(t, `UPDATE batchq.jobs SET state = 'retrying', run_after = now(), lease_token = NULL,
+		lease_expires_at = NULL, worker = NULL WHERE id = $1`, x)
+	for _, c := range []chan struct{}{x2Started, x1Cancelled} {
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatal("x was not claimed again, or its first run was not cancelled when it was")
+		}
+	}
+	require.Eventually(t, func() bool { return len(events.outcomes(x)) == 2 }, 10*time.Second, 20*time.Millisecond)
+	got := events.outcomes(x)
+	slices.Sort(got)
+	require.Equal(t, []string{"lease_lost", "succeeded"}, got, "finish events of x's two runs")
+	require.Equal(t, "succeeded", b.outcome(t, x))
+}

@@ -563,7 +563,7 @@ func (p *pool) dispatches(jobs []*Job, sentAt time.Time) []*dispatch {
 			p.unadmittedCalls++
 			p.unadmittedTokens += j.Cost
 		}
-		p.running[j.ID] = &runningJob{token: j.token, lease: &Job{ID: j.ID, token: j.token}, cancel: func() {}}
+		p.trackLocked(j, func() {})
 		out[i] = d
 	}
 	return out
@@ -587,6 +587,21 @@ func (p *pool) unadmitted() (calls, tokens int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.unadmittedCalls, p.unadmittedTokens
+}
+
+// trackLocked makes j's run the one whose lease the heartbeat keeps, and
+// whose handler cancel stops when that lease is lost. p.mu is held. A run of
+// the same job under another token has lost its lease: the job was claimed
+// again, which only a lost lease allows (say, rescued while this process
+// stalled, before the heartbeat noticed). That run's handler is cancelled
+// now, rather than left running beside the new one.
+func (p *pool) trackLocked(j *Job, cancel context.CancelFunc) {
+	if r, ok := p.running[j.ID]; ok && r.token != j.token && r.lease != nil {
+		p.log.Warn("job claimed again while a run of it under an earlier lease is still going; cancelling that run", "job", j.ID)
+		r.lease = nil
+		r.cancel()
+	}
+	p.running[j.ID] = &runningJob{token: j.token, lease: &Job{ID: j.ID, token: j.token}, cancel: cancel}
 }
 
 // untrack stops keeping the lease of j's run, unless the job already runs
@@ -623,15 +638,15 @@ func (p *pool) runJob(d *dispatch) {
 	defer cancel()
 	defer p.untrack(j)
 	p.mu.Lock()
-	r := p.running[j.ID]
-	lostWaiting := r != nil && r.token == j.token && r.lease == nil
+	lostWaiting := p.leaseLostLocked(j)
 	if !lostWaiting {
-		p.running[j.ID] = &runningJob{token: j.token, lease: &Job{ID: j.ID, token: j.token}, cancel: cancel}
+		p.trackLocked(j, cancel)
 	}
 	p.mu.Unlock()
 	if lostWaiting {
-		// The heartbeat found the lease lost while the job waited for a
-		// handler: another worker may hold it now.
+		// The lease was lost while the job waited for a handler: the
+		// heartbeat found it so, or this pool claimed the job again under
+		// another token. Another run holds it now.
 		p.settle(d)
 		p.emit(Event{Kind: EventFinished, Job: j, Outcome: "lease_lost"})
 		return
@@ -701,12 +716,20 @@ func retryAfter(resp *http.Response, received time.Time) time.Duration {
 	return d
 }
 
-// leaseLost reports whether the heartbeat found the lease of j's run lost.
+// leaseLost reports whether the lease of j's run is known to be lost: the
+// heartbeat found it so, or the job runs again under another token.
 func (p *pool) leaseLost(j *Job) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.leaseLostLocked(j)
+}
+
+// leaseLostLocked is leaseLost with p.mu held. A run is tracked from its
+// claim until its handler returns, so a run that is not, or is tracked under
+// another token, was displaced by a later claim of the job.
+func (p *pool) leaseLostLocked(j *Job) bool {
 	r, ok := p.running[j.ID]
-	return ok && r.token == j.token && r.lease == nil
+	return !ok || r.token != j.token || r.lease == nil
 }
 
 // heartbeats extends the leases of running jobs and cancels the handlers of
