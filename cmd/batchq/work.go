@@ -127,13 +127,45 @@ func headersFromEnv(pairs []string) (http.Header, error) {
 		if !ok || name == "" || env == "" {
 			return nil, usagef("batchq: --header-env %q: must be NAME=ENVIRONMENT_VARIABLE", p)
 		}
+		if !validHeaderName(name) {
+			return nil, usagef("batchq: --header-env %q: header name %q must be letters, digits and ! # $ %% & ' * + - . ^ _ ` | ~", p, name)
+		}
 		v, set := os.LookupEnv(env)
 		if !set || v == "" {
 			return nil, usagef("batchq: --header-env %s: environment variable %s is not set", name, env)
 		}
+		// The value is a secret: the error names the variable, not what it holds.
+		if !validHeaderValue(v) {
+			return nil, usagef("batchq: --header-env %s=%s: environment variable %s holds a control character, which a header value must not", name, env, env)
+		}
 		h.Add(name, v)
 	}
 	return h, nil
+}
+
+// validHeaderName reports whether name is an HTTP field name: a token of
+// RFC 9110, section 5.6.2. net/http refuses any other at request time.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether v can be sent as an HTTP field value:
+// no control characters but tab (RFC 9110, section 5.5), as net/http checks.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // redact drops credentials and the query from a URL before it is logged.

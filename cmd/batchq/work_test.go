@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,8 @@ func TestWorkDrainsThroughHTTP(t *testing.T) {
 }
 
 func TestWorkRejectsBadFlags(t *testing.T) {
+	t.Setenv("BATCHQ_TEST_KEY", "Bearer sk-test")
+	t.Setenv("BATCHQ_TEST_BROKEN_KEY", "Bearer sk-test\r\nX-Injected: 1")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -70,6 +73,12 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		{[]string{"--queue", "q", "--target", "ftp://x"}, `--target "ftp://x": must be an http or https URL`},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Authorization"}, `--header-env "Authorization": must be NAME=ENVIRONMENT_VARIABLE`},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Authorization=BATCHQ_TEST_UNSET_VAR"}, "environment variable BATCHQ_TEST_UNSET_VAR is not set"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Bad Header=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "Bad Header=BATCHQ_TEST_KEY": header name "Bad Header" must be letters, digits and ! # $ % & ' * + - . ^ _ ` + "`" + ` | ~`},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "X-Key:=BATCHQ_TEST_KEY"}, `header name "X-Key:" must be letters, digits and`},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "X-Ключ=BATCHQ_TEST_KEY"}, `header name "X-Ключ" must be letters, digits and`},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Authorization=BATCHQ_TEST_BROKEN_KEY"},
+			"batchq: --header-env Authorization=BATCHQ_TEST_BROKEN_KEY: environment variable BATCHQ_TEST_BROKEN_KEY holds a control character, which a header value must not"},
 		{[]string{"--queue", "q", "--target", "http://x", "--refill", "drip"}, `--refill "drip": must be window or bucket`},
 		{[]string{"--queue", "q", "--target", "http://x", "--concurrency", "0"}, "--concurrency 0: must be in 1..10000"},
 		{[]string{"--target", "http://x"}, `"queue"`},
@@ -77,5 +86,7 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		r := runCLI(t, "", append([]string{"work"}, tc.args...)...)
 		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
 		require.Contains(t, r.stderr, tc.want)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		require.NotContains(t, r.stderr, "sk-test", "a secret reached the error")
 	}
 }
