@@ -32,10 +32,12 @@ long the oldest queued job has waited.`,
 				Name:  "tenants",
 				Usage: "per queue and tenant: jobs and tokens by outcome, waits, token share against weight share",
 				Description: `Reads batchq.tenant_usage(since, until): the jobs that finished in the window. Tokens by outcome are
-actual costs for succeeded jobs (estimates where none was reported) and estimates for the others;
-served_tokens are succeeded plus failed tokens, and token_share is the tenant's part of its queue's
-served tokens, to compare with weight_share, its weight's part among the tenants active in the queue
-in the window. wait_p50 and wait_p95 are from enqueue to first claim.`,
+actual costs for succeeded jobs (estimates where none was reported) and estimates for the others.
+served_tokens are what the scheduler charged: succeeded and failed tokens, and the tokens of expired
+or cancelled jobs that had run an attempt (one that went while queued is refunded). token_share is
+the tenant's part of its queue's served tokens, to compare with weight_share, its weight's part
+among the tenants active in the queue in the window. wait_p50 and wait_p95 are from enqueue to first
+claim.`,
 				Flags:  []cli.Flag{queueFlag, since, until, commandFormatFlag()},
 				Action: withQueueClient(reportTenants),
 			},
