@@ -652,7 +652,7 @@ func (p *pool) runJob(d *dispatch) {
 		return
 	}
 
-	if !p.admitted(ctx, d) {
+	if p.pastDeadline(d) || !p.admitted(ctx, d) || p.pastDeadline(d) {
 		return
 	}
 	start := time.Now()
@@ -696,6 +696,21 @@ func (p *pool) runJob(d *dispatch) {
 	default:
 		p.done.fail(j, err, received)
 	}
+}
+
+// pastDeadline hands back, unstarted, a job whose deadline passed after its
+// claim, while it waited for a handler or for room in the quota: no quota is
+// spent on it. Released, it waits in 'retrying' until maintenance (or a
+// claim, once it is queued again) records it as expired, its cost refunded
+// to its tenant, as for any job that expires before it runs.
+func (p *pool) pastDeadline(d *dispatch) bool {
+	if time.Now().Before(d.job.Deadline) {
+		return false
+	}
+	p.settle(d)
+	p.log.Info("deadline passed before the job started; handing it back to expire", "job", d.job.ID)
+	p.done.release(d.job, 0)
+	return true
 }
 
 // call runs the handler, turning a panic into a permanent failure.
