@@ -17,7 +17,8 @@ import (
 )
 
 func migrateCommand() *cli.Command {
-	to := &cli.Int64Flag{Name: "to", Usage: "stop at this version (default: all the way)"}
+	upTo := &cli.Int64Flag{Name: "to", Usage: "apply up to and including this version", DefaultText: "every pending migration"}
+	downTo := &cli.Int64Flag{Name: "to", Usage: "revert down to this version, which stays applied (0: revert every migration)", DefaultText: "revert only the latest migration"}
 	return &cli.Command{
 		Name:  "migrate",
 		Usage: "apply, revert and inspect batchq's schema migrations",
@@ -25,13 +26,13 @@ func migrateCommand() *cli.Command {
 			{
 				Name:   "up",
 				Usage:  "apply pending migrations (up to --to)",
-				Flags:  []cli.Flag{to},
+				Flags:  []cli.Flag{upTo},
 				Action: withProvider(migrateUp),
 			},
 			{
 				Name:   "down",
 				Usage:  "revert the latest migration (or down to --to, exclusive)",
-				Flags:  []cli.Flag{to},
+				Flags:  []cli.Flag{downTo},
 				Action: withProvider(migrateDown),
 			},
 			{

@@ -79,3 +79,17 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	require.Contains(t, r.stderr, "batchq: ")
 	require.Contains(t, r.stderr, `"x"`)
 }
+
+// Each --to says what its command does without it: up applies every
+// pending migration, down reverts only the latest.
+func TestMigrateToHelp(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "migrate", "down", "--help")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "revert down to this version, which stays applied (0: revert every migration) (default: revert only the latest migration)")
+	require.NotContains(t, r.stdout, "all the way")
+
+	r = runCLI(t, "", "migrate", "up", "--help")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "apply up to and including this version (default: every pending migration)")
+}
