@@ -1,9 +1,18 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"path/filepath"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/demo"
+	"github.com/batchq/batchq/internal/pgtest"
 )
 
 // The demo itself is tested in internal/demo; here, that the command
@@ -37,4 +46,81 @@ func TestDemoHelp(t *testing.T) {
 	for _, flag := range []string{"--duration", "--speed", "--chart", "--database-name", "--seed", "BATCHQ_DEMO_SPEED"} {
 		require.Contains(t, res.stdout, flag)
 	}
+}
+
+// The demo drops its database on every run, so it refuses one that exists
+// and that it did not create, before it writes anything; a database it
+// created itself it plays in again.
+func TestDemoDropsOnlyItsOwnDatabase(t *testing.T) {
+	t.Parallel()
+	server := pgtest.ServerURL(t)
+	if testing.Short() {
+		t.Skip("plays the demo twice for a second")
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, server)
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.Close(ctx) })
+	newName := func() string {
+		name := fmt.Sprintf("batchq_cli_demo_test_%d", rand.Uint64())
+		t.Cleanup(func() { _ = demo.DropDatabase(ctx, server, name) })
+		return name
+	}
+	dbURL := func(name string) string {
+		u, err := url.Parse(server)
+		require.NoError(t, err)
+		u.Path = "/" + name
+		return u.String()
+	}
+
+	t.Run("refuses a database it did not create", func(t *testing.T) {
+		name := newName()
+		_, err := admin.Exec(ctx, "CREATE DATABASE "+name)
+		require.NoError(t, err)
+		conn, err := pgx.Connect(ctx, dbURL(name))
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, "CREATE TABLE orders (id int); INSERT INTO orders VALUES (1)")
+		require.NoError(t, err)
+		conn.Close(ctx)
+
+		for _, u := range []string{server, dbURL(name)} {
+			r := runCLI(t, u, "demo", "--database-name", name, "--duration", "1s", "--speed", "100",
+				"--chart", filepath.Join(t.TempDir(), "shares.svg"))
+			require.Equal(t, 2, r.code, r.stderr)
+			require.Equal(t, "batchq: --database-name "+name+": database "+name+" exists and batchq demo did not create it;"+
+				" the demo drops its database, so name one that does not exist\n", r.stderr)
+			require.Empty(t, r.stdout)
+		}
+		conn, err = pgx.Connect(ctx, dbURL(name))
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&n))
+		require.Equal(t, 1, n, "the database was left as it was")
+	})
+
+	t.Run("plays again in the database it created", func(t *testing.T) {
+		name := newName()
+		for run := range 2 {
+			r := runCLI(t, server, "demo", "--database-name", name, "--duration", "1s", "--speed", "100",
+				"--chart", filepath.Join(t.TempDir(), "shares.svg"))
+			require.Equal(t, 0, r.code, "run %d: %s", run+1, r.stderr)
+			var comment *string
+			require.NoError(t, admin.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&comment))
+			require.NotNil(t, comment, "run %d left the database unmarked", run+1)
+			require.Equal(t, demoMarker, *comment)
+		}
+	})
+}
+
+// Builds before the marker created the default database without it.
+func TestMayDropDemoDatabase(t *testing.T) {
+	t.Parallel()
+	marker, other := demoMarker, "the shop's orders"
+	require.True(t, mayDropDemoDatabase("batchq_demo", nil), "an unmarked batchq_demo from an older build")
+	require.True(t, mayDropDemoDatabase("batchq_demo", &marker))
+	require.True(t, mayDropDemoDatabase("mine", &marker))
+	require.False(t, mayDropDemoDatabase("mine", nil))
+	require.False(t, mayDropDemoDatabase("mine", &other))
+	require.False(t, mayDropDemoDatabase("batchq_demo", &other), "someone else's comment")
 }
