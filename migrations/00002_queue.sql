@@ -373,9 +373,10 @@ $$;
 --
 -- So each statement that adds jobs notes them here, one row per statement,
 -- and at commit a deferred trigger checks the row: for each tenant whose
--- oldest queued job is one of the transaction's own and lies in a round the
--- cursor has passed, it moves the tenant's queued jobs and its join round
--- forward to the cursor's round, and drops the adjustments still pending
+-- oldest queued job is one of the transaction's own and whose grants began
+-- to pay for it in a round the cursor has passed, it moves the tenant's
+-- queued jobs and its join round forward by the rounds between, so that the
+-- tenant pays for that job from the cursor's round on, and drops the adjustments still pending
 -- about the tenant's jobs that left (its queue emptied, so it starts afresh,
 -- as a tenant that leaves the ring does). Their relative order, the tenant's ring
 -- position and its ledger are unchanged, so with one claimer and nothing
@@ -424,7 +425,10 @@ CREATE SEQUENCE batchq.settings_version;
 CREATE UNLOGGED TABLE batchq.ring_commit_checks (
     id        bigint   GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue     text     NOT NULL,
-    min_round bigint   NOT NULL, -- the earliest round a new job was keyed in
+    -- The earliest round whose grant goes to a new job: for the first new job
+    -- of a tenant, the round its cost begins to be paid in, which is the round
+    -- it is served in only when it costs no more than what is left of a grant.
+    min_round bigint   NOT NULL,
     tenants   text[]   NOT NULL,
     pos       bigint[] NOT NULL, -- each tenant's ring position
     first_seq bigint[] NOT NULL, -- the seq of the first job the statement added
@@ -449,12 +453,19 @@ BEGIN
     -- a scan of every queued job.
     IF v_cursor > NEW.min_round THEN
         FOR v IN
-            SELECT t.tenant, t.pos, h.seq AS head, v_cursor - h.round AS shift
+            -- The head's start: the round whose grant first goes to it. Not the
+            -- round it is served in: a job costing k grants is served k - 1
+            -- rounds after its start, and a tenant whose start the cursor has
+            -- passed would gain those rounds however long it kept the
+            -- transaction open.
+            SELECT t.tenant, t.pos, h.seq AS head, v_cursor - h.start AS shift
             FROM unnest(NEW.tenants, NEW.pos, NEW.first_seq) AS t (tenant, pos, first_seq)
-            CROSS JOIN LATERAL (SELECT j.seq, j.round FROM batchq.jobs j
+            CROSS JOIN LATERAL (SELECT j.seq, batchq.drr_round(r.join_round, j.cum - j.cost + 1, r.share) AS start
+                                FROM batchq.jobs j, batchq.tenant_ring r
                                 WHERE j.pos = t.pos AND j.state = 'queued'
+                                  AND r.queue = NEW.queue AND r.tenant = t.tenant
                                 ORDER BY j.seq LIMIT 1) h
-            WHERE h.seq >= t.first_seq AND h.round < v_cursor
+            WHERE h.seq >= t.first_seq AND h.start < v_cursor
         LOOP
             UPDATE batchq.jobs j SET round = j.round + v.shift
             WHERE j.pos = v.pos AND j.state = 'queued';
@@ -868,7 +879,7 @@ BEGIN
                s.max_attempts, s.round, s.pos, s.cum, s.seq
         FROM src s
         WHERE s.unique_key IS NULL
-        RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.round
+        RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round
     ), ins_keyed AS (
         INSERT INTO batchq.jobs (id, queue, tenant, kind, cost, deadline, payload, unique_key, state,
                                  max_attempts, round, pos, cum, seq)
@@ -878,16 +889,19 @@ BEGIN
         FROM src s
         WHERE s.unique_key IS NOT NULL
         ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-        RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.round
+        RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round
     ), ins AS (
         SELECT * FROM ins_plain UNION ALL SELECT * FROM ins_keyed
     ), noted AS (
         -- Checked at commit (ring_commit_checks).
+        -- A tenant's first new job starts earliest: it is the one that has the
+        -- least of the ledger before it.
         INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
-        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings,
-               v_joined
-        FROM (SELECT i.tenant, min(i.pos) AS pos, min(i.seq) AS first_seq, min(i.round) AS min_round
+        SELECT p_queue, min(batchq.drr_round(k.join_round, a.paid + 1, k.share)), array_agg(a.tenant),
+               array_agg(a.pos), array_agg(a.first_seq), v_settings, v_joined
+        FROM (SELECT i.tenant, min(i.pos) AS pos, min(i.seq) AS first_seq, min(i.cum - i.cost) AS paid
               FROM ins i GROUP BY i.tenant) a
+        JOIN unnest(v_ring_tenant, v_ring_round, v_ring_share) AS k (tenant, join_round, share) ON k.tenant = a.tenant
         HAVING count(*) > 0
     ), ring AS (
         -- Each row found by its own probe, as in ring_join.
@@ -925,7 +939,8 @@ BEGIN
                   FROM lines l) f
             CROSS JOIN unnest(v_ring_tenant, v_ring_round, v_ring_share) AS r (tenant, join_round, share)
             WHERE j.id = f.id AND f.delta > 0 AND r.tenant = j.tenant
-            RETURNING j.tenant, j.pos, j.seq, j.cum, j.round
+            RETURNING j.tenant, j.pos, j.seq, j.cum, j.round,
+                      batchq.drr_round(r.join_round, j.cum - j.cost + 1, r.share) AS start
         ), ring AS (
             -- A tenant's last job is among the fixed ones whenever any is.
             UPDATE batchq.tenant_ring r SET cum = a.cum
@@ -936,7 +951,7 @@ BEGIN
         )
         INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
         SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings
-        FROM (SELECT x.tenant, min(x.pos) AS pos, min(x.seq) AS first_seq, min(x.round) AS min_round
+        FROM (SELECT x.tenant, min(x.pos) AS pos, min(x.seq) AS first_seq, min(x.start) AS min_round
               FROM fixed x GROUP BY x.tenant) a
         HAVING count(*) > 0;
     END IF;
@@ -1044,13 +1059,13 @@ BEGIN
         SET state = 'queued', run_after = NULL, pos = s.pos, cum = s.cum, seq = s.seq,
             round = batchq.drr_round(s.join_round, s.cum, s.share)
         FROM src s WHERE j.id = s.id
-        RETURNING j.tenant, j.pos, j.cum, j.seq, j.round
+        RETURNING j.tenant, j.pos, j.cum, j.seq, j.round, batchq.drr_round(s.join_round, s.cum - j.cost + 1, s.share) AS start
     ), noted AS (
         -- Checked at commit (ring_commit_checks).
         INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
         SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings,
                v_joined
-        FROM (SELECT u.tenant, min(u.pos) AS pos, min(u.seq) AS first_seq, min(u.round) AS min_round
+        FROM (SELECT u.tenant, min(u.pos) AS pos, min(u.seq) AS first_seq, min(u.start) AS min_round
               FROM upd u GROUP BY u.tenant) a
         HAVING count(*) > 0
     ), ring AS (

@@ -324,3 +324,41 @@ func TestLateCommitJoinsTheRoundCurrentAtCommit(t *testing.T) {
 		})
 	}
 }
+
+// A late commit gains no rounds when the tenant's first job costs more than
+// one grant either: such a job is served rounds after its grants begin to
+// pay for it, and what the check moves by is the rounds the cursor passed
+// since that beginning, not since the round it would be served in. Here the
+// late job costs ten grants and the claims go 5 rounds on while its enqueue
+// is open; the order after the commit is the order of the same enqueue
+// committed at that moment (which the differential test holds to drr's).
+func TestLateCommitOfAJobCostingManyGrantsGainsNoRounds(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, open bool) []string {
+		b := setup(t, queue.QueueConfig{Quantum: 10})
+		b.enqueueN(t, "import", 100, 10) // one job a round
+		late := queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 100}
+		if open {
+			tx, err := b.pool.Begin(b.ctx)
+			require.NoError(t, err)
+			defer tx.Rollback(b.ctx)
+			_, err = b.client.EnqueueTx(b.ctx, tx, late)
+			require.NoError(t, err)
+			require.Equal(t, slices.Repeat([]string{"import"}, 5), tenantsOf(b.drainOrder(t, 5)))
+			require.NoError(t, tx.Commit(b.ctx))
+		} else {
+			require.Equal(t, slices.Repeat([]string{"import"}, 5), tenantsOf(b.drainOrder(t, 5)))
+			_, err := b.client.Enqueue(b.ctx, late)
+			require.NoError(t, err)
+		}
+		broken, err := checkInvariants(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Empty(t, broken)
+		return tenantsOf(b.drainOrder(t, 12))
+	}
+	want := run(t, false)
+	// late joins in round 4, the last claim's, behind import, and its tenth
+	// visit is in round 13: import's jobs of rounds 5 to 13 go first.
+	require.Equal(t, append(slices.Repeat([]string{"import"}, 9), "late", "import", "import"), want)
+	require.Equal(t, want, run(t, true), "the enqueue held open while 5 rounds were served")
+}
