@@ -80,7 +80,8 @@ type WorkerConfig struct {
 	// corrections). 0: 1s. Negative: never.
 	MaintainInterval time.Duration
 	// HeartbeatInterval is how often running jobs' leases are extended.
-	// 0: a third of the queue's lease.
+	// 0: a third of the queue's lease, followed as the lease changes: each
+	// heartbeat reads it again, and extends leases by the new length.
 	HeartbeatInterval time.Duration
 	// ShutdownTimeout bounds how long a graceful shutdown waits for running
 	// handlers before cancelling them. 0: 30s.
@@ -169,6 +170,8 @@ type pool struct {
 
 	stopping context.Context // done once a shutdown has begun
 
+	followLease bool // HeartbeatInterval was not given: a third of the queue's lease, as it is now
+
 	handlerCtx    context.Context // cancelled only when a shutdown runs out of time
 	cancelHandler context.CancelFunc
 
@@ -215,8 +218,9 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 	if cfg.MaintainInterval == 0 {
 		cfg.MaintainInterval = time.Second
 	}
-	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = qc.Lease / 3
+	followLease := cfg.HeartbeatInterval <= 0
+	if followLease {
+		cfg.HeartbeatInterval = max(qc.Lease/3, time.Millisecond)
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
@@ -232,6 +236,7 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 		jobs:          make(chan *dispatch),
 		wake:          make(chan struct{}, 1),
 		running:       map[int64]*runningJob{},
+		followLease:   followLease,
 		handlerCtx:    hctx,
 		cancelHandler: hcancel,
 	}
@@ -750,13 +755,24 @@ func (p *pool) leaseLostLocked(j *Job) bool {
 // heartbeats extends the leases of running jobs and cancels the handlers of
 // jobs whose lease was lost.
 func (p *pool) heartbeats(ctx context.Context) {
-	t := time.NewTicker(p.cfg.HeartbeatInterval)
+	interval := p.cfg.HeartbeatInterval
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if p.followLease {
+			// The queue's lease may have changed (UpdateQueue): heartbeats
+			// extend leases by its new length, so they must come a third of
+			// it apart, or a shortened lease would run out between them.
+			if qc, err := p.c.Queue(ctx, p.cfg.Queue); err == nil && max(qc.Lease/3, time.Millisecond) != interval {
+				interval = max(qc.Lease/3, time.Millisecond)
+				p.log.Info("queue lease changed; heartbeats follow it", "lease", qc.Lease, "interval", interval)
+				t.Reset(interval)
+			}
 		}
 		p.mu.Lock()
 		leases := make([]*Job, 0, len(p.running))

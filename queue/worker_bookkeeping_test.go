@@ -403,3 +403,46 @@ func TestThrottledDrainDropsExpiredJobsWithoutMaintenance(t *testing.T) {
 		require.Equal(t, "expired", b.outcome(t, id))
 	}
 }
+
+// A pool whose heartbeat interval follows the queue's lease follows a change
+// to it: after the lease is shortened, a running job still keeps it, and runs
+// once.
+func TestHeartbeatsFollowAShortenedLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: 6 * time.Second})
+	id := b.enqueue(t, "a", 1)
+
+	var runs runCounter
+	var events eventLog
+	started := make(chan struct{})
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, BatchSize: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+		OnEvent: events.on,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			if runs.add(j.ID) == 1 {
+				close(started)
+			}
+			// Four of the new leases' worth; the old one's heartbeats came 2s apart.
+			select {
+			case <-time.After(4 * time.Second):
+			case <-ctx.Done():
+				return queue.Result{}, ctx.Err()
+			}
+			return queue.Result{}, nil
+		},
+	})
+	<-started
+	lease := time.Second
+	_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Lease: &lease})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id) == 1
+	}, 20*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, wait())
+	require.Equal(t, 1, runs.get(id), "the job lost its lease and ran again")
+	require.Equal(t, []string{"succeeded"}, events.outcomes(id))
+}
