@@ -37,7 +37,8 @@ func jobsCommand() *cli.Command {
 				Description: `A job waiting to retry becomes due now; the next maintenance pass of a worker returns it to
 its tenant's queue. A job that failed, expired or was cancelled is enqueued again as a new job from its
 outcome (same queue, tenant, kind, cost, attempts and payload, with the time to live it had), and the
-new job's id is printed. Resubmitting the same job again while its copy is unfinished returns the copy.`,
+new job's id is printed. Resubmitting the same job again returns that copy while the copy is unfinished,
+or within the queue's --unique-for after it finished; later, it makes another copy.`,
 				ArgsUsage: "ID",
 				Flags:     []cli.Flag{commandFormatFlag()},
 				Action:    withQueueClient(jobsRetry),

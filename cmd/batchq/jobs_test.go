@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -104,4 +105,59 @@ func TestRetryRefusesASucceededJob(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Equal(t, "batchq: resubmit job 5: it succeeded; only failed, expired or cancelled jobs are resubmitted\n", r.stderr)
 	require.Zero(t, db.count(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
+// Retrying a finished job again returns its copy only while the copy is
+// unfinished or within the queue's --unique-for after it finished, as the
+// help and README say; after that it makes another copy.
+func TestRetryTwiceMakesOneCopyOnlyWithinTheUniqueWindow(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "jobs", "retry", "--help")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, strings.Join(strings.Fields(r.stdout), " "),
+		"Resubmitting the same job again returns that copy while the copy is unfinished, or within the queue's --unique-for after it finished; later, it makes another copy.")
+
+	db := newCLIDB(t, "imports")
+	r = runCLI(t, db.url, "queues", "create", "nightly", "--unique-for", "1h")
+	require.Equal(t, 0, r.code, r.stderr)
+	run := func(args ...string) string {
+		t.Helper()
+		r := runCLI(t, db.url, args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		return r.stdout
+	}
+	for _, q := range []struct {
+		name      string
+		uniqueFor bool
+	}{{"imports", false}, {"nightly", true}} {
+		t.Run(q.name, func(t *testing.T) {
+			out := run("enqueue", "--queue", q.name, "--tenant", "acme", "--cost", "5", "--format", "json")
+			var enq struct{ ID int64 }
+			require.NoError(t, json.Unmarshal([]byte(out), &enq))
+			id := enq.ID
+			run("jobs", "cancel", fmt.Sprint(id))
+
+			type retried struct {
+				Action string `json:"action"`
+				NewID  int64  `json:"new_id"`
+			}
+			retry := func() retried {
+				var got retried
+				require.NoError(t, json.Unmarshal([]byte(run("jobs", "retry", fmt.Sprint(id), "--format", "json")), &got))
+				return got
+			}
+			first := retry()
+			require.Equal(t, "resubmitted", first.Action)
+			require.Equal(t, retried{"already_resubmitted", first.NewID}, retry(), "the copy is unfinished")
+
+			run("jobs", "cancel", fmt.Sprint(first.NewID))
+			again := retry()
+			if q.uniqueFor {
+				require.Equal(t, retried{"already_resubmitted", first.NewID}, again, "the copy finished within --unique-for")
+			} else {
+				require.Equal(t, "resubmitted", again.Action, "the copy finished, and --unique-for is 0s")
+				require.NotEqual(t, first.NewID, again.NewID)
+			}
+		})
+	}
 }
