@@ -64,6 +64,11 @@ func runWork(c *cli.Context) error {
 	if n := c.Int("batch-size"); n < 0 || n > 10000 {
 		return usagef("batchq: --batch-size %d: must be in 0..10000", n)
 	}
+	// http.Client takes 0 for no timeout at all, and then a request that
+	// never ends holds its job and a slot of --concurrency.
+	if d := c.Duration("timeout"); d <= 0 {
+		return usagef("batchq: --timeout %s: must be > 0", d)
+	}
 	var refill throttle.Refill
 	switch c.String("refill") {
 	case "window":

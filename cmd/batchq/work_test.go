@@ -81,9 +81,12 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 			"batchq: --header-env Authorization=BATCHQ_TEST_BROKEN_KEY: environment variable BATCHQ_TEST_BROKEN_KEY holds a control character, which a header value must not"},
 		{[]string{"--queue", "q", "--target", "http://x", "--refill", "drip"}, `--refill "drip": must be window or bucket`},
 		{[]string{"--queue", "q", "--target", "http://x", "--concurrency", "0"}, "--concurrency 0: must be in 1..10000"},
+		{[]string{"--queue", "q", "--target", "http://x", "--timeout", "0s"}, "batchq: --timeout 0s: must be > 0"},
+		{[]string{"--queue", "q", "--target", "http://x", "--timeout", "-1s"}, "batchq: --timeout -1s: must be > 0"},
 		{[]string{"--target", "http://x"}, `"queue"`},
 	} {
-		r := runCLI(t, "", append([]string{"work"}, tc.args...)...)
+		// No server answers here: a usage error must come first.
+		r := runCLI(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", append([]string{"work"}, tc.args...)...)
 		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
 		require.Contains(t, r.stderr, tc.want)
 		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
