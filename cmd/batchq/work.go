@@ -69,6 +69,10 @@ func runWork(c *cli.Context) error {
 	if d := c.Duration("timeout"); d <= 0 {
 		return usagef("batchq: --timeout %s: must be > 0", d)
 	}
+	// Checked with or without --quota-key: a bad value is a mistake either way.
+	if r := c.Float64("reserve"); !(r >= 0 && r < 1) {
+		return usagef("batchq: --reserve %v: must be in [0,1)", r)
+	}
 	var refill throttle.Refill
 	switch c.String("refill") {
 	case "window":
