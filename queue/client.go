@@ -242,15 +242,7 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (Q
 			return nil
 		}
 		rekeyed = true
-		tenants, err := c.q.RingTenants(ctx, tx, name)
-		if err != nil {
-			return err
-		}
-		queues := make([]string, len(tenants))
-		for i := range queues {
-			queues[i] = name
-		}
-		return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: tenants})
+		return c.rekeyQueue(ctx, tx, name)
 	})
 	if err != nil {
 		var se *SettingError
@@ -260,21 +252,55 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (Q
 		return QueueConfig{}, fmt.Errorf("batchq: update queue %q: %w", name, err)
 	}
 	if rekeyed {
-		c.settingsChanged(ctx)
+		c.settingsChanged(ctx, func(tx pgx.Tx) error { return c.rekeyQueue(ctx, tx, name) })
 	}
 	return next, nil
 }
 
+// rekeyQueue re-keys every tenant with queued jobs in a queue.
+func (c *Client) rekeyQueue(ctx context.Context, tx pgx.Tx, name string) error {
+	tenants, err := c.q.RingTenants(ctx, tx, name)
+	if err != nil {
+		return err
+	}
+	queues := make([]string, len(tenants))
+	for i := range queues {
+		queues[i] = name
+	}
+	return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: tenants})
+}
+
+// rekeyTenant re-keys a tenant in every queue where it has queued jobs.
+func (c *Client) rekeyTenant(ctx context.Context, tx pgx.Tx, name string) error {
+	queues, err := c.q.TenantQueues(ctx, tx, name)
+	if err != nil {
+		return err
+	}
+	tenants := make([]string, len(queues))
+	for i := range tenants {
+		tenants[i] = name
+	}
+	return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: tenants})
+}
+
 // settingsChanged tells enqueues still open that a weight or quantum change
 // has committed, so that their check at commit re-keys the jobs the change
-// could not see (batchq.ring_commit_checks). The change itself stands
-// whatever happens here; if the database cannot be reached, an open join of
-// the tenant may keep the old share until its queue empties.
-func (c *Client) settingsChanged(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+// could not see (batchq.ring_commit_checks), then runs rekey once more, in a
+// transaction of its own. That second pass is for enqueues that committed
+// after the change listed what to re-key and before this announcement:
+// tenants that joined a queue meanwhile, keyed with the old share, which
+// neither the change nor their own check saw. Enqueues that commit later see
+// the announcement. The change itself stands whatever happens here; if the
+// database cannot be reached, such a tenant may keep the old share until its
+// queue empties.
+func (c *Client) settingsChanged(ctx context.Context, rekey func(pgx.Tx) error) {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := c.q.BumpSettingsVersion(ctx, c.pool); err != nil {
+	if err := c.q.BumpSettingsVersion(bctx, c.pool); err != nil {
 		c.log.Warn("a settings change is not announced to open enqueues", "err", err)
+	}
+	if err := pgx.BeginFunc(ctx, c.pool, rekey); err != nil {
+		c.log.Warn("a settings change may not reach tenants that joined a queue while it ran", "err", err)
 	}
 }
 
@@ -348,20 +374,12 @@ func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
 		if _, err := c.q.UpsertTenant(ctx, tx, dbsqlc.UpsertTenantParams{Name: t.Name, Weight: t.Weight, MaxQueued: bound}); err != nil {
 			return err
 		}
-		queues, err := c.q.TenantQueues(ctx, tx, t.Name)
-		if err != nil {
-			return err
-		}
-		tenants := make([]string, len(queues))
-		for i := range tenants {
-			tenants[i] = t.Name
-		}
-		return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: tenants})
+		return c.rekeyTenant(ctx, tx, t.Name)
 	})
 	if err != nil {
 		return fmt.Errorf("batchq: set tenant %q: %w", t.Name, err)
 	}
-	c.settingsChanged(ctx)
+	c.settingsChanged(ctx, func(tx pgx.Tx) error { return c.rekeyTenant(ctx, tx, t.Name) })
 	return nil
 }
 

@@ -304,3 +304,70 @@ func TestJoinCommittedBeforeTheChangeIsAnnouncedTakesTheNewShare(t *testing.T) {
 	require.Equal(t, int64(4000), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE tenant = 'late'`),
 		"weight 4 committed before the enqueue did")
 }
+
+// A tenant that joins another queue while a change of its weight waits to
+// re-key it (here behind an open enqueue that holds its ring row in the
+// first queue) commits after the change listed the queues to re-key, and
+// before the change committed: the change still reaches it, by the second
+// pass it runs once it has committed.
+func TestTenantJoiningAnotherQueueDuringAWeightChangeTakesTheNewShare(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 1000})
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "other", Quantum: 1000}))
+	b.enqueue(t, "t", 1000)
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1000})
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() { done <- b.client.SetTenant(b.ctx, queue.Tenant{Name: "t", Weight: 4}) }()
+	waitForLockWait(t, b, "%name: Rekey%")
+	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: "other", Tenant: "t", Cost: 1000})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(b.ctx))
+	require.NoError(t, <-done)
+
+	for _, q := range []string{b.queue, "other"} {
+		require.Equal(t, int64(4000), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE queue = $1 AND tenant = 't'`, q),
+			"t's share in queue %s", q)
+	}
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+}
+
+// The same for a quantum change: a tenant that joins the queue while the
+// change waits to re-key the ring takes the new quantum.
+func TestTenantJoiningDuringAQuantumChangeTakesTheNewShare(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 1000})
+	b.enqueue(t, "a", 1000)
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 1000})
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	quantum := int64(4000)
+	go func() {
+		_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Quantum: &quantum})
+		done <- err
+	}()
+	waitForLockWait(t, b, "%name: Rekey%")
+	b.enqueue(t, "b", 1000)
+	require.NoError(t, tx.Commit(b.ctx))
+	require.NoError(t, <-done)
+
+	for _, tenant := range []string{"a", "b"} {
+		require.Equal(t, quantum, b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE tenant = $1`, tenant),
+			"%s's share", tenant)
+	}
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+}
