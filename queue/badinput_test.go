@@ -34,8 +34,8 @@ func TestBadSettingsNameFieldAndRule(t *testing.T) {
 		{"negative weight", queue.Tenant{Name: "t", Weight: -2}, "weight", "(got -2)"},
 		{"zero weight", queue.Tenant{Name: "t", Weight: 0}, "weight", "must be a finite number > 0 (got 0)"},
 		{"negative zero weight", queue.Tenant{Name: "t", Weight: math.Copysign(0, -1)}, "weight", "must be a finite number > 0"},
-		{"negative bound", queue.Tenant{Name: "t", Weight: 1, MaxQueued: -1}, "max_queued", "must be >= 0"},
-		{"bound past int32", queue.Tenant{Name: "t", Weight: 1, MaxQueued: math.MaxInt32 + 1}, "max_queued", "must be >= 0"},
+		{"negative bound", queue.Tenant{Name: "t", Weight: 1, MaxQueued: -1}, "max_queued", "must be in 0..2147483647, 0 meaning the queue's bound (got -1)"},
+		{"bound past int32", queue.Tenant{Name: "t", Weight: 1, MaxQueued: math.MaxInt32 + 1}, "max_queued", "must be in 0..2147483647, 0 meaning the queue's bound (got 2147483648)"},
 	}
 	for _, tc := range tenants {
 		t.Run("tenant/"+tc.name, func(t *testing.T) {
@@ -56,7 +56,8 @@ func TestBadSettingsNameFieldAndRule(t *testing.T) {
 		{"non-UTF-8 name", queue.QueueConfig{Name: "q\xff"}, "name", "must be 1-128 characters"},
 		{"negative quantum", queue.QueueConfig{Name: "x", Quantum: -1}, "quantum", "must be in 1..1000000000000 (got -1)"},
 		{"quantum too large", queue.QueueConfig{Name: "x", Quantum: queue.MaxCost + 1}, "quantum", "must be in 1.."},
-		{"negative bound", queue.QueueConfig{Name: "x", MaxPerTenant: -3}, "max_per_tenant", "must be > 0 (got -3)"},
+		{"negative bound", queue.QueueConfig{Name: "x", MaxPerTenant: -3}, "max_per_tenant", "must be in 1..2147483647 (got -3)"},
+		{"bound too large", queue.QueueConfig{Name: "x", MaxPerTenant: 3_000_000_000}, "max_per_tenant", "must be in 1..2147483647 (got 3000000000)"},
 		{"negative ttl", queue.QueueConfig{Name: "x", DefaultTTL: -time.Hour}, "default_ttl", "must be > 0"},
 		{"short lease", queue.QueueConfig{Name: "x", Lease: time.Millisecond}, "lease", "must be at least 1s (got 1ms)"},
 		{"too many attempts", queue.QueueConfig{Name: "x", MaxAttempts: 1001}, "max_attempts", "must be in 1..1000 (got 1001)"},

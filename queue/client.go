@@ -140,7 +140,7 @@ func (qc QueueConfig) validate() error {
 	case qc.Quantum <= 0 || qc.Quantum > MaxCost:
 		return &SettingError{"quantum", fmt.Sprintf("must be in 1..%d (got %d)", MaxCost, qc.Quantum)}
 	case qc.MaxPerTenant <= 0 || qc.MaxPerTenant > math.MaxInt32:
-		return &SettingError{"max_per_tenant", fmt.Sprintf("must be > 0 (got %d)", qc.MaxPerTenant)}
+		return &SettingError{"max_per_tenant", fmt.Sprintf("must be in 1..%d (got %d)", math.MaxInt32, qc.MaxPerTenant)}
 	case qc.DefaultTTL <= 0:
 		return &SettingError{"default_ttl", fmt.Sprintf("must be > 0 (got %s)", qc.DefaultTTL)}
 	case qc.Lease < time.Second:
@@ -363,7 +363,7 @@ func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
 		return &SettingError{"weight", fmt.Sprintf("must be a finite number > 0 (got %v)", t.Weight)}
 	}
 	if t.MaxQueued < 0 || t.MaxQueued > math.MaxInt32 {
-		return &SettingError{"max_queued", fmt.Sprintf("must be >= 0, 0 meaning the queue's bound (got %d)", t.MaxQueued)}
+		return &SettingError{"max_queued", fmt.Sprintf("must be in 0..%d, 0 meaning the queue's bound (got %d)", math.MaxInt32, t.MaxQueued)}
 	}
 	var bound *int32
 	if t.MaxQueued > 0 {
