@@ -147,8 +147,8 @@ func parseJobID(s string) (int64, error) {
 	return id, nil
 }
 
-// parseAgo reads a duration: Go syntax (90s, 36h) or whole days (30d).
-func parseAgo(s string) (time.Duration, error) {
+// parseDuration reads a duration: Go syntax (90s, 36h) or whole days (30d).
+func parseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseInt(days, 10, 64)
 		if err == nil && n >= 0 && n <= 100*365 {
@@ -162,13 +162,42 @@ func parseAgo(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// durationValue is the value of a duration flag that takes whole days too
+// (7d), read with parseDuration as --older-than and --since are.
+type durationValue time.Duration
+
+func (d *durationValue) Set(s string) error {
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+// daysFlag is a duration flag that takes whole days too; read it with
+// daysDuration.
+func daysFlag(name, usage, defaultText string) *cli.GenericFlag {
+	return &cli.GenericFlag{Name: name, Usage: usage, Value: new(durationValue), DefaultText: defaultText}
+}
+
+// daysDuration returns the value of a daysFlag.
+func daysDuration(c *cli.Context, name string) time.Duration {
+	if v, ok := c.Generic(name).(*durationValue); ok {
+		return time.Duration(*v)
+	}
+	return 0
+}
+
 // parseWhen reads a point in time for flag: an RFC 3339 time, or a duration
 // before now (24h, 7d).
 func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	d, err := parseAgo(s)
+	d, err := parseDuration(s)
 	if err != nil || d < 0 {
 		return time.Time{}, usagef("batchq: --%s %q: not an RFC 3339 time (2026-01-02T15:04:05Z) or a duration before now (24h, 7d)", flag, s)
 	}

@@ -43,7 +43,7 @@ why, and nothing of its batch (or after it) is written. Blank lines are skipped.
 			&cli.StringFlag{Name: "kind", Usage: "what the job does, for handlers and reports (default \"default\")"},
 			&cli.Int64Flag{Name: "cost", Usage: "estimated cost in tokens, 1 or more"},
 			&cli.StringFlag{Name: "deadline", Usage: "when the job stops being worth running, RFC 3339 (default: now + --ttl, or the queue's default TTL)"},
-			&cli.DurationFlag{Name: "ttl", Usage: "the deadline as a duration from now, e.g. 90m (instead of --deadline)"},
+			daysFlag("ttl", "the deadline as a duration from now, like 90m or 2d (instead of --deadline)", "the queue's default TTL"),
 			&cli.IntFlag{Name: "max-attempts", Usage: "how often the job may run (default: the queue's setting)"},
 			&cli.StringFlag{Name: "payload", Usage: "the job's input, JSON (default {})"},
 			&cli.StringFlag{Name: "unique-key", Usage: "enqueue only if no unfinished job of the queue has this key"},
@@ -84,7 +84,7 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 	}
 	j := queue.NewJob{
 		Queue: c.String("queue"), Tenant: c.String("tenant"), Kind: c.String("kind"), Cost: c.Int64("cost"),
-		TTL: c.Duration("ttl"), MaxAttempts: c.Int("max-attempts"), UniqueKey: c.String("unique-key"),
+		TTL: daysDuration(c, "ttl"), MaxAttempts: c.Int("max-attempts"), UniqueKey: c.String("unique-key"),
 	}
 	if c.IsSet("ttl") && j.TTL <= 0 {
 		return usagef("batchq: --ttl %s: must be > 0", j.TTL)

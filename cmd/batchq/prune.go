@@ -32,7 +32,7 @@ func pruneAction(c *cli.Context, client *queue.Client) error {
 		return usagef("batchq: prune: --older-than is required, like --older-than 30d")
 	}
 	s := c.String("older-than")
-	age, err := parseAgo(s)
+	age, err := parseDuration(s)
 	if err != nil || age < 0 {
 		return usagef("batchq: --older-than %q: not a duration like 720h or 30d", s)
 	}

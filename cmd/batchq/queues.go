@@ -52,14 +52,14 @@ func queueSettingFlags(create bool) []cli.Flag {
 			DefaultText: def(queue.DefaultQuantum)},
 		&cli.IntFlag{Name: "max-per-tenant", Usage: "queued jobs a tenant may hold, unless it has its own bound",
 			DefaultText: def(queue.DefaultMaxPerTenant)},
-		&cli.DurationFlag{Name: "default-ttl", Usage: "deadline of a job enqueued without one, counted from its enqueue",
-			DefaultText: def(queue.DefaultTTL)},
-		&cli.DurationFlag{Name: "lease", Usage: "how long a claim holds a job before it may be rescued, at least 1s",
-			DefaultText: def(queue.DefaultLease)},
+		daysFlag("default-ttl", "deadline of a job enqueued without one, counted from its enqueue, like 36h or 7d",
+			def(queue.DefaultTTL)),
+		daysFlag("lease", "how long a claim holds a job before it may be rescued, at least 1s",
+			def(queue.DefaultLease)),
 		&cli.IntFlag{Name: "max-attempts", Usage: "attempts of a job enqueued without its own",
 			DefaultText: def(queue.DefaultMaxAttempts)},
-		&cli.DurationFlag{Name: "unique-for", Usage: "how long a finished job's unique key still deduplicates enqueues (0s: only while unfinished)",
-			DefaultText: def(time.Duration(0))},
+		daysFlag("unique-for", "how long a finished job's unique key still deduplicates enqueues, like 1h or 30d (0s: only while unfinished)",
+			def(time.Duration(0))),
 	}
 }
 
@@ -76,11 +76,11 @@ func queueUpdate(c *cli.Context) (queue.QueueUpdate, int) {
 		u.MaxPerTenant, n = &v, n+1
 	}
 	if c.IsSet("default-ttl") {
-		v := c.Duration("default-ttl")
+		v := daysDuration(c, "default-ttl")
 		u.DefaultTTL, n = &v, n+1
 	}
 	if c.IsSet("lease") {
-		v := c.Duration("lease")
+		v := daysDuration(c, "lease")
 		u.Lease, n = &v, n+1
 	}
 	if c.IsSet("max-attempts") {
@@ -88,7 +88,7 @@ func queueUpdate(c *cli.Context) (queue.QueueUpdate, int) {
 		u.MaxAttempts, n = &v, n+1
 	}
 	if c.IsSet("unique-for") {
-		v := c.Duration("unique-for")
+		v := daysDuration(c, "unique-for")
 		u.UniqueFor, n = &v, n+1
 	}
 	return u, n

@@ -74,6 +74,39 @@ func TestQueuesErrors(t *testing.T) {
 	require.Equal(t, int64(1000), db.count(t, `SELECT quantum FROM batchq.queues`))
 }
 
+// Duration flags take whole days as prune --older-than and report --since
+// do, before the name or after it, and an error says what a duration is.
+func TestDurationFlagsTakeDays(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	r := runCLI(t, db.url, "queues", "create", "q3", "--default-ttl", "7d", "--unique-for", "30d", "--lease", "1d")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "created queue q3: quantum 1000, max-per-tenant 10000, default-ttl 168h0m0s, lease 24h0m0s, max-attempts 5, unique-for 720h0m0s\n", r.stdout)
+	r = runCLI(t, db.url, "queues", "set", "--unique-for", "2d", "q3", "--default-ttl", "90m")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "default-ttl 1h30m0s, lease 24h0m0s, max-attempts 5, unique-for 48h0m0s")
+
+	for _, args := range [][]string{
+		{"queues", "create", "q4", "--default-ttl", "7x"},
+		{"queues", "set", "q3", "--lease", "1.5d"},
+		{"queues", "set", "--unique-for", "soon", "q3"},
+	} {
+		r := runCLI(t, db.url, args...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, ": not a duration like 90m, 36h or 30d\n", "%v", args)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	}
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.queues`))
+
+	r = runCLI(t, db.url, "enqueue", "--queue", "q3", "--tenant", "acme", "--cost", "1", "--ttl", "2d")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs
+		WHERE deadline BETWEEN enqueued_at + interval '47 hours 59 minutes' AND enqueued_at + interval '48 hours 1 minute'`))
+	r = runCLI(t, db.url, "enqueue", "--queue", "q3", "--tenant", "acme", "--cost", "1", "--ttl", "0d")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: --ttl 0s: must be > 0\n", r.stderr)
+}
+
 func TestHelpAfterArguments(t *testing.T) {
 	t.Parallel()
 	// A server that is not there: help must not need one.

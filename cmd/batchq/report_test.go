@@ -226,3 +226,39 @@ func TestReportTenantsHelpSaysWhatIsServed(t *testing.T) {
 		"and the tokens of expired or cancelled jobs that had run an attempt")
 	require.NotContains(t, help, "succeeded plus failed tokens")
 }
+
+var durationCases = map[string]time.Duration{
+	"90s": 90 * time.Second, "36h": 36 * time.Hour, "1h30m": 90 * time.Minute, "0s": 0, "-1h": -time.Hour,
+	"7d": 7 * 24 * time.Hour, "0d": 0, "36500d": 36500 * 24 * time.Hour,
+}
+
+func TestParseDuration(t *testing.T) {
+	t.Parallel()
+	for in, want := range durationCases {
+		got, err := parseDuration(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "7", "1.5d", "-1d", "36501d", "1d12h", "d", "soon"} {
+		_, err := parseDuration(in)
+		require.EqualError(t, err, "not a duration like 90m, 36h or 30d", in)
+	}
+}
+
+// FuzzParseDuration checks that what parses reads back the same from its
+// Go form, and that what does not gets the one error that says the rule.
+func FuzzParseDuration(f *testing.F) {
+	for in := range durationCases {
+		f.Add(in)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		d, err := parseDuration(in)
+		if err != nil {
+			require.EqualError(t, err, "not a duration like 90m, 36h or 30d")
+			return
+		}
+		again, err := parseDuration(d.String())
+		require.NoError(t, err)
+		require.Equal(t, d, again)
+	})
+}
