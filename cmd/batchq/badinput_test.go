@@ -65,6 +65,8 @@ func TestBadInputNamesFieldAndRule(t *testing.T) {
 			`{"queue":"imports","tenant":"a","cost":1}` + "\n" + `{"queue":"imports","tenant":"a","cost":` + "\n" + `{"queue":"imports","tenant":"a","cost":1}` + "\n",
 			1, "batchq: line 2: cost: not JSON: unexpected end of line; nothing was enqueued"},
 		{"line: cost NaN", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":NaN}`, 1, "batchq: line 1: cost: not JSON: invalid character 'N'"},
+		{"line: no cost", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a"}`, 1, "batchq: line 1: cost: required (every line has queue, tenant and cost); nothing was enqueued"},
+		{"line: no tenant", []string{"enqueue", "--file", "-"}, `{"queue":"imports","cost":1}`, 1, "batchq: line 1: tenant: required (every line has queue, tenant and cost); nothing was enqueued"},
 		{"line: negative cost", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":-1}`, 1, "batchq: line 1: cost: must be in 1..1000000000000 (got -1)"},
 		{"line: payload not JSON", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":1,"payload":{nope}}`, 1, "batchq: line 1: payload: not JSON: invalid character 'n'"},
 		{"line: payload not UTF-8", []string{"enqueue", "--file", "-"}, "{\"queue\":\"imports\",\"tenant\":\"a\",\"cost\":1,\"payload\":\"\xff\"}", 1, "batchq: line 1: payload: must be valid UTF-8"},

@@ -20,7 +20,7 @@ import (
 //	{"queue":"imports","tenant":"acme","kind":"summarize","cost":1200,
 //	 "ttl":"2h","max_attempts":3,"payload":{"doc":42},"unique_key":"doc-42"}
 //
-// queue, tenant and cost are required by the queue; deadline (RFC 3339) or
+// queue, tenant and cost are required; deadline (RFC 3339) or
 // ttl (a Go duration) gives the deadline, one or neither; the rest are
 // optional. A null value is the same as leaving the field out. Field names
 // are exact and each may appear once; anything else is an error that names
@@ -36,8 +36,9 @@ var jobLineFields = map[string]bool{
 var jsonInteger = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
 // parseJobLine reads one job line. Errors start with the field they are
-// about. It checks syntax and types; the queue client checks the values
-// (costs in range, a deadline in the future, ...) before writing anything.
+// about. It checks syntax, types and that the required fields are there;
+// the queue client checks the values (costs in range, a deadline in the
+// future, ...) before writing anything.
 func parseJobLine(line []byte) (queue.NewJob, error) {
 	fields, err := jobLineObject(line)
 	if err != nil {
@@ -94,6 +95,13 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 	}
 	if raw, ok := fields["payload"]; ok {
 		j.Payload = raw
+	}
+	// Absent is not zero: the queue would say a missing cost "must be in
+	// 1..", of 0, which the line never said.
+	for _, name := range []string{"queue", "tenant", "cost"} {
+		if _, ok := fields[name]; !ok {
+			return queue.NewJob{}, fmt.Errorf("%s: required (every line has queue, tenant and cost)", name)
+		}
 	}
 	return j, nil
 }
