@@ -89,7 +89,19 @@ func openSQL(url string) (*sql.DB, error) {
 	return stdlib.OpenDB(*cfg), nil
 }
 
+// checkTo refuses a --to that names no version; goose would fail on it
+// only after connecting, as if the database were at fault.
+func checkTo(c *cli.Context) error {
+	if v := c.Int64("to"); v < 0 {
+		return usagef("batchq: --to %d: must be a version, 0 or more", v)
+	}
+	return nil
+}
+
 func migrateUp(c *cli.Context, p *goose.Provider) error {
+	if err := checkTo(c); err != nil {
+		return err
+	}
 	var res []*goose.MigrationResult
 	var err error
 	if c.IsSet("to") {
@@ -107,6 +119,9 @@ func migrateUp(c *cli.Context, p *goose.Provider) error {
 }
 
 func migrateDown(c *cli.Context, p *goose.Provider) error {
+	if err := checkTo(c); err != nil {
+		return err
+	}
 	var res []*goose.MigrationResult
 	var err error
 	if c.IsSet("to") {

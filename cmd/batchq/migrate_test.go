@@ -74,6 +74,14 @@ func TestMigrateGet(t *testing.T) {
 
 func TestUsageErrorsExitTwo(t *testing.T) {
 	t.Parallel()
+	for _, cmd := range []string{"up", "down"} {
+		// No server answers here: a usage error must come first.
+		r := runCLI(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", "migrate", cmd, "--to", "-1")
+		require.Equal(t, 2, r.code, "%s: %s", cmd, r.stderr)
+		require.Equal(t, "batchq: --to -1: must be a version, 0 or more\n", r.stderr)
+		require.Empty(t, r.stdout)
+	}
+
 	r := runCLI(t, "", "migrate", "get", "--version", "x", "--up")
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, "batchq: ")
