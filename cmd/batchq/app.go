@@ -112,15 +112,8 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, msg)
 	var u usageError
-	if errors.As(err, &u) || isMissingFlag(err) {
+	if errors.As(err, &u) {
 		return 2
 	}
 	return 1
-}
-
-// isMissingFlag recognises urfave/cli's error for a required flag left out,
-// whose type it does not export.
-func isMissingFlag(err error) bool {
-	msg := err.Error()
-	return strings.HasPrefix(msg, "Required flag ") || strings.HasPrefix(msg, "Required flags ")
 }

@@ -138,6 +138,20 @@ func unwrapAll(err error) error {
 	}
 }
 
+// requireFlags fails with a usage error naming the first of flags that is
+// not set, on the command line or in its environment variable. Flags are
+// not marked Required: urfave/cli prints the command's whole help before
+// its error then, and batchq's errors are one line.
+func requireFlags(c *cli.Context, flags ...string) error {
+	for _, f := range flags {
+		if !c.IsSet(f) {
+			cmd := c.Command.HelpName
+			return usagef("batchq: %s: --%s is required (see %s --help)", strings.TrimPrefix(cmd, "batchq "), f, cmd)
+		}
+	}
+	return nil
+}
+
 // parseJobID reads a job id argument.
 func parseJobID(s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)

@@ -44,7 +44,7 @@ func migrateCommand() *cli.Command {
 				Name:  "get",
 				Usage: "print the SQL of one migration, for users who apply it with their own tooling",
 				Flags: []cli.Flag{
-					&cli.Int64Flag{Name: "version", Usage: "the migration's version number", Required: true},
+					&cli.Int64Flag{Name: "version", Usage: "required: the migration's version number"},
 					&cli.BoolFlag{Name: "up", Usage: "print the Up section"},
 					&cli.BoolFlag{Name: "down", Usage: "print the Down section"},
 				},
@@ -172,6 +172,9 @@ func migrateStatus(c *cli.Context, p *goose.Provider) error {
 
 // migrateGet prints one section of a migration file as it is embedded.
 func migrateGet(c *cli.Context) error {
+	if err := requireFlags(c, "version"); err != nil {
+		return err
+	}
 	up, down := c.Bool("up"), c.Bool("down")
 	if up == down {
 		return usagef("migrate get: give exactly one of --up or --down")

@@ -67,6 +67,11 @@ func TestMigrateGet(t *testing.T) {
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, "exactly one of --up or --down")
 
+	r = runCLI(t, "", "migrate", "get", "--up")
+	require.Equal(t, 2, r.code)
+	require.Equal(t, "batchq: migrate get: --version is required (see batchq migrate get --help)\n", r.stderr)
+	require.Empty(t, r.stdout)
+
 	r = runCLI(t, "", "migrate", "get", "--version", "999", "--up")
 	require.Equal(t, 2, r.code, "a wrong flag value")
 	require.Contains(t, r.stderr, "--version 999: no such migration")

@@ -28,8 +28,8 @@ network errors are retried with backoff; other 4xx fail. With --quota-key the
 workers of every process using that key pace from one shared throttle.
 SIGINT or SIGTERM stops claiming and finishes running jobs.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "queue", Usage: "the queue to work", Required: true, EnvVars: []string{"BATCHQ_QUEUE"}},
-			&cli.StringFlag{Name: "target", Usage: "the http(s) URL each job's payload is POSTed to", Required: true, EnvVars: []string{"BATCHQ_TARGET"}},
+			&cli.StringFlag{Name: "queue", Usage: "required: the queue to work", EnvVars: []string{"BATCHQ_QUEUE"}},
+			&cli.StringFlag{Name: "target", Usage: "required: the http(s) URL each job's payload is POSTed to", EnvVars: []string{"BATCHQ_TARGET"}},
 			&cli.IntFlag{Name: "concurrency", Usage: "requests in flight at once", Value: 8, EnvVars: []string{"BATCHQ_CONCURRENCY"}},
 			&cli.IntFlag{Name: "batch-size", Usage: "most jobs claimed at once (0: --concurrency)", EnvVars: []string{"BATCHQ_BATCH_SIZE"}},
 			&cli.StringFlag{Name: "quota-key", Usage: "pace from the shared throttle of this key, e.g. openai/gpt-4o (empty: no throttle)", EnvVars: []string{"BATCHQ_QUOTA_KEY"}},
@@ -50,6 +50,9 @@ SIGINT or SIGTERM stops claiming and finishes running jobs.`,
 }
 
 func runWork(c *cli.Context) error {
+	if err := requireFlags(c, "queue", "target"); err != nil {
+		return err
+	}
 	target, err := url.Parse(c.String("target"))
 	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
 		return usagef("batchq: --target %q: must be an http or https URL", c.String("target"))

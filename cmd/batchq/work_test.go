@@ -86,7 +86,9 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		{[]string{"--queue", "q", "--target", "http://x", "--reserve", "NaN", "--quota-key", "k"}, "batchq: --reserve NaN: must be in [0,1)"},
 		{[]string{"--queue", "q", "--target", "http://x", "--timeout", "0s"}, "batchq: --timeout 0s: must be > 0"},
 		{[]string{"--queue", "q", "--target", "http://x", "--timeout", "-1s"}, "batchq: --timeout -1s: must be > 0"},
-		{[]string{"--target", "http://x"}, `"queue"`},
+		{nil, "batchq: work: --queue is required (see batchq work --help)"},
+		{[]string{"--target", "http://x"}, "batchq: work: --queue is required (see batchq work --help)"},
+		{[]string{"--queue", "q"}, "batchq: work: --target is required (see batchq work --help)"},
 	} {
 		// No server answers here: a usage error must come first.
 		r := runCLI(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", append([]string{"work"}, tc.args...)...)
@@ -94,5 +96,6 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		require.Contains(t, r.stderr, tc.want)
 		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 		require.NotContains(t, r.stderr, "sk-test", "a secret reached the error")
+		require.Empty(t, r.stdout, "%v", tc.args)
 	}
 }
