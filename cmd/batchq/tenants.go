@@ -17,7 +17,7 @@ func tenantsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "set",
-				Usage:     "create or change a tenant's settings; those not given stay as they are",
+				Usage:     "create or change a tenant's settings: give --weight, --max-queued or both; one not given stays as it is (for a new tenant, its default)",
 				ArgsUsage: "NAME",
 				Flags: []cli.Flag{
 					&cli.Float64Flag{Name: "weight", Usage: "the tenant's share of each round relative to weight 1: 3 gets three times the tokens",

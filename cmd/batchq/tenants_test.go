@@ -56,3 +56,15 @@ func TestTenantsErrors(t *testing.T) {
 	}
 	require.Zero(t, db.count(t, `SELECT count(*) FROM batchq.tenants`))
 }
+
+// The help says what the command refuses: a set with no setting.
+func TestTenantsSetHelpSaysASettingIsNeeded(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "", "tenants", "set", "--help")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "create or change a tenant's settings: give --weight, --max-queued or both;")
+	r = runCLI(t, "", "tenants", "--help")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "give --weight, --max-queued or both")
+	require.NotContains(t, r.stdout, "those not given stay as they are")
+}
