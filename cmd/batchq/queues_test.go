@@ -54,7 +54,7 @@ func TestQueuesErrors(t *testing.T) {
 		{"no name", []string{"create"}, 2, "batchq: batchq queues create: missing NAME"},
 		{"two names", []string{"create", "a", "b"}, 2, `unexpected argument "b"`},
 		{"zero quantum", []string{"create", "x", "--quantum", "0"}, 2, "batchq: --quantum: must be > 0 (got 0)"},
-		{"negative bound", []string{"create", "x", "--max-per-tenant", "-1"}, 2, "batchq: --max-per-tenant: must be > 0 (got -1)"},
+		{"negative bound", []string{"create", "x", "--max-per-tenant", "-1"}, 2, "batchq: --max-per-tenant: must be in 1..2147483647 (got -1)"},
 		{"short lease", []string{"set", "imports", "--lease", "10ms"}, 2, "batchq: --lease: must be at least 1s (got 10ms)"},
 		{"bad duration", []string{"set", "imports", "--default-ttl", "a day"}, 2, `"a day"`},
 		{"trailing bad duration", []string{"set", "imports", "--unique-for", "soon"}, 2, `invalid value "soon" for flag --unique-for`},
