@@ -70,6 +70,9 @@ func reportBacklog(c *cli.Context, client *queue.Client) error {
 	if _, err := commandArgs(c); err != nil {
 		return err
 	}
+	if err := checkQueue(c, client); err != nil {
+		return err
+	}
 	rows, err := client.Backlog(c.Context, c.String("queue"))
 	if err != nil {
 		return err
@@ -82,6 +85,17 @@ func reportBacklog(c *cli.Context, client *queue.Client) error {
 			r.OldestQueuedAt, r.NearestDeadline, r.OldestQueuedAge)
 	}
 	return writeList(c, d)
+}
+
+// checkQueue returns ErrUnknownQueue, as enqueue does, when --queue names no
+// queue: the report would be empty, as for a queue with nothing in it.
+func checkQueue(c *cli.Context, client *queue.Client) error {
+	if name := c.String("queue"); name != "" {
+		if _, err := client.Queue(c.Context, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // window reads --since and --until.
@@ -115,6 +129,9 @@ func reportTenants(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
+	if err := checkQueue(c, client); err != nil {
+		return err
+	}
 	rows, err := client.TenantUsage(c.Context, since, until, c.String("queue"))
 	if err != nil {
 		return err
@@ -145,6 +162,9 @@ func reportOutcomes(c *cli.Context, client *queue.Client) error {
 	}
 	if n := c.Int("limit"); n < 1 {
 		return usagef("batchq: --limit %d: must be 1 or more", n)
+	}
+	if err := checkQueue(c, client); err != nil {
+		return err
 	}
 	rows, err := client.Outcomes(c.Context, &queue.OutcomesOpts{
 		Queue: c.String("queue"), Tenant: c.String("tenant"), Outcome: c.String("outcome"),

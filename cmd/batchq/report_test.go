@@ -193,6 +193,25 @@ func TestReportErrors(t *testing.T) {
 	}
 }
 
+// A report of a queue that does not exist fails as enqueue does, instead
+// of printing an empty table as if the queue had nothing in it.
+func TestReportUnknownQueue(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	for _, report := range []string{"backlog", "tenants", "outcomes"} {
+		r := runCLI(t, db.url, "report", report, "--queue", "nosuch")
+		require.Equal(t, 1, r.code, "%s: %s", report, r.stderr)
+		require.Equal(t, "batchq: unknown queue: \"nosuch\"\n", r.stderr, report)
+		require.Empty(t, r.stdout, report)
+
+		r = runCLI(t, db.url, "report", report, "--queue", "imports")
+		require.Equal(t, 0, r.code, "%s: %s", report, r.stderr)
+	}
+	r := runCLI(t, db.url, "enqueue", "--queue", "nosuch", "--tenant", "a", "--cost", "1")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, "batchq: unknown queue: \"nosuch\"\n", r.stderr, "the same error as enqueue's")
+}
+
 func TestParseWhen(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
