@@ -3,10 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
 )
 
 // cliMu runs one command at a time: urfave/cli v2 writes to its global
@@ -62,4 +68,61 @@ func TestUnknownCommandExitsTwo(t *testing.T) {
 		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
 		require.Contains(t, r.stdout, "USAGE:", "%v", args)
 	}
+}
+
+// TestReadmeListsEveryCommand keeps the synopsis in README.md's CLI
+// section in step with the app: every command batchq shows in its help is
+// on a line of it.
+func TestReadmeListsEveryCommand(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(b), "\n## CLI\n")
+	require.True(t, ok, "README.md has no CLI section")
+	_, block, ok := strings.Cut(section, "\n```\n")
+	require.True(t, ok, "the CLI section has no synopsis block")
+	block, _, _ = strings.Cut(block, "\n```\n")
+
+	listed := map[string]bool{}
+	for _, line := range strings.Split(block, "\n") {
+		words, ok := strings.CutPrefix(line, "batchq ")
+		if !ok {
+			continue
+		}
+		words, _, _ = strings.Cut(words, "  ") // a comment follows
+		paths := []string{""}
+		for _, w := range strings.Fields(words) {
+			if w == "" || !unicode.IsLower(rune(w[0])) {
+				break // a flag, an argument or "..."
+			}
+			var next []string
+			for _, p := range paths {
+				for _, alt := range strings.Split(w, "|") {
+					next = append(next, strings.TrimSpace(p+" "+alt))
+				}
+			}
+			paths = next
+		}
+		for _, p := range paths {
+			listed[p] = true
+		}
+	}
+
+	var missing []string
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Hidden || c.Name == "help" {
+				continue
+			}
+			path := strings.TrimSpace(prefix + " " + c.Name)
+			if len(c.Subcommands) > 0 {
+				walk(path, c.Subcommands)
+			} else if !listed[path] {
+				missing = append(missing, path)
+			}
+		}
+	}
+	walk("", newApp(io.Discard, io.Discard).Commands)
+	require.Empty(t, missing, "commands missing from README.md's CLI synopsis")
 }
