@@ -1015,7 +1015,10 @@ $$;
 -- requeue returns up to p_limit due 'retrying' jobs of a queue to their
 -- tenants' queues, at the tail, as if enqueued now (a tenant whose queue had
 -- emptied rejoins the ring). Tenants whose ring row an open enqueue holds are
--- left for a later call. Returns how many jobs it requeued.
+-- left for a later call, and passed over: when the due jobs it took belonged
+-- to such tenants, it looks again past them (a few times at most), so one
+-- long import transaction does not hold up every other tenant's retries.
+-- Returns how many jobs it requeued.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.requeue(p_queue text, p_limit integer) RETURNS integer
 LANGUAGE plpgsql
@@ -1027,59 +1030,70 @@ DECLARE
     v_tenants  text[];
     v_locked   text[];
     v_n        integer;
+    v_total    integer := 0;
     v_settings bigint;
     v_joined   text[];
+    v_notify   boolean := false;
+    v_busy     text[] := '{}'; -- tenants whose ring row another transaction holds
 BEGIN
-    SELECT array_agg(d.id ORDER BY d.run_after, d.id), array_agg(d.tenant ORDER BY d.run_after, d.id)
-    INTO v_ids, v_tenants
-    FROM (SELECT j.id, j.tenant, j.run_after FROM batchq.jobs j
-          WHERE j.queue = p_queue AND j.state = 'retrying' AND j.run_after <= now()
-          ORDER BY j.run_after, j.id LIMIT p_limit
-          FOR UPDATE SKIP LOCKED) d;
-    IF v_ids IS NULL THEN
-        RETURN 0;
-    END IF;
     -- Before ring_join reads the weights (see ring_commit_checks).
     SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
-    SELECT coalesce(array_agg(r.tenant), '{}'), coalesce(array_agg(r.tenant) FILTER (WHERE r.head IS NULL), '{}')
-    INTO v_locked, v_joined
-    FROM batchq.ring_join(p_queue, v_tenants, true) r;
+    FOR v_pass IN 1 .. 4 LOOP
+        SELECT array_agg(d.id ORDER BY d.run_after, d.id), array_agg(d.tenant ORDER BY d.run_after, d.id)
+        INTO v_ids, v_tenants
+        FROM (SELECT j.id, j.tenant, j.run_after FROM batchq.jobs j
+              WHERE j.queue = p_queue AND j.state = 'retrying' AND j.run_after <= now()
+                AND j.tenant <> ALL (v_busy)
+              ORDER BY j.run_after, j.id LIMIT p_limit - v_total
+              FOR UPDATE SKIP LOCKED) d;
+        EXIT WHEN v_ids IS NULL;
+        SELECT coalesce(array_agg(r.tenant), '{}'), coalesce(array_agg(r.tenant) FILTER (WHERE r.head IS NULL), '{}')
+        INTO v_locked, v_joined
+        FROM batchq.ring_join(p_queue, v_tenants, true) r;
 
-    WITH src AS (
-        SELECT j.id, r.pos, r.join_round, r.share,
-               (r.cum + sum(j.cost) OVER w)::bigint AS cum,
-               r.enq_seq + row_number() OVER w AS seq
-        FROM unnest(v_ids) WITH ORDINALITY AS x (id, ord)
-        JOIN batchq.jobs j ON j.id = x.id
-        JOIN batchq.tenant_ring r ON r.queue = p_queue AND r.tenant = j.tenant
-        WHERE j.tenant = ANY (v_locked)
-        WINDOW w AS (PARTITION BY j.tenant ORDER BY x.ord)
-    ), upd AS (
-        UPDATE batchq.jobs j
-        SET state = 'queued', run_after = NULL, pos = s.pos, cum = s.cum, seq = s.seq,
-            round = batchq.drr_round(s.join_round, s.cum, s.share)
-        FROM src s WHERE j.id = s.id
-        RETURNING j.tenant, j.pos, j.cum, j.seq, j.round, batchq.drr_round(s.join_round, s.cum - j.cost + 1, s.share) AS start
-    ), noted AS (
-        -- Checked at commit (ring_commit_checks).
-        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
-        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings,
-               v_joined
-        FROM (SELECT u.tenant, min(u.pos) AS pos, min(u.seq) AS first_seq, min(u.start) AS min_round
-              FROM upd u GROUP BY u.tenant) a
-        HAVING count(*) > 0
-    ), ring AS (
-        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq
-        FROM (SELECT u.tenant, max(u.cum) AS cum, max(u.seq) AS seq FROM upd u GROUP BY u.tenant) a
-        WHERE r.queue = p_queue AND r.tenant = a.tenant
-    )
-    SELECT count(*) INTO v_n FROM upd;
+        WITH src AS (
+            SELECT j.id, r.pos, r.join_round, r.share,
+                   (r.cum + sum(j.cost) OVER w)::bigint AS cum,
+                   r.enq_seq + row_number() OVER w AS seq
+            FROM unnest(v_ids) WITH ORDINALITY AS x (id, ord)
+            JOIN batchq.jobs j ON j.id = x.id
+            JOIN batchq.tenant_ring r ON r.queue = p_queue AND r.tenant = j.tenant
+            WHERE j.tenant = ANY (v_locked)
+            WINDOW w AS (PARTITION BY j.tenant ORDER BY x.ord)
+        ), upd AS (
+            UPDATE batchq.jobs j
+            SET state = 'queued', run_after = NULL, pos = s.pos, cum = s.cum, seq = s.seq,
+                round = batchq.drr_round(s.join_round, s.cum, s.share)
+            FROM src s WHERE j.id = s.id
+            RETURNING j.tenant, j.pos, j.cum, j.seq, j.round, batchq.drr_round(s.join_round, s.cum - j.cost + 1, s.share) AS start
+        ), noted AS (
+            -- Checked at commit (ring_commit_checks).
+            INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
+            SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings,
+                   v_joined
+            FROM (SELECT u.tenant, min(u.pos) AS pos, min(u.seq) AS first_seq, min(u.start) AS min_round
+                  FROM upd u GROUP BY u.tenant) a
+            HAVING count(*) > 0
+        ), ring AS (
+            UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq
+            FROM (SELECT u.tenant, max(u.cum) AS cum, max(u.seq) AS seq FROM upd u GROUP BY u.tenant) a
+            WHERE r.queue = p_queue AND r.tenant = a.tenant
+        )
+        SELECT count(*) INTO v_n FROM upd;
+
+        v_total := v_total + v_n;
+        v_notify := v_notify OR (v_n > 0 AND cardinality(v_joined) > 0);
+        -- Every job it took was requeued: it took all that were due, or
+        -- p_limit.
+        EXIT WHEN v_n = cardinality(v_ids) OR v_total >= p_limit;
+        v_busy := v_busy || ARRAY(SELECT DISTINCT t FROM unnest(v_tenants) AS t WHERE t <> ALL (v_locked));
+    END LOOP;
 
     -- As enqueue: only for a tenant that had nothing queued.
-    IF v_n > 0 AND cardinality(v_joined) > 0 THEN
+    IF v_notify THEN
         PERFORM pg_notify('batchq_jobs', p_queue);
     END IF;
-    RETURN v_n;
+    RETURN v_total;
 END
 $$;
 -- +goose StatementEnd

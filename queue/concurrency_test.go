@@ -496,3 +496,34 @@ func TestConcurrentDuplicateKeyIsNotCharged(t *testing.T) {
 	round := b.scalar(t, `SELECT round FROM batchq.jobs WHERE id = $1`, res[1].ID)
 	require.Equal(t, int64(100), cum, "b's only job; ring ledger %d; keyed in round %d", ring, round)
 }
+
+// An open enqueue holds up the retries of its own tenant only: when the due
+// retries maintenance takes first (a full batch of them) all belong to that
+// tenant, it looks past them and requeues the other tenants' retries.
+func TestOpenEnqueueHoldsUpOnlyItsOwnTenantsRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxPerTenant: 5000})
+	b.enqueueN(t, "busy", 1000, 1)
+	b.enqueue(t, "other", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 1001})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1001)
+	// Every lease lost; busy's retries fall due first.
+	b.exec(t, `UPDATE batchq.jobs SET state = 'retrying', lease_token = NULL, lease_expires_at = NULL, worker = NULL,
+		run_after = now() - CASE WHEN tenant = 'busy' THEN interval '1 minute' ELSE interval '1 second' END`)
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "busy", Cost: 1})
+	require.NoError(t, err)
+
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Requeued, "other's retry")
+	require.Equal(t, "other", tenantsOf(b.drainOrder(t, 5))[0])
+	require.NoError(t, tx.Commit(b.ctx))
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1000, st.Requeued, "busy's retries, once its enqueue committed")
+}
