@@ -99,7 +99,9 @@ CREATE INDEX jobs_claim ON batchq.jobs (queue, round, pos, seq) WHERE state = 'q
 CREATE INDEX jobs_tenant_queue ON batchq.jobs (pos, seq) WHERE state = 'queued';
 CREATE INDEX jobs_lease ON batchq.jobs (lease_expires_at) WHERE state = 'running';
 CREATE INDEX jobs_retry ON batchq.jobs (queue, run_after) WHERE state = 'retrying';
-CREATE INDEX jobs_deadline ON batchq.jobs (deadline) WHERE state <> 'running';
+-- The expiry sweep, per queue: a queue's sweep must not walk the expired jobs
+-- of other queues (a queue whose workers are down can have a million).
+CREATE INDEX jobs_deadline ON batchq.jobs (queue, deadline) WHERE state <> 'running';
 CREATE UNIQUE INDEX jobs_unique ON batchq.jobs (queue, unique_key) WHERE unique_key IS NOT NULL;
 
 -- jobs.queue names a queue, as a foreign key would keep it, without a key

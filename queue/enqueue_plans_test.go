@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +92,37 @@ func TestFewLineEnqueueReadsOnlyItsTenantsRingRows(t *testing.T) {
 		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "bulk-02999"), int64(bound), "existing tenant")
 		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "newcomer"), int64(bound), "joining tenant")
 	})
+}
+
+// The expiry sweep of one queue reads none of another queue's expired jobs:
+// the deadline index leads with the queue.
+func TestExpirySweepReadsOnlyItsQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "down", MaxPerTenant: 10000}))
+	jobs := make([]queue.NewJob, 3000)
+	for i := range jobs {
+		jobs[i] = queue.NewJob{Queue: "down", Tenant: fmt.Sprint("t", i%10), Cost: 1}
+	}
+	_, err := b.client.EnqueueMany(b.ctx, jobs)
+	require.NoError(t, err)
+	b.exec(t, `UPDATE batchq.jobs SET deadline = now() - interval '1 hour' WHERE queue = 'down'`)
+	b.exec(t, `ANALYZE batchq.jobs`)
+
+	// The sweep's selection (db/queries/maintain.sql, ExpireOverdue), for a
+	// queue with nothing overdue.
+	rows, err := b.pool.Query(b.ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+		SELECT o.id FROM batchq.jobs o
+		WHERE o.queue = $1 AND o.state <> 'running' AND o.deadline <= now()
+		ORDER BY o.deadline LIMIT 1000 FOR UPDATE SKIP LOCKED`, b.queue)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	require.Contains(t, plan, "jobs_deadline", "the sweep's index")
+	require.NotContains(t, plan, "Rows Removed by Filter", "it read other queues' jobs:\n%s", plan)
+
+	st, err := b.client.Maintain(b.ctx, "down")
+	require.NoError(t, err)
+	require.Equal(t, 1000, st.Expired, "the other queue's sweep still finds its own")
 }
