@@ -51,8 +51,12 @@ COMMENT ON VIEW batchq.audit IS 'The audit trail: finished jobs with wait, run a
 -- The row type batchq.tenant_usage() returns. Token columns by outcome count
 -- what the scheduler charged: succeeded jobs at their actual cost (the
 -- estimate when none was reported), the others at their estimate.
--- served_tokens is succeeded plus failed (expired and cancelled jobs are
--- refunded to the tenant's ledger), and token_share is the tenant's part of
+-- served_tokens is what the scheduler charged the tenant for those jobs:
+-- each claim of a job that ran charges its estimate (a job that failed and
+-- was retried, or whose lease was lost, is charged once per attempt), and a
+-- succeeded job's last attempt is charged its actual cost where one was
+-- reported; a job that went while queued (expired, cancelled, or released
+-- before it started) was refunded. token_share is the tenant's part of
 -- its queue's served tokens in the window; weight_share is its weight's part
 -- of the weights of the tenants with outcomes in that queue in the window.
 CREATE VIEW batchq.tenant_usage_rows AS
@@ -100,18 +104,19 @@ WITH w AS (
            coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome = 'expired'), 0)::bigint   AS expired_tokens,
            coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome = 'cancelled'), 0)::bigint AS cancelled_tokens,
            coalesce(sum(o.actual_cost), 0)::bigint AS actual_tokens,
-           -- Expired and cancelled jobs that had run an attempt stay charged
-           -- for it: only a job that was queued when it went is refunded.
-           coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome IN ('expired', 'cancelled') AND o.attempts > 0), 0)::bigint
-               AS charged_unfinished_tokens,
+           -- What the ledger was charged: every attempt at the estimate (a
+           -- release hands its attempt back with its charge), the last
+           -- attempt of a succeeded job at its actual cost.
+           coalesce(sum(CASE WHEN o.outcome = 'succeeded'
+                             THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
+                             ELSE o.estimated_cost * o.attempts END), 0)::bigint AS served_tokens,
            percentile_cont(0.5)  WITHIN GROUP (ORDER BY o.first_claimed_at - o.enqueued_at) AS wait_p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY o.first_claimed_at - o.enqueued_at) AS wait_p95
     FROM batchq.outcomes o
     WHERE o.finished_at >= tenant_usage.since AND o.finished_at < tenant_usage.until
     GROUP BY o.queue, o.tenant
 ), s AS (
-    SELECT w.*, w.succeeded_tokens + w.failed_tokens + w.charged_unfinished_tokens AS served_tokens,
-           coalesce(t.weight, 1) AS weight
+    SELECT w.*, coalesce(t.weight, 1) AS weight
     FROM w LEFT JOIN batchq.tenants t ON t.name = w.tenant
 )
 SELECT s.queue, s.tenant, s.jobs, s.succeeded, s.failed, s.expired, s.cancelled,

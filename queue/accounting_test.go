@@ -92,3 +92,33 @@ func TestTenantUsageCountsAnAttemptOfAnUnfinishedJobAsServed(t *testing.T) {
 	t.Logf("%+v", rows[0])
 	require.Equal(t, int64(100), rows[0].ServedTokens, "the tenant was charged 100 for the attempt it ran")
 }
+
+// A job that failed, was retried and then succeeded was charged for both
+// claims (the retry rejoined its tenant's queue, charged again):
+// served_tokens counts every attempt, the last at the actual cost reported.
+func TestTenantUsageCountsEveryAttemptAsTheLedgerDoes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "a", 100)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	retrying, err := b.client.Fail(b.ctx, jobs[0], fmt.Errorf("503"), &queue.FailOpts{RetryIn: time.Nanosecond})
+	require.NoError(t, err)
+	require.True(t, retrying)
+	time.Sleep(time.Millisecond)
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Requeued)
+	jobs, err = b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{ActualCost: 70}))
+	_, err = b.client.Maintain(b.ctx, b.queue) // folds the correction into the ledger
+	require.NoError(t, err)
+
+	rows, err := b.client.TenantUsage(b.ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), b.queue)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, int64(170), rows[0].ServedTokens, "100 for the failed attempt, 70 for the one that succeeded")
+}

@@ -55,8 +55,9 @@ type TenantUsageRow struct {
 	SucceededTokens, FailedTokens, ExpiredTokens, CancelledTokens int64
 	// ActualTokens sums the actual costs completions reported.
 	ActualTokens int64
-	// ServedTokens is what the scheduler charged the tenant: succeeded plus
-	// failed tokens (expired and cancelled jobs are refunded).
+	// ServedTokens is what the scheduler charged the tenant: every attempt
+	// of a job at its estimate, the last attempt of a succeeded job at its
+	// actual cost where reported (a job that went while queued is refunded).
 	ServedTokens int64
 	// WaitP50 and WaitP95 are percentiles of the wait from enqueue to first
 	// claim of the jobs that were claimed; nil when none was.

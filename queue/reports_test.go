@@ -154,12 +154,14 @@ func TestTenantUsageReport(t *testing.T) {
 	require.Equal(t, []queue.TenantUsageRow{
 		{Queue: "other", Tenant: "big", Jobs: 1, Succeeded: 1, SucceededTokens: 10, ServedTokens: 10,
 			WaitP50: dur(time.Second), WaitP95: dur(time.Second), Weight: 3, TokenShare: 1, WeightShare: 1},
+		// big: 300 for its one attempt; the expired and cancelled jobs never ran.
 		{Queue: "q", Tenant: "big", Jobs: 3, Succeeded: 1, Expired: 1, Cancelled: 1,
 			SucceededTokens: 300, ExpiredTokens: 40, CancelledTokens: 60, ActualTokens: 300, ServedTokens: 300,
-			WaitP50: dur(5 * time.Second), WaitP95: dur(5 * time.Second), Weight: 3, TokenShare: 0.5, WeightShare: 0.75},
+			WaitP50: dur(5 * time.Second), WaitP95: dur(5 * time.Second), Weight: 3, TokenShare: 0.375, WeightShare: 0.75},
+		// small: 150 (actual) and 100, and 50 for each of the failed job's 5 attempts.
 		{Queue: "q", Tenant: "small", Jobs: 3, Succeeded: 2, Failed: 1,
-			SucceededTokens: 250, FailedTokens: 50, ActualTokens: 150, ServedTokens: 300,
-			WaitP50: dur(20 * time.Second), WaitP95: dur(29 * time.Second), Weight: 1, TokenShare: 0.5, WeightShare: 0.25},
+			SucceededTokens: 250, FailedTokens: 50, ActualTokens: 150, ServedTokens: 500,
+			WaitP50: dur(20 * time.Second), WaitP95: dur(29 * time.Second), Weight: 1, TokenShare: 0.625, WeightShare: 0.25},
 	}, rows)
 
 	one, err := b.client.TenantUsage(b.ctx, t0, t0.Add(time.Hour), "other")

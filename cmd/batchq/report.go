@@ -33,8 +33,9 @@ long the oldest queued job has waited.`,
 				Usage: "per queue and tenant: jobs and tokens by outcome, waits, token share against weight share",
 				Description: `Reads batchq.tenant_usage(since, until): the jobs that finished in the window. Tokens by outcome are
 actual costs for succeeded jobs (estimates where none was reported) and estimates for the others.
-served_tokens are what the scheduler charged: succeeded and failed tokens, and the tokens of expired
-or cancelled jobs that had run an attempt (one that went while queued is refunded). token_share is
+served_tokens are what the scheduler charged: each attempt of a job at its estimate (a job retried
+after a failure or a lost lease is charged for every attempt), the last attempt of a succeeded job
+at its actual cost; a job that went while queued is refunded. token_share is
 the tenant's part of its queue's served tokens, to compare with weight_share, its weight's part
 among the tenants active in the queue in the window. wait_p50 and wait_p95 are from enqueue to first
 claim.`,

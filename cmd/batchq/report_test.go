@@ -234,15 +234,16 @@ func TestParseWhen(t *testing.T) {
 }
 
 // The help says what served_tokens counts as batchq.tenant_usage counts it:
-// expired and cancelled jobs that had run an attempt stay charged
-// (TestTenantUsageCountsAnAttemptOfAnUnfinishedJobAsServed checks the SQL).
+// every attempt is charged, expired and cancelled jobs that had run one
+// included (TestTenantUsageCountsAnAttemptOfAnUnfinishedJobAsServed and
+// TestTenantUsageReport check the SQL).
 func TestReportTenantsHelpSaysWhatIsServed(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "", "report", "tenants", "--help")
 	require.Equal(t, 0, r.code, r.stderr)
 	help := strings.Join(strings.Fields(r.stdout), " ")
-	require.Contains(t, help, "served_tokens are what the scheduler charged: succeeded and failed tokens, "+
-		"and the tokens of expired or cancelled jobs that had run an attempt")
+	require.Contains(t, help, "served_tokens are what the scheduler charged: each attempt of a job at its estimate "+
+		"(a job retried after a failure or a lost lease is charged for every attempt)")
 	require.NotContains(t, help, "succeeded plus failed tokens")
 }
 
