@@ -1105,21 +1105,37 @@ $$;
 -- the ring row holds them) and into the ring's ledger, and reports whether
 -- there were any. Adjustments of an earlier membership are dropped: a tenant
 -- whose queue emptied starts afresh. The caller holds the ring row and has
--- locked the tenant's queued jobs, and sets the planner settings (as
--- apply_adjustments and rekey do).
+-- locked the tenant's queued jobs the fold rewrites, and sets the planner
+-- settings (as apply_adjustments and rekey do).
+--
+-- With p_next it folds them into the tenant's queued jobs before seq p_next
+-- only (the caller has locked those) and leaves the rest of each adjustment pending, as one adjustment about the
+-- jobs after those (and any enqueued later, whose keys continue the ring's
+-- ledger as it was). A completion's correction is about every job queued
+-- behind it, so folding it whole rewrites a tenant's whole backlog, on every
+-- maintenance pass while completions report actual costs: a million rows
+-- for an import of a million jobs. The keys claims reach soon are the
+-- head's; the rest are folded as the head comes to them. Meanwhile the
+-- ledger as if everything were folded is each key plus the pending
+-- adjustments before it, and the ring's cum plus all of them. A correction
+-- upwards can put the first job past the folded ones in an earlier round
+-- than the last of them until it is folded too.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.fold_adjustments(p_queue text, p_tenant text, p_pos bigint, p_join_round bigint,
-                                        p_share bigint) RETURNS boolean
+                                        p_share bigint, p_next bigint DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql
 AS $$
 DECLARE
     v_seqs   bigint[];
     v_deltas bigint[];
     v_total  bigint;
+    v_next   bigint := p_next; -- the first queued job left as it is; NULL: none
 BEGIN
     WITH consumed AS (
+        -- Those about jobs from v_next on only stay as they are.
         DELETE FROM batchq.ledger_adjustments a
         WHERE a.queue = p_queue AND a.tenant = p_tenant
+          AND (v_next IS NULL OR a.pos <> p_pos OR a.after_seq < v_next - 1)
         RETURNING a.pos, a.after_seq, a.delta
     )
     SELECT array_agg(c.after_seq), array_agg(c.delta), coalesce(sum(c.delta), 0)
@@ -1131,7 +1147,7 @@ BEGIN
     END IF;
     WITH mine AS (
         SELECT j.id, j.seq FROM batchq.jobs j
-        WHERE j.pos = p_pos AND j.state = 'queued'
+        WHERE j.pos = p_pos AND j.state = 'queued' AND (v_next IS NULL OR j.seq < v_next)
     ), shift AS (
         SELECT m.id, (SELECT sum(u.delta) FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta)
                       WHERE u.after_seq < m.seq)::bigint AS delta
@@ -1141,8 +1157,13 @@ BEGIN
     SET cum = j.cum + s.delta, round = batchq.drr_round(p_join_round, j.cum + s.delta, p_share)
     FROM shift s
     WHERE j.id = s.id AND s.delta <> 0;
-    UPDATE batchq.tenant_ring r SET cum = r.cum + v_total
-    WHERE r.queue = p_queue AND r.tenant = p_tenant;
+    IF v_next IS NULL THEN
+        UPDATE batchq.tenant_ring r SET cum = r.cum + v_total
+        WHERE r.queue = p_queue AND r.tenant = p_tenant;
+    ELSIF v_total <> 0 THEN
+        INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+        VALUES (p_queue, p_tenant, p_pos, v_next - 1, v_total);
+    END IF;
     RETURN true;
 END
 $$;
@@ -1171,9 +1192,18 @@ SET enable_seqscan = off -- as enqueue: index access whatever the statistics say
 SET jit = off
 AS $$
 DECLARE
-    v        record;
-    v_n      integer := 0;
-    v_locked text[];
+    -- Each pass folds a tenant's corrections into its first this many queued
+    -- jobs (see fold_adjustments). Claims that take more of one tenant's jobs
+    -- between two passes meet keys that do not have the corrections made
+    -- since: the order by estimates, as before any correction.
+    c_fold_jobs CONSTANT integer := 1000;
+    v         record;
+    v_n       integer := 0;
+    v_locked  text[];
+    v_tenants text[];
+    v_pos     bigint[];
+    v_from    bigint[];
+    v_next    bigint[];
 BEGIN
     v_locked := ARRAY(
         SELECT r.tenant FROM batchq.tenant_ring r
@@ -1181,18 +1211,35 @@ BEGIN
           AND r.tenant IN (SELECT DISTINCT a.tenant FROM batchq.ledger_adjustments a WHERE a.queue = p_queue)
         ORDER BY r.tenant
         FOR UPDATE SKIP LOCKED);
+    -- Each tenant's window: from the first job an adjustment is about to its
+    -- fold_jobs-th queued job (the ring rows are held, so no job of these
+    -- tenants becomes queued meanwhile).
+    SELECT array_agg(r.tenant ORDER BY r.tenant), array_agg(r.pos ORDER BY r.tenant),
+           array_agg((SELECT min(a.after_seq) FROM batchq.ledger_adjustments a
+                      WHERE a.queue = p_queue AND a.tenant = r.tenant AND a.pos = r.pos) ORDER BY r.tenant),
+           array_agg((SELECT q.seq FROM batchq.jobs q WHERE q.pos = r.pos AND q.state = 'queued'
+                      ORDER BY q.seq OFFSET c_fold_jobs LIMIT 1) ORDER BY r.tenant)
+    INTO v_tenants, v_pos, v_from, v_next
+    FROM batchq.tenant_ring r
+    WHERE r.queue = p_queue AND r.tenant = ANY (v_locked);
+    -- The jobs the folds rewrite, locked in id order as every statement that
+    -- waits on job rows locks them: claims pass over these meanwhile, not
+    -- over a tenant's whole backlog.
     PERFORM 1 FROM batchq.jobs j
-    WHERE j.pos = ANY (ARRAY(SELECT r.pos FROM batchq.tenant_ring r
-                             WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)))
+    WHERE j.id = ANY (ARRAY(SELECT q.id FROM unnest(v_pos, v_from, v_next) AS w (pos, from_seq, next_seq)
+                            CROSS JOIN LATERAL (SELECT q.id FROM batchq.jobs q
+                                                WHERE q.pos = w.pos AND q.state = 'queued' AND q.seq > w.from_seq
+                                                  AND (w.next_seq IS NULL OR q.seq < w.next_seq)) q))
       AND j.state = 'queued'
     ORDER BY j.id
     FOR UPDATE;
     FOR v IN
-        SELECT r.tenant, r.pos, r.join_round, r.share FROM batchq.tenant_ring r
+        SELECT r.tenant, r.pos, r.join_round, r.share, w.next_seq FROM batchq.tenant_ring r
+        JOIN unnest(v_tenants, v_next) AS w (tenant, next_seq) ON w.tenant = r.tenant
         WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)
         ORDER BY r.tenant
     LOOP
-        IF batchq.fold_adjustments(p_queue, v.tenant, v.pos, v.join_round, v.share) THEN
+        IF batchq.fold_adjustments(p_queue, v.tenant, v.pos, v.join_round, v.share, v.next_seq) THEN
             v_n := v_n + 1;
         END IF;
     END LOOP;

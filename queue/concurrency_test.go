@@ -23,6 +23,13 @@ import (
 // tenant's queued keys (enqueue, requeue, apply_adjustments, rekey) holds
 // the tenant's ring row, and writes the jobs and the ring row in one
 // transaction; claims only take jobs off the head.
+// effectiveCum is each queued job with its cum as if the pending ledger
+// adjustments about jobs before it were folded.
+const effectiveCum = `SELECT j.queue, j.tenant, j.seq, j.cost,
+	j.cum + coalesce((SELECT sum(a.delta) FROM batchq.ledger_adjustments a
+	                  WHERE a.queue = j.queue AND a.tenant = j.tenant AND a.pos = j.pos AND a.after_seq < j.seq), 0) AS cum
+	FROM batchq.jobs j WHERE j.state = 'queued'`
+
 var drrInvariants = []struct{ rule, sql string }{
 	{"no job is both unfinished and finished",
 		`SELECT count(*) FROM batchq.jobs j JOIN batchq.outcomes o ON o.job_id = j.id`},
@@ -31,15 +38,21 @@ var drrInvariants = []struct{ rule, sql string }{
 		 LEFT JOIN batchq.tenant_ring r ON r.queue = j.queue AND r.tenant = j.tenant
 		 WHERE j.state = 'queued'
 		   AND (r.tenant IS NULL OR j.pos <> r.pos OR j.round <> batchq.drr_round(r.join_round, j.cum, r.share))`},
+	// The ledger as if every pending adjustment were folded (a fold may leave
+	// the part about jobs deep in a backlog pending): a job's cum plus the
+	// adjustments about jobs before it, the ring's plus all of them.
 	{"the ring's counters cover its queued jobs: enq_seq >= every seq, cum >= every cum, and cum is that of the newest job while it is queued",
-		`SELECT count(*) FROM batchq.tenant_ring r
-		 JOIN (SELECT queue, tenant, max(seq) AS seq, max(cum) AS cum FROM batchq.jobs
-		       WHERE state = 'queued' GROUP BY queue, tenant) m ON m.queue = r.queue AND m.tenant = r.tenant
+		`SELECT count(*) FROM (SELECT r.queue, r.tenant, r.enq_seq,
+		         r.cum + coalesce((SELECT sum(a.delta) FROM batchq.ledger_adjustments a
+		                           WHERE a.queue = r.queue AND a.tenant = r.tenant AND a.pos = r.pos), 0) AS cum
+		       FROM batchq.tenant_ring r) r
+		 JOIN (SELECT queue, tenant, max(seq) AS seq, max(cum) AS cum FROM (` + effectiveCum + `) e
+		       GROUP BY queue, tenant) m ON m.queue = r.queue AND m.tenant = r.tenant
 		 WHERE r.enq_seq < m.seq OR r.cum < m.cum OR (r.enq_seq = m.seq AND r.cum <> m.cum)`},
 	{"a tenant's queued jobs have distinct seqs, and each one's cumulative cost exceeds the one before by at least its cost",
 		`SELECT count(*) FROM (
 		   SELECT j.cost, j.cum - lag(j.cum) OVER w AS step, j.seq = lag(j.seq) OVER w AS same
-		   FROM batchq.jobs j WHERE j.state = 'queued'
+		   FROM (` + effectiveCum + `) j
 		   WINDOW w AS (PARTITION BY j.queue, j.tenant ORDER BY j.seq)) s
 		 WHERE s.step < s.cost OR s.same`},
 	{"tenants with queued jobs hold distinct ring positions, in all queues together, none of them 0",
