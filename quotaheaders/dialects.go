@@ -19,6 +19,9 @@ type source struct {
 	// limitIsList marks the RateLimit-Limit of drafts -01 to -06, a
 	// structured List whose first member is the limit.
 	limitIsList bool
+	// oneSide marks a quota of one side of a call's tokens, input or output
+	// (see ParseCalls).
+	oneSide bool
 }
 
 // sources lists the single-value dialects. The order is the tie-break of
@@ -71,6 +74,7 @@ func buildSources() []source {
 	}{{Requests, "requests"}, {Tokens, "tokens"}, {Tokens, "input-tokens"}, {Tokens, "output-tokens"}} {
 		p := "anthropic-ratelimit-" + q.name + "-"
 		add(q.unit, p+"remaining", p+"limit", p+"reset", "")
+		s[len(s)-1].oneSide = q.name != "requests" && q.name != "tokens"
 	}
 
 	// Together: tokens in x-tokenlimit-*.

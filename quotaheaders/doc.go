@@ -4,7 +4,10 @@
 //
 // [Parse] turns the headers of one response into a [Snapshot] for one
 // [Unit], requests or tokens: the remaining count, and the limit and the
-// time until the window resets when the response says them. [RetryAfter]
+// time until the window resets when the response says them. [ParseCalls]
+// reads the same for pacing calls whose cost counts a whole call: it leaves
+// out a quota of one side of a call (Anthropic's input or output tokens)
+// until that quota is used up. [RetryAfter]
 // reads how long a throttled response asks the client to wait, and
 // [ParseDuration] reads the Go-style durations several providers use.
 //

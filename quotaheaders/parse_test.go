@@ -576,3 +576,47 @@ func TestParseDialectNames(t *testing.T) {
 		check(p, qh.Tokens, qh.Requests)
 	}
 }
+
+// ParseCalls reads a quota of one side of a call (Anthropic's input and
+// output tokens) only once it is used up, and then with no limit; otherwise
+// what Parse reads.
+func TestParseCallsComparesOnlyWholeCalls(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2025, 4, 10, 15, 30, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		want qh.Snapshot
+		ok   bool
+	}{{
+		// A Tier 1 response: 21,000 input tokens left of 30,000, all 8,000
+		// output tokens; tokens-* counts both. Parse's most restrictive is the
+		// output quota, which would refuse any call of more than 8,000 tokens.
+		name: "one side left",
+		h: hdr("anthropic-ratelimit-input-tokens-remaining", "21000", "anthropic-ratelimit-input-tokens-limit", "30000",
+			"anthropic-ratelimit-output-tokens-remaining", "8000", "anthropic-ratelimit-output-tokens-limit", "8000",
+			"anthropic-ratelimit-tokens-remaining", "29000", "anthropic-ratelimit-tokens-limit", "38000"),
+		want: qh.Snapshot{Remaining: 29000, Limit: 38000, HasLimit: true}, ok: true,
+	}, {
+		name: "one side used up",
+		h: hdr("anthropic-ratelimit-input-tokens-remaining", "0", "anthropic-ratelimit-input-tokens-limit", "80000",
+			"anthropic-ratelimit-input-tokens-reset", "2025-04-10T15:30:12Z",
+			"anthropic-ratelimit-tokens-remaining", "16000", "anthropic-ratelimit-tokens-limit", "96000",
+			"anthropic-ratelimit-tokens-reset", "2025-04-10T15:30:12Z"),
+		want: qh.Snapshot{Remaining: 0, Reset: 12 * time.Second, HasReset: true}, ok: true,
+	}, {
+		name: "one side alone, left",
+		h:    hdr("anthropic-ratelimit-output-tokens-remaining", "500", "anthropic-ratelimit-output-tokens-limit", "8000"),
+	}, {
+		name: "whole calls",
+		h:    hdr("x-ratelimit-remaining-tokens", "100", "x-ratelimit-limit-tokens", "1000"),
+		want: qh.Snapshot{Remaining: 100, Limit: 1000, HasLimit: true}, ok: true,
+	}} {
+		got, ok := qh.ParseCalls(c.h, at, qh.Tokens)
+		require.Equal(t, c.ok, ok, c.name)
+		require.Equal(t, c.want, got, c.name)
+	}
+	s, ok := qh.Parse(hdr("anthropic-ratelimit-output-tokens-remaining", "500", "anthropic-ratelimit-output-tokens-limit", "8000"), at, qh.Tokens)
+	require.True(t, ok)
+	require.Equal(t, qh.Snapshot{Remaining: 500, Limit: 8000, HasLimit: true}, s, "Parse still reads one side")
+}

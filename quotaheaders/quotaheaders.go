@@ -37,6 +37,21 @@ type Snapshot struct {
 // returns the most restrictive one (see the package documentation). It
 // reports false when no header gives a valid remaining count for unit.
 func Parse(h http.Header, receivedAt time.Time, unit Unit) (Snapshot, bool) {
+	return parse(h, receivedAt, unit, false)
+}
+
+// ParseCalls is Parse for pacing calls whose cost counts the whole call: a
+// call's tokens, input and output together. A quota that counts one side of
+// a call only (Anthropic's input-tokens and output-tokens) cannot be compared
+// with such a cost: an output limit of 8,000 says nothing of a call of 9,000
+// tokens that is mostly input. Such a quota counts only once it is used up,
+// when no call can start before its reset, and then with its limit unknown.
+// Otherwise ParseCalls reads what Parse reads.
+func ParseCalls(h http.Header, receivedAt time.Time, unit Unit) (Snapshot, bool) {
+	return parse(h, receivedAt, unit, true)
+}
+
+func parse(h http.Header, receivedAt time.Time, unit Unit, wholeCalls bool) (Snapshot, bool) {
 	if unit != Requests && unit != Tokens {
 		return Snapshot{}, false
 	}
@@ -47,7 +62,14 @@ func Parse(h http.Header, receivedAt time.Time, unit Unit) (Snapshot, bool) {
 		if sources[i].unit != unit {
 			continue
 		}
-		if s, ok := sources[i].read(h, receivedAt); ok {
+		s, ok := sources[i].read(h, receivedAt)
+		if ok && wholeCalls && sources[i].oneSide {
+			if s.Remaining > 0 {
+				continue
+			}
+			s.Limit, s.HasLimit = 0, false
+		}
+		if ok {
 			p.consider(s)
 		}
 	}

@@ -365,7 +365,9 @@ func (t *Throttle) ObserveResponseContext(ctx context.Context, sentAt, receivedA
 	var has [2]bool
 	units := [2]quotaheaders.Unit{quotaheaders.Requests, quotaheaders.Tokens}
 	for i, u := range units {
-		snaps[i], has[i] = quotaheaders.Parse(resp.Header, receivedAt, u)
+		// A cost counts a whole call: a quota of input or output tokens
+		// alone is not compared with it (quotaheaders.ParseCalls).
+		snaps[i], has[i] = quotaheaders.ParseCalls(resp.Header, receivedAt, u)
 	}
 	var retryAfter time.Duration
 	limited := resp.StatusCode == http.StatusTooManyRequests

@@ -223,6 +223,33 @@ func TestObserveResponseReadsBothUnits(t *testing.T) {
 	require.Equal(t, throttle.Decision{Wait: 6*time.Minute - time.Second}, th.CanStartAt(at(2*time.Second), 1, throttle.Interactive))
 }
 
+// Anthropic's limits per side of a call (input, output) are not a limit on
+// a call's whole cost: a 9,000-token call, mostly input, can start with
+// 21,000 input and 8,000 output tokens left; tokens-* counts both sides.
+// Once one side is used up, nothing starts before its reset.
+func TestObserveResponseComparesCostWithWholeCallQuota(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{})
+	require.NoError(t, err)
+	h := http.Header{}
+	h.Set("anthropic-ratelimit-input-tokens-limit", "30000")
+	h.Set("anthropic-ratelimit-input-tokens-remaining", "21000")
+	h.Set("anthropic-ratelimit-output-tokens-limit", "8000")
+	h.Set("anthropic-ratelimit-output-tokens-remaining", "8000")
+	h.Set("anthropic-ratelimit-tokens-limit", "38000")
+	h.Set("anthropic-ratelimit-tokens-remaining", "29000")
+	th.ObserveResponseAt(at(0), at(time.Second), &http.Response{StatusCode: http.StatusOK, Header: h})
+	require.Equal(t, throttle.Decision{OK: true, At: at(time.Second)}, th.CanStartAt(at(time.Second), 9000, throttle.Batch))
+
+	h.Set("anthropic-ratelimit-input-tokens-remaining", "0")
+	h.Set("anthropic-ratelimit-input-tokens-reset", at(13*time.Second).Format(time.RFC3339))
+	th.ObserveResponseAt(at(time.Second), at(2*time.Second), &http.Response{StatusCode: http.StatusOK, Header: h})
+	d := th.CanStartAt(at(2*time.Second), 9000, throttle.Batch)
+	require.False(t, d.OK)
+	require.False(t, d.Never, "%v", d.Why)
+	require.Equal(t, 11*time.Second, d.Wait, "until the input side resets")
+}
+
 func TestObserveResponseTooManyRequestsRetryAfter(t *testing.T) {
 	t.Parallel()
 	th, err := throttle.New(throttle.Config{})
