@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +69,57 @@ func TestRateLimitedErrorPausesTheFleetWhateverTheResponse(t *testing.T) {
 	require.NoError(t, wait())
 	d := th.CanStartAt(time.Now(), 1, throttle.Interactive)
 	require.False(t, d.OK, "ErrRateLimited must pause the fleet (Retry-After 30s), but the throttle admits")
+}
+
+// Calls in flight together that the provider refuses for the rate, each
+// reported by its handler as ErrRateLimited with no 429 response, are one
+// episode: the fleet pauses for the default pause once, not doubled for each.
+func TestRateLimitedCallsInFlightTogetherPauseOnce(t *testing.T) {
+	t.Parallel()
+	const calls = 6
+	b := setup(t, queue.QueueConfig{})
+	first := b.enqueue(t, "t", 1)
+	b.enqueueN(t, "t", calls, 1)
+	th, err := b.client.Throttle("prov/model", throttle.Config{DefaultPause: time.Second, MaxPause: time.Minute})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	var started atomic.Int32
+	all := make(chan struct{})
+	refused := make(chan struct{}, calls)
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: calls, BatchSize: calls, PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+		Throttle: th,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			if j.ID == first {
+				return queue.Result{}, nil // the pool learns from one call first
+			}
+			if started.Add(1) == calls {
+				close(all)
+			}
+			select { // all sent before any is refused
+			case <-all:
+			case <-time.After(10 * time.Second):
+			}
+			defer func() { refused <- struct{}{} }()
+			return queue.Result{}, fmt.Errorf("SDK: rate limited: %w", queue.ErrRateLimited)
+		},
+	})
+	for range calls {
+		select {
+		case <-refused:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("only %d calls ran at once", started.Load())
+		}
+	}
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'retrying'`) == calls
+	}, 10*time.Second, 10*time.Millisecond, "handed back")
+	cancel()
+	require.NoError(t, wait())
+	d := th.CanStartAt(time.Now(), 1, throttle.Interactive)
+	require.False(t, d.OK, "the fleet is paused")
+	require.LessOrEqual(t, d.Wait, time.Second, "one pause for calls sent together, not one doubling each")
 }
 
 // A job cancelled (or expired) after it ran an attempt stays charged for

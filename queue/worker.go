@@ -684,7 +684,13 @@ func (p *pool) runJob(d *dispatch) {
 	case status == http.StatusTooManyRequests || errors.Is(err, ErrRateLimited):
 		wait := retryAfter(res.Response, received)
 		if p.th != nil && limitedOther {
-			if terr := p.th.TooManyRequestsContext(context.WithoutCancel(ctx), received, wait); terr != nil {
+			// Sent when the throttle admitted it: the calls in flight with it
+			// are one episode, not a doubling of the pause each.
+			sent := d.sentAt
+			if sent.IsZero() {
+				sent = received
+			}
+			if terr := p.th.TooManyRequestsSentContext(context.WithoutCancel(ctx), sent, received, wait); terr != nil {
 				p.emit(Event{Kind: EventError, Job: j, Err: terr})
 			}
 		}

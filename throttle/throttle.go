@@ -407,6 +407,16 @@ func (t *Throttle) TooManyRequestsContext(ctx context.Context, receivedAt time.T
 	return t.update(ctx, func(st *State) { tooMany(st, t.pol, receivedAt, receivedAt, retryAfter) })
 }
 
+// TooManyRequestsSentContext records a refusal for the rate, received at
+// receivedAt, of a call sent at sentAt (the instant Admit or CanStart
+// returned), when there is no 429 response to observe: an SDK's error, or a
+// 503 "overloaded" the caller reads as rate limiting. As in
+// ObserveResponseAt, a refusal of a call sent before the current pause began
+// belongs to the same episode and does not double the pause.
+func (t *Throttle) TooManyRequestsSentContext(ctx context.Context, sentAt, receivedAt time.Time, retryAfter time.Duration) error {
+	return t.update(ctx, func(st *State) { tooMany(st, t.pol, sentAt, receivedAt, retryAfter) })
+}
+
 // Wait blocks until a call costing cost may start, and counts it. It returns
 // a *NeverError (wrapping ErrNever) if the call can never start at priority
 // p, ctx.Err() if ctx is done first, or the Store's error.

@@ -250,6 +250,27 @@ func TestObserveResponseComparesCostWithWholeCallQuota(t *testing.T) {
 	require.Equal(t, 11*time.Second, d.Wait, "until the input side resets")
 }
 
+// Refusals without a 429 response of calls sent together are one episode:
+// the pause does not double for each, as it does for refusals of calls sent
+// after the pause began.
+func TestTooManyRequestsSentIsOneEpisodePerPause(t *testing.T) {
+	t.Parallel()
+	const pause = time.Second
+	th, err := throttle.New(throttle.Config{DefaultPause: pause})
+	require.NoError(t, err)
+	for i := range 6 {
+		sent := at(time.Duration(i) * 10 * time.Millisecond)
+		require.NoError(t, th.TooManyRequestsSentContext(context.Background(), sent, sent.Add(100*time.Millisecond), 0))
+	}
+	first := th.CanStartAt(at(150*time.Millisecond), 1, throttle.Interactive) // the last refusal's arrival
+	require.Equal(t, pause, first.Wait, "six calls sent before the pause began: one episode")
+
+	// A call sent after the pause began and refused again doubles it.
+	sent := at(100*time.Millisecond + pause)
+	require.NoError(t, th.TooManyRequestsSentContext(context.Background(), sent, sent.Add(100*time.Millisecond), 0))
+	require.Equal(t, 2*pause, th.CanStartAt(sent.Add(100*time.Millisecond), 1, throttle.Interactive).Wait)
+}
+
 func TestObserveResponseTooManyRequestsRetryAfter(t *testing.T) {
 	t.Parallel()
 	th, err := throttle.New(throttle.Config{})
