@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -102,4 +103,20 @@ func TestInteractiveCreditDoesNotLeakIntoALaterWindow(t *testing.T) {
 	require.True(t, th.CanStartAt(at(127*time.Second), tokens, throttle.Batch).OK)
 	require.True(t, th.CanStartAt(at(128*time.Second), 2000, throttle.Interactive).OK,
 		"the interactive reserve of window 3 was given to batch work")
+}
+
+// A bucket that refills so slowly that the wait for a large call is longer
+// than a time.Duration holds says to wait as long as one can, not a
+// microsecond (the overflowed conversion's negative wait, rounded up), which
+// would have callers ask again at once, without end.
+func TestBucketWaitBeyondADurationIsTheLongest(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{Refill: throttle.TokenBucket})
+	require.NoError(t, err)
+	// About 1 token a day: 1,000,000 of 1,000,000 less 2, full in 24h.
+	th.ObserveSnapshotAt(t0, t0, quotaheaders.Tokens, snap(999_998, 1_000_000, 24*time.Hour))
+	require.True(t, th.CanStartAt(t0, 990_000, throttle.Batch).OK)
+	d := th.CanStartAt(t0, 200_000, throttle.Batch)
+	require.False(t, d.OK)
+	require.Equal(t, time.Duration(math.MaxInt64), d.Wait)
 }

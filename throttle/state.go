@@ -281,8 +281,14 @@ func view(q *Quota, pol policy, log []Admission, unit quotaheaders.Unit, now tim
 func (v unitView) waitFor(need int64, now time.Time) (time.Duration, bool) {
 	if v.rate > 0 {
 		// A nanosecond more, so rounding cannot leave the refill a hair short.
-		secs := float64(need) / v.rate
-		return waitFor(time.Duration(math.Ceil(secs*float64(time.Second))) + 1), true
+		// Beyond what a Duration holds (a slow refill and a large need), the
+		// longest wait: converted, it would overflow to a negative one, which
+		// waitFor would make a microsecond, and callers would spin.
+		ns := math.Ceil(float64(need) / v.rate * float64(time.Second))
+		if ns >= math.MaxInt64-1 {
+			return time.Duration(math.MaxInt64), true
+		}
+		return waitFor(time.Duration(ns) + 1), true
 	}
 	if !v.until.IsZero() && now.Before(v.until) {
 		return waitFor(v.until.Sub(now)), true
