@@ -374,8 +374,8 @@ func (p *pool) drained(ctx context.Context) bool {
 	if p.inflightCount() > 0 {
 		return false
 	}
-	n, err := p.c.q.QueueCounts(ctx, p.c.pool, p.cfg.Queue)
-	return err == nil && n.Queued+n.Running+n.Retrying == 0
+	has, err := p.c.q.QueueHasJobs(ctx, p.c.pool, p.cfg.Queue)
+	return err == nil && has.Valid && !has.Bool
 }
 
 func (p *pool) inflightCount() int {

@@ -11,9 +11,11 @@ SELECT * FROM batchq.outcomes o WHERE o.job_id = @id;
 -- Makes a retrying job due now.
 UPDATE batchq.jobs SET run_after = now() WHERE id = @id AND state = 'retrying' RETURNING id;
 
--- name: QueueCounts :one
--- What a queue holds now: used by workers to know when a drain is done.
-SELECT count(*) FILTER (WHERE j.state = 'queued')   AS queued,
-       count(*) FILTER (WHERE j.state = 'running')  AS running,
-       count(*) FILTER (WHERE j.state = 'retrying') AS retrying
-FROM batchq.jobs j WHERE j.queue = @queue;
+-- name: QueueHasJobs :one
+-- Whether a queue holds any unfinished job: how a draining worker knows it
+-- is done. Each probe reads an index (queued and retrying jobs by the
+-- deadline index, running ones by the lease index, which holds only what is
+-- running), not the queue's rows: a count would read every row of every
+-- queue, on every idle poll.
+SELECT EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = @queue AND j.state <> 'running')
+    OR EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = @queue AND j.state = 'running') AS has_jobs;

@@ -8,6 +8,8 @@ package dbsqlc
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const getJob = `-- name: GetJob :one
@@ -92,25 +94,21 @@ func (q *Queries) GetOutcome(ctx context.Context, db DBTX, id int64) (BatchqOutc
 	return i, err
 }
 
-const queueCounts = `-- name: QueueCounts :one
-SELECT count(*) FILTER (WHERE j.state = 'queued')   AS queued,
-       count(*) FILTER (WHERE j.state = 'running')  AS running,
-       count(*) FILTER (WHERE j.state = 'retrying') AS retrying
-FROM batchq.jobs j WHERE j.queue = $1
+const queueHasJobs = `-- name: QueueHasJobs :one
+SELECT EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = $1 AND j.state <> 'running')
+    OR EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = $1 AND j.state = 'running') AS has_jobs
 `
 
-type QueueCountsRow struct {
-	Queued   int64
-	Running  int64
-	Retrying int64
-}
-
-// What a queue holds now: used by workers to know when a drain is done.
-func (q *Queries) QueueCounts(ctx context.Context, db DBTX, queue string) (QueueCountsRow, error) {
-	row := db.QueryRow(ctx, queueCounts, queue)
-	var i QueueCountsRow
-	err := row.Scan(&i.Queued, &i.Running, &i.Retrying)
-	return i, err
+// Whether a queue holds any unfinished job: how a draining worker knows it
+// is done. Each probe reads an index (queued and retrying jobs by the
+// deadline index, running ones by the lease index, which holds only what is
+// running), not the queue's rows: a count would read every row of every
+// queue, on every idle poll.
+func (q *Queries) QueueHasJobs(ctx context.Context, db DBTX, queue string) (pgtype.Bool, error) {
+	row := db.QueryRow(ctx, queueHasJobs, queue)
+	var has_jobs pgtype.Bool
+	err := row.Scan(&has_jobs)
+	return has_jobs, err
 }
 
 const retryNow = `-- name: RetryNow :one
