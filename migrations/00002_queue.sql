@@ -1195,8 +1195,12 @@ DECLARE
     -- Each pass folds a tenant's corrections into its first this many queued
     -- jobs (see fold_adjustments). Claims that take more of one tenant's jobs
     -- between two passes meet keys that do not have the corrections made
-    -- since: the order by estimates, as before any correction.
-    c_fold_jobs CONSTANT integer := 1000;
+    -- since: the order by estimates, as before any correction. A pass
+    -- rewrites up to this many rows for each tenant with new corrections, so
+    -- it is sized for a fleet a provider's quota paces to hundreds of calls a
+    -- second, spread over tenants: a hundred jobs of one tenant last a pass
+    -- (a second) unless that tenant alone takes over a hundred calls a second.
+    c_fold_jobs CONSTANT integer := 100;
     v         record;
     v_n       integer := 0;
     v_locked  text[];

@@ -363,16 +363,16 @@ func TestLateCommitOfAJobCostingManyGrantsGainsNoRounds(t *testing.T) {
 	require.Equal(t, want, run(t, true), "the enqueue held open while 5 rounds were served")
 }
 
-// A correction is folded into the keys of the first thousand queued jobs of
+// A correction is folded into the keys of the first hundred queued jobs of
 // its tenant per maintenance pass, not into the whole backlog; the rest stays
 // pending and is folded as the head comes near. The order claims see is the
 // order of a fold into everything, as long as maintenance runs before claims
-// take a thousand of the tenant's jobs.
+// take a hundred of the tenant's jobs.
 func TestCorrectionIsFoldedNearTheHeadOfABacklog(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Quantum: 10, MaxPerTenant: 10000})
-	b.enqueueN(t, "big", 3000, 10) // one job a round
-	b.enqueueN(t, "small", 3000, 10)
+	b.enqueueN(t, "big", 500, 10) // one job a round
+	b.enqueueN(t, "small", 500, 10)
 	claimed, err := b.client.Claim(b.ctx, b.queue, nil)
 	require.NoError(t, err)
 	first := claimed[0]
@@ -385,20 +385,20 @@ func TestCorrectionIsFoldedNearTheHeadOfABacklog(t *testing.T) {
 	b.exec(t, `CREATE TABLE before AS SELECT id, ctid AS at FROM batchq.jobs WHERE tenant = 'big'`)
 	_, err = b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)
-	require.Equal(t, int64(1000), b.scalar(t, ctids), "big's jobs rewritten by one pass")
+	require.Equal(t, int64(100), b.scalar(t, ctids), "big's jobs rewritten by one pass")
 	broken, err := checkInvariants(b.ctx, b.pool)
 	require.NoError(t, err)
 	require.Empty(t, broken)
 
 	var got []string
-	for len(got) < 2000 {
-		got = append(got, tenantsOf(b.drainOrder(t, 100))...)
+	for len(got) < 600 {
+		got = append(got, tenantsOf(b.drainOrder(t, 50))...)
 		_, err := b.client.Maintain(b.ctx, b.queue)
 		require.NoError(t, err)
 		broken, err := checkInvariants(b.ctx, b.pool)
 		require.NoError(t, err)
 		require.Empty(t, broken, "after %d claims", len(got))
 	}
-	want := append(slices.Repeat([]string{"small"}, 4), slices.Repeat([]string{"big", "small"}, 998)...)
+	want := append(slices.Repeat([]string{"small"}, 4), slices.Repeat([]string{"big", "small"}, 298)...)
 	require.Equal(t, want, got)
 }
