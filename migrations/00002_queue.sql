@@ -1147,7 +1147,7 @@ BEGIN
     END IF;
     WITH mine AS (
         SELECT j.id, j.seq FROM batchq.jobs j
-        WHERE j.pos = p_pos AND j.state = 'queued' AND (v_next IS NULL OR j.seq < v_next)
+        WHERE j.pos = p_pos AND j.state = 'queued' AND j.seq < coalesce(v_next, 9223372036854775807)
     ), shift AS (
         SELECT m.id, (SELECT sum(u.delta) FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta)
                       WHERE u.after_seq < m.seq)::bigint AS delta
@@ -1233,7 +1233,10 @@ BEGIN
     WHERE j.id = ANY (ARRAY(SELECT q.id FROM unnest(v_pos, v_from, v_next) AS w (pos, from_seq, next_seq)
                             CROSS JOIN LATERAL (SELECT q.id FROM batchq.jobs q
                                                 WHERE q.pos = w.pos AND q.state = 'queued' AND q.seq > w.from_seq
-                                                  AND (w.next_seq IS NULL OR q.seq < w.next_seq)) q))
+                                                  AND q.seq < coalesce(w.next_seq, 9223372036854775807)
+                                                -- A subquery the planner keeps: as a join, it
+                                                -- read every queued job of the queue.
+                                                ORDER BY q.seq LIMIT c_fold_jobs) q))
       AND j.state = 'queued'
     ORDER BY j.id
     FOR UPDATE;
