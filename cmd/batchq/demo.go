@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
@@ -74,17 +73,9 @@ func runDemo(c *cli.Context) error {
 	if err := checkDemoDatabase(c.Context, cfg.DatabaseURL, cfg.DatabaseName); err != nil {
 		return err
 	}
-	_, err := demo.Run(c.Context, cfg)
-	// Marked even when the run was interrupted: the database is the demo's.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), 10*time.Second)
-	defer cancel()
-	return errors.Join(err, markDemoDatabase(ctx, cfg.DatabaseURL, cfg.DatabaseName))
+	_, err := demo.Run(c.Context, cfg) // marks the database it creates (demo.Marker)
+	return err
 }
-
-// demoMarker is the comment on a database the demo created. The demo drops
-// and re-creates its database on every run, so it drops only a database
-// that carries this comment, and no database someone else made.
-const demoMarker = "batchq demo: created by batchq demo, which drops and re-creates it on each run"
 
 // mayDropDemoDatabase reports whether the demo may drop the database name
 // that exists with comment (nil: none). Builds before the marker left
@@ -94,7 +85,7 @@ func mayDropDemoDatabase(name string, comment *string) bool {
 	if comment == nil {
 		return name == demo.DefaultDatabaseName
 	}
-	return *comment == demoMarker
+	return *comment == demo.Marker
 }
 
 // checkDemoDatabase fails with a usage error when the database name exists
@@ -119,23 +110,6 @@ func checkDemoDatabase(ctx context.Context, url, name string) error {
 	return nil
 }
 
-// markDemoDatabase comments the database name, if it exists, as the demo's.
-func markDemoDatabase(ctx context.Context, url, name string) error {
-	conn, err := demoAdmin(ctx, url, name)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil || !exists {
-		return err
-	}
-	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS "+quoteLiteral(demoMarker)); err != nil {
-		return fmt.Errorf("batchq: demo: mark database %s as the demo's: %w", name, err)
-	}
-	return nil
-}
-
 // demoAdmin connects to the server of url as the demo does to drop and
 // create its database: to the URL's own database, or to postgres if that
 // is the demo's.
@@ -152,12 +126,6 @@ func demoAdmin(ctx context.Context, url, name string) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("batchq: demo: connect to %s on %s: %w", cfg.Database, cfg.Host, err)
 	}
 	return conn, nil
-}
-
-// quoteLiteral quotes s as an SQL string literal; COMMENT takes no
-// parameters.
-func quoteLiteral(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // isTerminal reports whether w is a terminal, where the live table is

@@ -108,7 +108,7 @@ func TestDemoDropsOnlyItsOwnDatabase(t *testing.T) {
 			var comment *string
 			require.NoError(t, admin.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&comment))
 			require.NotNil(t, comment, "run %d left the database unmarked", run+1)
-			require.Equal(t, demoMarker, *comment)
+			require.Equal(t, demo.Marker, *comment)
 		}
 	})
 }
@@ -116,7 +116,7 @@ func TestDemoDropsOnlyItsOwnDatabase(t *testing.T) {
 // Builds before the marker created the default database without it.
 func TestMayDropDemoDatabase(t *testing.T) {
 	t.Parallel()
-	marker, other := demoMarker, "the shop's orders"
+	marker, other := demo.Marker, "the shop's orders"
 	require.True(t, mayDropDemoDatabase("batchq_demo", nil), "an unmarked batchq_demo from an older build")
 	require.True(t, mayDropDemoDatabase("batchq_demo", &marker))
 	require.True(t, mayDropDemoDatabase("mine", &marker))

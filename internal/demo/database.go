@@ -61,6 +61,12 @@ func DropDatabase(ctx context.Context, serverURL, name string) error {
 	return nil
 }
 
+// Marker is the comment on a database the demo created. The demo drops and
+// re-creates its database on every run, so it drops only a database that
+// carries this comment (or the default one of builds that did not mark it),
+// and no database someone else made.
+const Marker = "batchq demo: created by batchq demo, which drops and re-creates it on each run"
+
 // freshDatabase drops and creates the demo database name on the server of
 // serverURL, so every run starts from nothing, migrates it, and returns a
 // pool configuration for it.
@@ -82,6 +88,11 @@ func freshDatabase(ctx context.Context, serverURL, name string) (*pgxpool.Config
 		return nil, err
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if err == nil {
+		// Marked at once, so a run cut short leaves it the demo's to drop.
+		// COMMENT takes no parameters: Marker is a constant literal.
+		_, err = conn.Exec(ctx, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS '"+Marker+"'")
+	}
 	conn.Close(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("batchq: demo: create database %s (the demo needs a role that may create databases): %w", name, err)

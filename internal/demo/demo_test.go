@@ -228,3 +228,22 @@ func TestConfigCheck(t *testing.T) {
 		require.Contains(t, err.Error(), tc.want)
 	}
 }
+
+// The database is marked as the demo's as soon as it is created, so a run
+// cut short leaves one the next run may drop.
+func TestFreshDatabaseIsMarkedAtOnce(t *testing.T) {
+	t.Parallel()
+	server := pgtest.ServerURL(t)
+	name := fmt.Sprintf("batchq_demo_test_%d", rand.Uint64())
+	t.Cleanup(func() { _ = DropDatabase(context.Background(), server, name) })
+	ctx := context.Background()
+	_, err := freshDatabase(ctx, server, name)
+	require.NoError(t, err)
+	conn, err := admin(ctx, server, name)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var comment *string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&comment))
+	require.NotNil(t, comment)
+	require.Equal(t, Marker, *comment)
+}
