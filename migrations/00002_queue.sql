@@ -1117,9 +1117,9 @@ $$;
 -- for an import of a million jobs. The keys claims reach soon are the
 -- head's; the rest are folded as the head comes to them. Meanwhile the
 -- ledger as if everything were folded is each key plus the pending
--- adjustments before it, and the ring's cum plus all of them. A correction
--- upwards can put the first job past the folded ones in an earlier round
--- than the last of them until it is folded too.
+-- adjustments before it, and the ring's cum plus all of them. The caller
+-- folds a window only when the corrections it consumes add up to nothing or
+-- less, so the folded keys stay ahead of the rest, in the tenant's order.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.fold_adjustments(p_queue text, p_tenant text, p_pos bigint, p_join_round bigint,
                                         p_share bigint, p_next bigint DEFAULT NULL) RETURNS boolean
@@ -1216,16 +1216,30 @@ BEGIN
         ORDER BY r.tenant
         FOR UPDATE SKIP LOCKED);
     -- Each tenant's window: from the first job an adjustment is about to its
-    -- fold_jobs-th queued job (the ring rows are held, so no job of these
-    -- tenants becomes queued meanwhile).
-    SELECT array_agg(r.tenant ORDER BY r.tenant), array_agg(r.pos ORDER BY r.tenant),
-           array_agg((SELECT min(a.after_seq) FROM batchq.ledger_adjustments a
-                      WHERE a.queue = p_queue AND a.tenant = r.tenant AND a.pos = r.pos) ORDER BY r.tenant),
-           array_agg((SELECT q.seq FROM batchq.jobs q WHERE q.pos = r.pos AND q.state = 'queued'
-                      ORDER BY q.seq OFFSET c_fold_jobs LIMIT 1) ORDER BY r.tenant)
+    -- fold_jobs-th queued job; all of its queued jobs when its corrections
+    -- add up to more than its estimates. A correction upwards moves every
+    -- job behind it later: folded into a window alone, it would leave the
+    -- jobs past the window ahead of the folded ones in the fair order, and
+    -- claims would take the tenant's jobs from there, at their estimates,
+    -- while the window stayed where it was. One downwards (a job cost less
+    -- than estimated, or went unrun) moves the window's jobs earlier, ahead
+    -- of the rest, as they are in the tenant's order. (The ring rows are
+    -- held, so no job of these tenants becomes queued meanwhile.) next_seq
+    -- is the first job past the window, NULL when the window holds the rest.
+    SELECT array_agg(w.tenant ORDER BY w.tenant), array_agg(w.pos ORDER BY w.tenant),
+           array_agg(w.from_seq ORDER BY w.tenant),
+           array_agg(CASE WHEN w.delta <= 0 THEN w.next_seq END ORDER BY w.tenant)
     INTO v_tenants, v_pos, v_from, v_next
-    FROM batchq.tenant_ring r
-    WHERE r.queue = p_queue AND r.tenant = ANY (v_locked);
+    FROM (SELECT r.tenant, r.pos, a.from_seq, k.seq AS next_seq,
+                 (SELECT coalesce(sum(d.delta), 0) FROM batchq.ledger_adjustments d
+                  WHERE d.queue = p_queue AND d.tenant = r.tenant AND d.pos = r.pos AND d.after_seq < k.seq - 1) AS delta
+          FROM batchq.tenant_ring r
+          CROSS JOIN LATERAL (SELECT min(a.after_seq) AS from_seq FROM batchq.ledger_adjustments a
+                              WHERE a.queue = p_queue AND a.tenant = r.tenant AND a.pos = r.pos) a
+          -- The first job past the window; none when the tenant has no more.
+          LEFT JOIN LATERAL (SELECT q.seq FROM batchq.jobs q WHERE q.pos = r.pos AND q.state = 'queued'
+                             ORDER BY q.seq OFFSET c_fold_jobs LIMIT 1) k ON true
+          WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)) w;
     -- The jobs the folds rewrite, locked in id order as every statement that
     -- waits on job rows locks them: claims pass over these meanwhile, not
     -- over a tenant's whole backlog.
@@ -1236,7 +1250,7 @@ BEGIN
                                                   AND q.seq < coalesce(w.next_seq, 9223372036854775807)
                                                 -- A subquery the planner keeps: as a join, it
                                                 -- read every queued job of the queue.
-                                                ORDER BY q.seq LIMIT c_fold_jobs) q))
+                                                OFFSET 0) q))
       AND j.state = 'queued'
     ORDER BY j.id
     FOR UPDATE;

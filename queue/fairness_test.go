@@ -363,32 +363,39 @@ func TestLateCommitOfAJobCostingManyGrantsGainsNoRounds(t *testing.T) {
 	require.Equal(t, want, run(t, true), "the enqueue held open while 5 rounds were served")
 }
 
-// A correction is folded into the keys of the first hundred queued jobs of
-// its tenant per maintenance pass, not into the whole backlog; the rest stays
-// pending and is folded as the head comes near. The order claims see is the
-// order of a fold into everything, as long as maintenance runs before claims
-// take a hundred of the tenant's jobs.
+// A correction downwards (a job cost less than estimated) is folded into the
+// keys of the first hundred queued jobs of its tenant per maintenance pass,
+// not into the whole backlog; the rest stays pending and is folded as the
+// head comes near. The order claims see is the order of a fold into
+// everything, as long as maintenance runs before claims take a hundred of the
+// tenant's jobs. A correction upwards is folded into every queued job of its
+// tenant: folded into the first hundred alone, it would leave the rest ahead
+// of them.
 func TestCorrectionIsFoldedNearTheHeadOfABacklog(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Quantum: 10, MaxPerTenant: 10000})
-	b.enqueueN(t, "big", 500, 10) // one job a round
-	b.enqueueN(t, "small", 500, 10)
+	b.enqueueN(t, "big", 500, 20)   // a job every other round, in rounds 1, 3, 5, ...
+	b.enqueueN(t, "small", 500, 10) // a job a round, from round 0
+	require.Equal(t, "small", b.claimOne(t).Tenant)
 	claimed, err := b.client.Claim(b.ctx, b.queue, nil)
 	require.NoError(t, err)
-	first := claimed[0]
-	require.Equal(t, "big", first.Tenant)
-	// It cost three rounds more than estimated: big's next jobs wait three
-	// rounds longer.
-	require.NoError(t, b.client.Complete(b.ctx, first, queue.Result{ActualCost: 40}))
+	require.Equal(t, "big", claimed[0].Tenant)
+	// It cost one round less than estimated: big's next jobs come a round
+	// earlier, in rounds 2, 4, 6, ...
+	require.NoError(t, b.client.Complete(b.ctx, claimed[0], queue.Result{ActualCost: 10}))
 
-	ctids := `SELECT count(*) FROM batchq.jobs j JOIN before b ON b.id = j.id WHERE j.ctid <> b.at`
-	b.exec(t, `CREATE TABLE before AS SELECT id, ctid AS at FROM batchq.jobs WHERE tenant = 'big'`)
-	_, err = b.client.Maintain(b.ctx, b.queue)
-	require.NoError(t, err)
-	require.Equal(t, int64(100), b.scalar(t, ctids), "big's jobs rewritten by one pass")
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	rewritten := func() int64 {
+		t.Helper()
+		b.exec(t, `DROP TABLE IF EXISTS before`)
+		b.exec(t, `CREATE TABLE before AS SELECT id, ctid AS at FROM batchq.jobs WHERE tenant = 'big'`)
+		_, err := b.client.Maintain(b.ctx, b.queue)
+		require.NoError(t, err)
+		broken, err := checkInvariants(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Empty(t, broken)
+		return b.scalar(t, `SELECT count(*) FROM batchq.jobs j JOIN before b ON b.id = j.id WHERE j.ctid <> b.at`)
+	}
+	require.Equal(t, int64(100), rewritten(), "big's jobs rewritten by one pass")
 
 	var got []string
 	for len(got) < 600 {
@@ -399,6 +406,18 @@ func TestCorrectionIsFoldedNearTheHeadOfABacklog(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, broken, "after %d claims", len(got))
 	}
-	want := append(slices.Repeat([]string{"small"}, 4), slices.Repeat([]string{"big", "small"}, 298)...)
-	require.Equal(t, want, got)
+	// Round 1: small; then each two rounds: big, small, small.
+	want := []string{"small"}
+	for len(want) < len(got) {
+		want = append(want, "big", "small", "small")
+	}
+	require.Equal(t, want[:len(got)], got)
+
+	// A correction upwards reaches every queued job of its tenant at once.
+	claimed, err = b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 3})
+	require.NoError(t, err)
+	for _, j := range claimed {
+		require.NoError(t, b.client.Complete(b.ctx, j, queue.Result{ActualCost: 2 * j.Cost}))
+	}
+	require.Equal(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'big'`), rewritten())
 }
