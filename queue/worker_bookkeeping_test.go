@@ -122,30 +122,25 @@ func TestClaimedAheadJobPastItsDeadlineIsNotRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
 	first := b.enqueue(t, "a", 1)
-	late, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "b", Cost: 7,
-		Deadline: time.Now().Add(800 * time.Millisecond)})
+	deadline := time.Now().Add(3 * time.Second)
+	late, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "b", Cost: 7, Deadline: deadline})
 	require.NoError(t, err)
 
 	var runs runCounter
 	var events eventLog
-	claimed := make(chan int64, 4)
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	wait := b.work(ctx, queue.WorkerConfig{
 		Queue: b.queue, Concurrency: 1, BatchSize: 1,
 		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
-		OnEvent: func(e queue.Event) {
-			if e.Kind == queue.EventClaimed {
-				claimed <- e.Job.ID
-			}
-			events.on(e)
-		},
+		OnEvent: events.on,
 		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
 			runs.add(j.ID)
 			if j.ID == first {
-				// Busy past the other job's deadline.
+				// Busy past the other job's deadline; the pool claims that
+				// one ahead meanwhile.
 				select {
-				case <-time.After(1500 * time.Millisecond):
+				case <-time.After(time.Until(deadline) + 300*time.Millisecond):
 				case <-ctx.Done():
 					return queue.Result{}, ctx.Err()
 				}
@@ -153,17 +148,18 @@ func TestClaimedAheadJobPastItsDeadlineIsNotRun(t *testing.T) {
 			return queue.Result{}, nil
 		},
 	})
-	require.Equal(t, first, <-claimed)
-	// The pool claimed the late job while the first one ran, before its
-	// deadline: a claim after it would have dropped it with no "released"
-	// event (checked below).
 	require.Eventually(t, func() bool {
 		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1 AND outcome = 'expired'`, late.ID) == 1
 	}, 20*time.Second, 20*time.Millisecond)
 	cancel()
 	require.NoError(t, wait())
 
+	require.Equal(t, 1, runs.get(first))
 	require.Equal(t, 0, runs.get(late.ID), "the job ran after its deadline")
+	// Claimed before its deadline (a claim after it would have dropped it,
+	// unclaimed and with no event), then handed back unstarted.
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1 AND first_claimed_at < deadline`, late.ID),
+		"the job was not claimed ahead, before its deadline")
 	require.Equal(t, []string{"released"}, events.outcomes(late.ID), "handed back unstarted")
 	require.Equal(t, int64(0), b.scalar(t, `SELECT attempts FROM batchq.outcomes WHERE job_id = $1`, late.ID),
 		"an attempt was used")
