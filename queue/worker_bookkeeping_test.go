@@ -405,7 +405,7 @@ func TestThrottledDrainDropsExpiredJobsWithoutMaintenance(t *testing.T) {
 // once.
 func TestHeartbeatsFollowAShortenedLease(t *testing.T) {
 	t.Parallel()
-	b := setup(t, queue.QueueConfig{Lease: 6 * time.Second})
+	b := setup(t, queue.QueueConfig{Lease: 12 * time.Second})
 	id := b.enqueue(t, "a", 1)
 
 	var runs runCounter
@@ -421,9 +421,10 @@ func TestHeartbeatsFollowAShortenedLease(t *testing.T) {
 			if runs.add(j.ID) == 1 {
 				close(started)
 			}
-			// Four of the new leases' worth; the old one's heartbeats came 2s apart.
+			// Three and a half of the new leases' worth; the old lease's
+			// heartbeats come 4 s apart.
 			select {
-			case <-time.After(4 * time.Second):
+			case <-time.After(7 * time.Second):
 			case <-ctx.Done():
 				return queue.Result{}, ctx.Err()
 			}
@@ -431,7 +432,7 @@ func TestHeartbeatsFollowAShortenedLease(t *testing.T) {
 		},
 	})
 	<-started
-	lease := time.Second
+	lease := 2 * time.Second
 	_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Lease: &lease})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
