@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/urfave/cli/v2"
 
 	"github.com/batchq/batchq/internal/demo"
@@ -70,62 +67,13 @@ func runDemo(c *cli.Context) error {
 	if err := demo.CheckDatabaseName(cfg.DatabaseName); err != nil {
 		return usagef("batchq: --database-name %q: must be 1-63 characters of a-z, 0-9 and _, not starting with a digit", cfg.DatabaseName)
 	}
-	if err := checkDemoDatabase(c.Context, cfg.DatabaseURL, cfg.DatabaseName); err != nil {
+	if err := demo.CheckMayDrop(c.Context, cfg.DatabaseURL, cfg.DatabaseName); errors.Is(err, demo.ErrNotTheDemos) {
+		return usagef("batchq: --database-name %s: database %s exists and batchq demo did not create it; the demo drops its database, so name one that does not exist", cfg.DatabaseName, cfg.DatabaseName)
+	} else if err != nil {
 		return err
 	}
 	_, err := demo.Run(c.Context, cfg) // marks the database it creates (demo.Marker)
 	return err
-}
-
-// mayDropDemoDatabase reports whether the demo may drop the database name
-// that exists with comment (nil: none). Builds before the marker left
-// their database, always the default one, unmarked; that one is taken as
-// the demo's, any other unmarked database is not.
-func mayDropDemoDatabase(name string, comment *string) bool {
-	if comment == nil {
-		return name == demo.DefaultDatabaseName
-	}
-	return *comment == demo.Marker
-}
-
-// checkDemoDatabase fails with a usage error when the database name exists
-// on the server of url and is not the demo's to drop.
-func checkDemoDatabase(ctx context.Context, url, name string) error {
-	conn, err := demoAdmin(ctx, url, name)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	var comment *string
-	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&comment)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("batchq: demo: look for database %s: %w", name, err)
-	}
-	if !mayDropDemoDatabase(name, comment) {
-		return usagef("batchq: --database-name %s: database %s exists and batchq demo did not create it; the demo drops its database, so name one that does not exist", name, name)
-	}
-	return nil
-}
-
-// demoAdmin connects to the server of url as the demo does to drop and
-// create its database: to the URL's own database, or to postgres if that
-// is the demo's.
-func demoAdmin(ctx context.Context, url, name string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, usagef("batchq: --database-url: %v", err)
-	}
-	if cfg.Database == name {
-		cfg.Database = "postgres"
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("batchq: demo: connect to %s on %s: %w", cfg.Database, cfg.Host, err)
-	}
-	return conn, nil
 }
 
 // isTerminal reports whether w is a terminal, where the live table is

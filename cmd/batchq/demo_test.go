@@ -112,15 +112,3 @@ func TestDemoDropsOnlyItsOwnDatabase(t *testing.T) {
 		}
 	})
 }
-
-// Builds before the marker created the default database without it.
-func TestMayDropDemoDatabase(t *testing.T) {
-	t.Parallel()
-	marker, other := demo.Marker, "the shop's orders"
-	require.True(t, mayDropDemoDatabase("batchq_demo", nil), "an unmarked batchq_demo from an older build")
-	require.True(t, mayDropDemoDatabase("batchq_demo", &marker))
-	require.True(t, mayDropDemoDatabase("mine", &marker))
-	require.False(t, mayDropDemoDatabase("mine", nil))
-	require.False(t, mayDropDemoDatabase("mine", &other))
-	require.False(t, mayDropDemoDatabase("batchq_demo", &other), "someone else's comment")
-}

@@ -67,6 +67,43 @@ func DropDatabase(ctx context.Context, serverURL, name string) error {
 // and no database someone else made.
 const Marker = "batchq demo: created by batchq demo, which drops and re-creates it on each run"
 
+// ErrNotTheDemos is CheckMayDrop's answer for a database the demo did not
+// create.
+var ErrNotTheDemos = errors.New("batchq: demo: the database exists and the demo did not create it")
+
+// mayDrop reports whether the demo may drop the database name that exists
+// with comment (nil: none). Builds before the marker left their database,
+// always the default one, unmarked; that one is taken as the demo's, any
+// other unmarked database is not.
+func mayDrop(name string, comment *string) bool {
+	if comment == nil {
+		return name == DefaultDatabaseName
+	}
+	return *comment == Marker
+}
+
+// CheckMayDrop returns ErrNotTheDemos when the database name exists on the
+// server of serverURL and is not the demo's to drop, and nil when Run may
+// drop and re-create it.
+func CheckMayDrop(ctx context.Context, serverURL, name string) error {
+	conn, err := admin(ctx, serverURL, name)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var comment *string
+	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&comment)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("batchq: demo: look for database %s: %w", name, err)
+	case !mayDrop(name, comment):
+		return ErrNotTheDemos
+	}
+	return nil
+}
+
 // freshDatabase drops and creates the demo database name on the server of
 // serverURL, so every run starts from nothing, migrates it, and returns a
 // pool configuration for it.

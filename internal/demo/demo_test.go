@@ -247,3 +247,15 @@ func TestFreshDatabaseIsMarkedAtOnce(t *testing.T) {
 	require.NotNil(t, comment)
 	require.Equal(t, Marker, *comment)
 }
+
+// Builds before the marker created the default database without it.
+func TestMayDrop(t *testing.T) {
+	t.Parallel()
+	marker, other := Marker, "the shop's orders"
+	require.True(t, mayDrop("batchq_demo", nil), "an unmarked batchq_demo from an older build")
+	require.True(t, mayDrop("batchq_demo", &marker))
+	require.True(t, mayDrop("mine", &marker))
+	require.False(t, mayDrop("mine", nil))
+	require.False(t, mayDrop("mine", &other))
+	require.False(t, mayDrop("batchq_demo", &other), "someone else's comment")
+}
