@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -263,11 +264,7 @@ func (c *Client) rekeyQueue(ctx context.Context, tx pgx.Tx, name string) error {
 	if err != nil {
 		return err
 	}
-	queues := make([]string, len(tenants))
-	for i := range queues {
-		queues[i] = name
-	}
-	return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: tenants})
+	return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: slices.Repeat([]string{name}, len(tenants)), Tenants: tenants})
 }
 
 // rekeyTenant re-keys a tenant in every queue where it has queued jobs.
@@ -276,11 +273,7 @@ func (c *Client) rekeyTenant(ctx context.Context, tx pgx.Tx, name string) error 
 	if err != nil {
 		return err
 	}
-	tenants := make([]string, len(queues))
-	for i := range tenants {
-		tenants[i] = name
-	}
-	return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: tenants})
+	return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: slices.Repeat([]string{name}, len(queues))})
 }
 
 // settingsChanged tells enqueues still open that a weight or quantum change
