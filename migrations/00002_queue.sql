@@ -378,12 +378,12 @@ $$;
 -- oldest queued job is one of the transaction's own and whose grants began
 -- to pay for it in a round the cursor has passed, it moves the tenant's
 -- queued jobs and its join round forward by the rounds between, so that the
--- tenant pays for that job from the cursor's round on, and drops the adjustments still pending
--- about the tenant's jobs that left (its queue emptied, so it starts afresh,
--- as a tenant that leaves the ring does). Their relative order, the tenant's ring
--- position and its ledger are unchanged, so with one claimer and nothing
--- running concurrently (the cursor cannot move during the enqueue) the order
--- is still exactly drr's. The jobs it moves are the transaction's own (the
+-- tenant pays for that job from the cursor's round on, and drops the
+-- adjustments still pending about the tenant's jobs that left (its queue
+-- emptied, so it starts afresh, as a tenant that leaves the ring does).
+-- Their relative order, the tenant's ring position and its ledger are
+-- unchanged, so with one claimer and nothing running concurrently (the
+-- cursor cannot move during the enqueue) the order is still exactly drr's. The jobs it moves are the transaction's own (the
 -- tenant's ring row, which the transaction holds, guards every way a job of
 -- the tenant becomes queued), so it waits on nobody.
 --
@@ -1109,9 +1109,9 @@ $$;
 -- settings (as apply_adjustments and rekey do).
 --
 -- With p_next it folds them into the tenant's queued jobs before seq p_next
--- only (the caller has locked those) and leaves the rest of each adjustment pending, as one adjustment about the
--- jobs after those (and any enqueued later, whose keys continue the ring's
--- ledger as it was). A completion's correction is about every job queued
+-- only (the caller has locked those) and leaves the rest of each adjustment
+-- pending, as one adjustment about the jobs after those (and any enqueued
+-- later, whose keys continue the ring's ledger as it was). A completion's correction is about every job queued
 -- behind it, so folding it whole rewrites a tenant's whole backlog, on every
 -- maintenance pass while completions report actual costs: a million rows
 -- for an import of a million jobs. The keys claims reach soon are the
