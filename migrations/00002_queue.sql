@@ -1226,11 +1226,16 @@ BEGIN
     -- of the rest, as they are in the tenant's order. (The ring rows are
     -- held, so no job of these tenants becomes queued meanwhile.) next_seq
     -- is the first job past the window, NULL when the window holds the rest.
+    --
+    -- A tenant with more jobs than a window whose corrections add up to less
+    -- than one grant upwards waits for more: folded, they would move none of
+    -- its jobs by more than a round, and folding them rewrites the backlog.
+    -- Until they add up to a grant, its jobs come up to a round early.
     SELECT array_agg(w.tenant ORDER BY w.tenant), array_agg(w.pos ORDER BY w.tenant),
            array_agg(w.from_seq ORDER BY w.tenant),
            array_agg(CASE WHEN w.delta <= 0 THEN w.next_seq END ORDER BY w.tenant)
     INTO v_tenants, v_pos, v_from, v_next
-    FROM (SELECT r.tenant, r.pos, a.from_seq, k.seq AS next_seq,
+    FROM (SELECT r.tenant, r.pos, r.share, a.from_seq, k.seq AS next_seq,
                  (SELECT coalesce(sum(d.delta), 0) FROM batchq.ledger_adjustments d
                   WHERE d.queue = p_queue AND d.tenant = r.tenant AND d.pos = r.pos AND d.after_seq < k.seq - 1) AS delta
           FROM batchq.tenant_ring r
@@ -1239,7 +1244,8 @@ BEGIN
           -- The first job past the window; none when the tenant has no more.
           LEFT JOIN LATERAL (SELECT q.seq FROM batchq.jobs q WHERE q.pos = r.pos AND q.state = 'queued'
                              ORDER BY q.seq OFFSET c_fold_jobs LIMIT 1) k ON true
-          WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)) w;
+          WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)) w
+    WHERE NOT (w.next_seq IS NOT NULL AND w.delta > 0 AND w.delta < w.share);
     -- The jobs the folds rewrite, locked in id order as every statement that
     -- waits on job rows locks them: claims pass over these meanwhile, not
     -- over a tenant's whole backlog.

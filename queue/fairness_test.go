@@ -421,3 +421,36 @@ func TestCorrectionIsFoldedNearTheHeadOfABacklog(t *testing.T) {
 	}
 	require.Equal(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'big'`), rewritten())
 }
+
+// Corrections upwards that add up to less than one grant wait, when the
+// tenant has more queued jobs than a window: folded, they would move no job
+// by more than a round, and folding them rewrites its backlog. Once they add
+// up to a grant they are folded into every queued job.
+func TestSmallCorrectionUpwardsWaitsForAGrant(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10, MaxPerTenant: 10000})
+	b.enqueueN(t, "big", 300, 20)
+	rewritten := func() int64 {
+		t.Helper()
+		b.exec(t, `DROP TABLE IF EXISTS before`)
+		b.exec(t, `CREATE TABLE before AS SELECT id, ctid AS at FROM batchq.jobs WHERE tenant = 'big'`)
+		_, err := b.client.Maintain(b.ctx, b.queue)
+		require.NoError(t, err)
+		broken, err := checkInvariants(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Empty(t, broken)
+		return b.scalar(t, `SELECT count(*) FROM batchq.jobs j JOIN before b ON b.id = j.id WHERE j.ctid <> b.at`)
+	}
+	complete := func(actual int64) {
+		t.Helper()
+		claimed, err := b.client.Claim(b.ctx, b.queue, nil)
+		require.NoError(t, err)
+		require.NoError(t, b.client.Complete(b.ctx, claimed[0], queue.Result{ActualCost: actual}))
+	}
+	complete(25) // 5 over, half a grant
+	require.Zero(t, rewritten(), "half a grant upwards waits")
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`))
+	complete(25) // a grant in all
+	require.Equal(t, int64(298), rewritten(), "a grant upwards reaches every queued job")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`))
+}
