@@ -460,18 +460,22 @@ BEGIN
             -- rounds after its start, and a tenant whose start the cursor has
             -- passed would gain those rounds however long it kept the
             -- transaction open.
-            SELECT t.tenant, t.pos, h.seq AS head, v_cursor - h.start AS shift
+            SELECT t.tenant, t.pos, h.seq AS head, h.paid, h.share
             FROM unnest(NEW.tenants, NEW.pos, NEW.first_seq) AS t (tenant, pos, first_seq)
-            CROSS JOIN LATERAL (SELECT j.seq, batchq.drr_round(r.join_round, j.cum - j.cost + 1, r.share) AS start
+            CROSS JOIN LATERAL (SELECT j.seq, j.cum - j.cost AS paid, r.share,
+                                       batchq.drr_round(r.join_round, j.cum - j.cost + 1, r.share) AS start
                                 FROM batchq.jobs j, batchq.tenant_ring r
                                 WHERE j.pos = t.pos AND j.state = 'queued'
                                   AND r.queue = NEW.queue AND r.tenant = t.tenant
                                 ORDER BY j.seq LIMIT 1) h
             WHERE h.seq >= t.first_seq AND h.start < v_cursor
         LOOP
-            UPDATE batchq.jobs j SET round = j.round + v.shift
+            -- It joins as of now, as it would with these jobs enqueued now: in
+            -- the cursor's round, its ledger starting at its head (what the
+            -- jobs that left had paid goes with them).
+            UPDATE batchq.jobs j SET cum = j.cum - v.paid, round = batchq.drr_round(v_cursor, j.cum - v.paid, v.share)
             WHERE j.pos = v.pos AND j.state = 'queued';
-            UPDATE batchq.tenant_ring r SET join_round = r.join_round + v.shift
+            UPDATE batchq.tenant_ring r SET join_round = v_cursor, cum = r.cum - v.paid
             WHERE r.queue = NEW.queue AND r.tenant = v.tenant;
             -- Its queue emptied before these jobs came, so it starts afresh, as
             -- a tenant that left the ring does: adjustments about the jobs that

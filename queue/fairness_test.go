@@ -454,3 +454,37 @@ func TestSmallCorrectionUpwardsWaitsForAGrant(t *testing.T) {
 	require.Equal(t, int64(298), rewritten(), "a grant upwards reaches every queued job")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`))
 }
+
+// A tenant moved at commit starts afresh, as if it had enqueued then: what
+// its jobs that ran meanwhile paid leaves with them, left-over grant
+// included. Here late's old job (15) leaves half a grant in its round; the
+// order after the commit is that of the same enqueue committed at that
+// moment, when late had nothing queued.
+func TestLateCommitAfterTheTenantsJobsRanStartsAfresh(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, open bool) []string {
+		b := setup(t, queue.QueueConfig{Quantum: 10})
+		b.enqueueN(t, "import", 100, 10) // one job a round
+		b.enqueue(t, "late", 15)
+		late := queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 10}
+		if open {
+			tx, err := b.pool.Begin(b.ctx)
+			require.NoError(t, err)
+			defer tx.Rollback(b.ctx)
+			_, err = b.client.EnqueueTx(b.ctx, tx, late)
+			require.NoError(t, err)
+			require.Equal(t, []string{"import", "import", "late", "import", "import", "import", "import"}, tenantsOf(b.drainOrder(t, 7)))
+			require.NoError(t, tx.Commit(b.ctx))
+		} else {
+			require.Equal(t, []string{"import", "import", "late", "import", "import", "import", "import"}, tenantsOf(b.drainOrder(t, 7)))
+			_, err := b.client.Enqueue(b.ctx, late)
+			require.NoError(t, err)
+		}
+		broken, err := checkInvariants(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Empty(t, broken)
+		return tenantsOf(b.drainOrder(t, 4))
+	}
+	want := run(t, false)
+	require.Equal(t, want, run(t, true), "the enqueue held open while its tenant's old job ran")
+}
