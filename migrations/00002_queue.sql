@@ -1112,8 +1112,9 @@ $$;
 -- locked the tenant's queued jobs the fold rewrites, and sets the planner
 -- settings (as apply_adjustments and rekey do).
 --
--- With p_next it folds them into the tenant's queued jobs before seq p_next
--- only (the caller has locked those) and leaves the rest of each adjustment
+-- With p_ids it folds only those adjustments (the ones its caller decided
+-- about). With p_next it folds them into the tenant's queued jobs before seq
+-- p_next only (the caller has locked those) and leaves the rest of each adjustment
 -- pending, as one adjustment about the jobs after those (and any enqueued
 -- later, whose keys continue the ring's ledger as it was). A completion's correction is about every job queued
 -- behind it, so folding it whole rewrites a tenant's whole backlog, on every
@@ -1126,7 +1127,8 @@ $$;
 -- less, so the folded keys stay ahead of the rest, in the tenant's order.
 -- +goose StatementBegin
 CREATE FUNCTION batchq.fold_adjustments(p_queue text, p_tenant text, p_pos bigint, p_join_round bigint,
-                                        p_share bigint, p_next bigint DEFAULT NULL) RETURNS boolean
+                                        p_share bigint, p_next bigint DEFAULT NULL, p_ids bigint[] DEFAULT NULL)
+RETURNS boolean
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -1138,7 +1140,7 @@ BEGIN
     WITH consumed AS (
         -- Those about jobs from v_next on only stay as they are.
         DELETE FROM batchq.ledger_adjustments a
-        WHERE a.queue = p_queue AND a.tenant = p_tenant
+        WHERE a.queue = p_queue AND a.tenant = p_tenant AND (p_ids IS NULL OR a.id = ANY (p_ids))
           AND (v_next IS NULL OR a.pos <> p_pos OR a.after_seq < v_next - 1)
         RETURNING a.pos, a.after_seq, a.delta
     )
@@ -1212,6 +1214,7 @@ DECLARE
     v_pos     bigint[];
     v_from    bigint[];
     v_next    bigint[];
+    v_ids     bigint[];
 BEGIN
     v_locked := ARRAY(
         SELECT r.tenant FROM batchq.tenant_ring r
@@ -1219,37 +1222,46 @@ BEGIN
           AND r.tenant IN (SELECT DISTINCT a.tenant FROM batchq.ledger_adjustments a WHERE a.queue = p_queue)
         ORDER BY r.tenant
         FOR UPDATE SKIP LOCKED);
+    -- The adjustments this pass folds: those of the locked tenants now. One
+    -- recorded while the pass runs waits for the next, so each decision below
+    -- is about the adjustments its fold consumes.
+    v_ids := ARRAY(SELECT a.id FROM batchq.ledger_adjustments a
+                   WHERE a.queue = p_queue AND a.tenant = ANY (v_locked));
     -- Each tenant's window: from the first job an adjustment is about to its
-    -- fold_jobs-th queued job; all of its queued jobs when its corrections
-    -- add up to more than its estimates. A correction upwards moves every
-    -- job behind it later: folded into a window alone, it would leave the
-    -- jobs past the window ahead of the folded ones in the fair order, and
+    -- fold_jobs-th queued job, when no job of the window would move later
+    -- (every running sum of its corrections, in the order of the jobs they
+    -- are about, is nothing or less): its jobs move earlier, ahead of the
+    -- rest, as they are in the tenant's order. A correction upwards moves
+    -- every job behind it later; folded into a window alone, it would leave
+    -- the jobs past the window ahead of the folded ones in the fair order, and
     -- claims would take the tenant's jobs from there, at their estimates,
-    -- while the window stayed where it was. One downwards (a job cost less
-    -- than estimated, or went unrun) moves the window's jobs earlier, ahead
-    -- of the rest, as they are in the tenant's order. (The ring rows are
+    -- while the window stayed where it was. So a tenant with one is folded
+    -- whole; unless it has more jobs than a window and no job would move
+    -- by a grant or more, or earlier: then it waits for more, since folding
+    -- them would move no job by more than a round and rewrite the backlog
+    -- (until then its jobs come up to a round early). (The ring rows are
     -- held, so no job of these tenants becomes queued meanwhile.) next_seq
     -- is the first job past the window, NULL when the window holds the rest.
-    --
-    -- A tenant with more jobs than a window whose corrections add up to less
-    -- than one grant upwards waits for more: folded, they would move none of
-    -- its jobs by more than a round, and folding them rewrites the backlog.
-    -- Until they add up to a grant, its jobs come up to a round early.
     SELECT array_agg(w.tenant ORDER BY w.tenant), array_agg(w.pos ORDER BY w.tenant),
            array_agg(w.from_seq ORDER BY w.tenant),
-           array_agg(CASE WHEN w.delta <= 0 THEN w.next_seq END ORDER BY w.tenant)
+           array_agg(CASE WHEN w.hi <= 0 THEN w.next_seq END ORDER BY w.tenant)
     INTO v_tenants, v_pos, v_from, v_next
-    FROM (SELECT r.tenant, r.pos, r.share, a.from_seq, k.seq AS next_seq,
-                 (SELECT coalesce(sum(d.delta), 0) FROM batchq.ledger_adjustments d
-                  WHERE d.queue = p_queue AND d.tenant = r.tenant AND d.pos = r.pos AND d.after_seq < k.seq - 1) AS delta
+    FROM (SELECT r.tenant, r.pos, r.share, k.seq AS next_seq,
+                 (SELECT min(a.after_seq) FROM batchq.ledger_adjustments a
+                  WHERE a.id = ANY (v_ids) AND a.tenant = r.tenant AND a.pos = r.pos) AS from_seq,
+                 coalesce(s.hi, 0) AS hi, coalesce(s.lo, 0) AS lo
           FROM batchq.tenant_ring r
-          CROSS JOIN LATERAL (SELECT min(a.after_seq) AS from_seq FROM batchq.ledger_adjustments a
-                              WHERE a.queue = p_queue AND a.tenant = r.tenant AND a.pos = r.pos) a
           -- The first job past the window; none when the tenant has no more.
           LEFT JOIN LATERAL (SELECT q.seq FROM batchq.jobs q WHERE q.pos = r.pos AND q.state = 'queued'
                              ORDER BY q.seq OFFSET c_fold_jobs LIMIT 1) k ON true
+          -- How far the window's jobs would move: the running sums.
+          LEFT JOIN LATERAL (SELECT max(u.shift) AS hi, min(u.shift) AS lo
+                             FROM (SELECT sum(d.delta) OVER (ORDER BY d.after_seq) AS shift
+                                   FROM batchq.ledger_adjustments d
+                                   WHERE d.id = ANY (v_ids) AND d.tenant = r.tenant AND d.pos = r.pos
+                                     AND d.after_seq < k.seq - 1) u) s ON true
           WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)) w
-    WHERE NOT (w.next_seq IS NOT NULL AND w.delta > 0 AND w.delta < w.share);
+    WHERE NOT (w.next_seq IS NOT NULL AND w.lo >= 0 AND w.hi > 0 AND w.hi < w.share);
     -- The jobs the folds rewrite, locked in id order as every statement that
     -- waits on job rows locks them: claims pass over these meanwhile, not
     -- over a tenant's whole backlog.
@@ -1270,7 +1282,7 @@ BEGIN
         WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)
         ORDER BY r.tenant
     LOOP
-        IF batchq.fold_adjustments(p_queue, v.tenant, v.pos, v.join_round, v.share, v.next_seq) THEN
+        IF batchq.fold_adjustments(p_queue, v.tenant, v.pos, v.join_round, v.share, v.next_seq, v_ids) THEN
             v_n := v_n + 1;
         END IF;
     END LOOP;

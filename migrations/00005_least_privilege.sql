@@ -32,7 +32,7 @@ REVOKE EXECUTE ON FUNCTION
     batchq.apply_adjustments(text),
     batchq.ring_join(text, text[], boolean),
     batchq.rekey(text[], text[]),
-    batchq.fold_adjustments(text, text, bigint, bigint, bigint, bigint),
+    batchq.fold_adjustments(text, text, bigint, bigint, bigint, bigint, bigint[]),
     batchq.ring_check_at_commit()
 FROM PUBLIC;
 
@@ -43,7 +43,7 @@ GRANT EXECUTE ON FUNCTION
     batchq.apply_adjustments(text),
     batchq.ring_join(text, text[], boolean),
     batchq.rekey(text[], text[]),
-    batchq.fold_adjustments(text, text, bigint, bigint, bigint, bigint),
+    batchq.fold_adjustments(text, text, bigint, bigint, bigint, bigint, bigint[]),
     batchq.ring_check_at_commit()
 TO PUBLIC;
 ALTER FUNCTION batchq.ring_check_at_commit() SECURITY INVOKER RESET search_path;

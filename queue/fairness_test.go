@@ -488,3 +488,73 @@ func TestLateCommitAfterTheTenantsJobsRanStartsAfresh(t *testing.T) {
 	want := run(t, false)
 	require.Equal(t, want, run(t, true), "the enqueue held open while its tenant's old job ran")
 }
+
+// staleKeys counts a tenant's queued jobs whose key is not the round their
+// cum would have with every pending adjustment folded in.
+func staleKeys(t *testing.T, b *testBundle, tenant string) int64 {
+	t.Helper()
+	return b.scalar(t, `SELECT count(*) FROM (`+effectiveCum+`) e
+		JOIN batchq.jobs j ON j.queue = e.queue AND j.tenant = e.tenant AND j.seq = e.seq AND j.state = 'queued'
+		JOIN batchq.tenant_ring r ON r.queue = j.queue AND r.tenant = j.tenant
+		WHERE e.tenant = $1 AND j.round <> batchq.drr_round(r.join_round, e.cum::bigint, r.share)`, tenant)
+}
+
+// Corrections of both signs whose sum is small still move some jobs far: a
+// job that cost 50 more, then nine jobs cancelled deeper in the queue (45
+// less) move the jobs between by five rounds. A pass folds them into every
+// queued job, rather than waiting for them to add up to a grant.
+func TestMixedCorrectionsAreFoldedWhole(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10, MaxPerTenant: 10000})
+	b.enqueueN(t, "a", 150, 5)
+	claimed, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.client.Complete(b.ctx, claimed[0], queue.Result{ActualCost: 55}))
+	for seq := 40; seq <= 48; seq++ {
+		require.NoError(t, b.client.Cancel(b.ctx, b.scalar(t, `SELECT id FROM batchq.jobs WHERE tenant = 'a' AND seq = $1`, seq), "not needed"))
+	}
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Zero(t, staleKeys(t, b, "a"), "keys left off by the corrections")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`))
+}
+
+// A correction recorded while a pass runs waits for the next pass: the pass
+// folds only the corrections it decided about. Here the pass decides to fold
+// a correction downwards into a window, then waits for a row lock; meanwhile
+// a correction upwards comes. Folded into the window with the first, it would
+// leave the window behind the rest of the backlog.
+func TestCorrectionDuringAPassWaitsForTheNext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10, MaxPerTenant: 10000})
+	b.enqueueN(t, "a", 150, 5)
+	claimed, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	require.NoError(t, b.client.Complete(b.ctx, claimed[0], queue.Result{ActualCost: 1})) // 4 less
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE tenant = 'a' AND seq = 3 FOR UPDATE`)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.client.Maintain(b.ctx, b.queue)
+		done <- err
+	}()
+	waitForLockWait(t, b, "%apply_adjustments%")
+	require.NoError(t, b.client.Complete(b.ctx, claimed[1], queue.Result{ActualCost: 55})) // 50 more
+	require.NoError(t, tx.Rollback(b.ctx))
+	require.NoError(t, <-done)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments WHERE delta = 50`),
+		"the correction that came during the pass is left for the next")
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Zero(t, staleKeys(t, b, "a"))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`))
+}
