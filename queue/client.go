@@ -64,6 +64,8 @@ type Client struct {
 
 	statsMu        sync.Mutex
 	statsCheckedAt time.Time // the last check for stale statistics
+
+	clock dbClock // the database's clock, which shared quota rows keep
 }
 
 // NewClient returns a Client over pool. The pool's database must be migrated
@@ -85,7 +87,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Client{pool: pool, q: dbsqlc.New(), cfg: cfg, log: log}, nil
+	return &Client{pool: pool, q: dbsqlc.New(), cfg: cfg, log: log, clock: dbClock{now: time.Now}}, nil
 }
 
 // Pool returns the pool the client uses.

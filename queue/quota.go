@@ -19,7 +19,10 @@ import (
 // quota key, so every worker of a fleet paces from one shared state. A
 // decision reads the row and saves it only if no other process saved it
 // meanwhile (a version check), deciding again on what that process saved if
-// one did: two round trips, and no lock held between them. It is safe for
+// one did: two round trips, and no lock held between them. The row keeps its
+// times on the database's clock, and the store moves them to and from this
+// process's clock, so workers whose clocks disagree still pause and resume
+// together (to within half a round trip to the database). It is safe for
 // concurrent use.
 type QuotaStore struct {
 	c *Client
@@ -45,25 +48,30 @@ func (s *QuotaStore) Load(ctx context.Context, key string) (throttle.State, erro
 	return st, err
 }
 
-func (s *QuotaStore) load(ctx context.Context, key string) (st throttle.State, raw []byte, version int64, err error) {
+func (s *QuotaStore) load(ctx context.Context, key string) (st throttle.State, offset time.Duration, version int64, err error) {
+	offset, err = s.c.dbClockOffset(ctx)
+	if err != nil {
+		return st, 0, 0, fmt.Errorf("batchq: quota %q: %w", key, err)
+	}
 	row, err := s.c.q.GetQuota(ctx, s.c.pool, key)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return st, nil, -1, nil
+		return st, offset, -1, nil
 	}
 	if err != nil {
-		return st, nil, 0, fmt.Errorf("batchq: quota %q: %w", key, err)
+		return st, 0, 0, fmt.Errorf("batchq: quota %q: %w", key, err)
 	}
 	if err := json.Unmarshal(row.State, &st); err != nil {
-		return st, nil, 0, fmt.Errorf("batchq: quota %q: stored state: %w", key, err)
+		return st, 0, 0, fmt.Errorf("batchq: quota %q: stored state: %w", key, err)
 	}
-	return st, row.State, row.Version, nil
+	st.Shift(-offset)
+	return st, offset, row.Version, nil
 }
 
 // Update implements throttle.Store. It saves only when fn changed the state,
 // and runs fn again when another process saved first.
 func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.State) error) error {
 	for attempt := 0; ; attempt++ {
-		st, _, version, err := s.load(ctx, key)
+		st, offset, version, err := s.load(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -82,6 +90,12 @@ func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.S
 		}
 		if bytes.Equal(next, before) {
 			return nil // no row and nothing to save, or nothing changed
+		}
+		if offset != 0 {
+			st.Shift(offset) // to the database's clock
+			if next, err = json.Marshal(&st); err != nil {
+				return fmt.Errorf("batchq: quota %q: %w", key, err)
+			}
 		}
 		var saved int64
 		p := quotaRow(key, next, &st)

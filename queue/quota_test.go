@@ -61,3 +61,48 @@ func TestQuotaSharedAcrossProcesses(t *testing.T) {
 	require.Equal(t, int64(1000), remaining, "what the provider said; admissions are in the state")
 	require.WithinDuration(t, now.Add(30*time.Second), paused, time.Second)
 }
+
+// Workers whose clocks disagree pause and resume together: the shared row
+// keeps its times on the database's clock, and each worker reads them on its
+// own. Here one worker's clock runs 40 s fast and the other's is right; a
+// 429 either one receives pauses the other for the Retry-After it gave, not
+// 40 s less or more.
+func TestQuotaPauseHoldsAcrossSkewedClocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	const skew = 40 * time.Second
+	worker := func(key string, skew time.Duration) (*throttle.Throttle, func() time.Time) {
+		c, err := queue.NewClient(pgtest.Connect(t, url), queue.Config{})
+		require.NoError(t, err)
+		now := func() time.Time { return time.Now().Add(skew) }
+		queue.SetClock(c, now)
+		th, err := c.Throttle(key, throttle.Config{})
+		require.NoError(t, err)
+		return th, now
+	}
+
+	for _, tc := range []struct {
+		name            string
+		receiver, other time.Duration // their clocks' skew
+	}{
+		{"the right clock pauses the fast one", 0, skew},
+		{"the fast clock pauses the right one", skew, 0},
+	} {
+		key := "skew/" + tc.name[4:9]
+		got429, clockA := worker(key, tc.receiver)
+		other, clockB := worker(key, tc.other)
+
+		got429.TooManyRequestsAt(clockA(), 10*time.Second)
+		d := other.CanStartAt(clockB(), 1, throttle.Interactive)
+		require.False(t, d.OK, "%s: the other worker must be paused too", tc.name)
+		require.InDelta(t, 10*time.Second, d.Wait, float64(time.Second), tc.name)
+
+		// The row is on the database's clock, as operators read it.
+		var left time.Duration
+		require.NoError(t, pgtest.Connect(t, url).QueryRow(ctx,
+			`SELECT extract(epoch FROM paused_until - clock_timestamp()) * 1e9 FROM batchq.quota WHERE key = $1`, key).
+			Scan(&left))
+		require.InDelta(t, 10*time.Second, left, float64(time.Second), tc.name)
+	}
+}

@@ -91,6 +91,37 @@ type Admission struct {
 	Tokens int64     `json:"tokens"`
 }
 
+// Shift moves every time s holds by d, leaving unset (zero) times unset. A
+// store that keeps the times on another clock than its callers' (a database
+// a fleet shares, whose workers' clocks disagree with it and with each
+// other) shifts a State by the offset between the two clocks as it saves
+// it, and back as it loads it, so that each caller reads the shared times on
+// its own clock. d is truncated to whole microseconds, as the times are.
+func (s *State) Shift(d time.Duration) {
+	d = d.Truncate(time.Microsecond)
+	if d == 0 {
+		return
+	}
+	move := func(t *time.Time) {
+		if !t.IsZero() {
+			*t = t.Add(d)
+		}
+	}
+	for _, q := range [...]*Quota{&s.Requests, &s.Tokens} {
+		move(&q.SentAt)
+		move(&q.ReceivedAt)
+		move(&q.ResetFrom)
+		move(&q.ResetAt)
+		move(&q.InteractiveSince)
+	}
+	for i := range s.Admitted {
+		move(&s.Admitted[i].At)
+	}
+	move(&s.PausedUntil)
+	move(&s.BackoffAt)
+	move(&s.ProbeAt)
+}
+
 // MaxAdmitted bounds State.Admitted. When more entries are needed, the oldest
 // two are merged at the later one's time (unless that is an observed call's
 // own): that counts the older calls as sent later than they were, which only

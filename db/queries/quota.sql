@@ -26,3 +26,7 @@ SET state              = @state,
     observed_at        = sqlc.narg(observed_at),
     updated_at         = now()
 WHERE key = @key AND version = @version;
+
+-- name: DatabaseClock :one
+-- The database's clock, which the shared quota rows keep their times on.
+SELECT clock_timestamp()::timestamptz AS now;

@@ -10,6 +10,18 @@ import (
 	"time"
 )
 
+const databaseClock = `-- name: DatabaseClock :one
+SELECT clock_timestamp()::timestamptz AS now
+`
+
+// The database's clock, which the shared quota rows keep their times on.
+func (q *Queries) DatabaseClock(ctx context.Context, db DBTX) (time.Time, error) {
+	row := db.QueryRow(ctx, databaseClock)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
+}
+
 const getQuota = `-- name: GetQuota :one
 SELECT q.state, q.version FROM batchq.quota q WHERE q.key = $1
 `
