@@ -209,7 +209,8 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration) (int64, err
 // PruneBefore deletes the outcomes that finished before t, in batches of
 // their own transactions, and returns how many it deleted. On an error it
 // returns how many it had deleted by then; the batches before stay deleted.
-// Unique keys of pruned outcomes no longer deduplicate enqueues.
+// It keeps an outcome whose unique key still deduplicates enqueues (it
+// finished within its queue's UniqueFor), whatever t is.
 func (c *Client) PruneBefore(ctx context.Context, t time.Time) (int64, error) {
 	last, err := c.q.PruneBound(ctx, c.pool, t)
 	if err != nil {

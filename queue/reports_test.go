@@ -287,3 +287,28 @@ func TestQuotaReport(t *testing.T) {
 	require.True(t, rows[1].PausedUntil.Equal(t0.Add(30*time.Second)))
 	require.True(t, rows[1].UpdatedAt.Equal(t0))
 }
+
+// Pruning keeps an outcome whose unique key still deduplicates enqueues, so
+// an import retried after a prune still does not pay twice; every other old
+// outcome goes, keyed ones included once their window has passed.
+func TestPruneKeepsOutcomesInTheirUniqueWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{UniqueFor: 24 * time.Hour})
+	now := time.Now()
+	b.exec(t, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
+			max_attempts, deadline, enqueued_at, finished_at, unique_key)
+		VALUES (1, 'q', 't', 'k', 'succeeded', 1, 1, 1, $1, $1, $1, 'import-1'),
+		       (2, 'q', 't', 'k', 'succeeded', 1, 1, 1, $2, $2, $2, 'import-2'),
+		       (3, 'q', 't', 'k', 'succeeded', 1, 1, 1, $1, $1, $1, NULL)`,
+		now.Add(-2*time.Hour), now.Add(-48*time.Hour))
+
+	n, err := b.client.Prune(b.ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "the unkeyed outcome and the keyed one past its window")
+	require.Equal(t, int64(1), b.scalar(t, `SELECT job_id FROM batchq.outcomes`))
+
+	e, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "q", Tenant: "t", Kind: "k", Cost: 1, UniqueKey: "import-1"})
+	require.NoError(t, err)
+	require.Equal(t, queue.Enqueued{ID: 1, Duplicate: true}, e, "the kept outcome still deduplicates")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+}

@@ -15,7 +15,8 @@ func pruneCommand() *cli.Command {
 		Usage: "delete outcomes that finished longer ago than --older-than",
 		Description: `Deletes from batchq.outcomes, in batches of their own transactions, every outcome that finished
 before now less --older-than, and prints how many. The audit trail and the usage reports lose those
-jobs, and their unique keys no longer deduplicate enqueues.`,
+jobs. An outcome whose unique key still deduplicates enqueues (it finished within its queue's
+--unique-for) is kept until that window has passed.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "older-than", Usage: "required: how old an outcome must be to go, like 720h or 30d"},
 			commandFormatFlag(),

@@ -44,9 +44,15 @@ FROM (SELECT o.job_id FROM batchq.outcomes o WHERE o.finished_at < @before::time
 -- (@after, @last], in id order, and returns how many it found and the last id
 -- it looked at: the next call starts after it. Walking the primary key
 -- forward, batch by batch, never rescans the rows earlier batches deleted.
+-- An outcome whose unique key still deduplicates enqueues (it finished
+-- within its queue's unique_for, as enqueue checks it) is kept, so pruning
+-- never lets a retried import pay twice.
 WITH doomed AS (
     SELECT o.job_id FROM batchq.outcomes o
     WHERE o.job_id > @after::bigint AND o.job_id <= @last::bigint AND o.finished_at < @before::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM batchq.queues q
+                      WHERE o.unique_key IS NOT NULL AND q.name = o.queue
+                        AND o.finished_at > now() - q.unique_for)
     ORDER BY o.job_id
     LIMIT @max_rows
 ), gone AS (

@@ -136,6 +136,9 @@ const pruneOutcomes = `-- name: PruneOutcomes :one
 WITH doomed AS (
     SELECT o.job_id FROM batchq.outcomes o
     WHERE o.job_id > $1::bigint AND o.job_id <= $2::bigint AND o.finished_at < $3::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM batchq.queues q
+                      WHERE o.unique_key IS NOT NULL AND q.name = o.queue
+                        AND o.finished_at > now() - q.unique_for)
     ORDER BY o.job_id
     LIMIT $4
 ), gone AS (
@@ -165,6 +168,9 @@ type PruneOutcomesRow struct {
 // (@after, @last], in id order, and returns how many it found and the last id
 // it looked at: the next call starts after it. Walking the primary key
 // forward, batch by batch, never rescans the rows earlier batches deleted.
+// An outcome whose unique key still deduplicates enqueues (it finished
+// within its queue's unique_for, as enqueue checks it) is kept, so pruning
+// never lets a retried import pay twice.
 func (q *Queries) PruneOutcomes(ctx context.Context, db DBTX, arg PruneOutcomesParams) (PruneOutcomesRow, error) {
 	row := db.QueryRow(ctx, pruneOutcomes,
 		arg.After,
