@@ -185,6 +185,16 @@ func (d *completer) completeAll(done []Completion) (lost, written map[run]bool) 
 			write(part[len(part)/2:])
 			return
 		}
+		if isDataError(err) && len(part[0].Result.Output) > 0 {
+			// Only the result can be what the server refuses. The job did its
+			// work: left unrecorded, it would run again, so it is recorded
+			// without its result.
+			d.log.Warn("result refused; recording the job without it", "job", part[0].Job.ID, "err", err)
+			c := part[0]
+			c.Result.Output = nil
+			write([]Completion{c})
+			return
+		}
 		if err != nil {
 			return
 		}

@@ -248,23 +248,33 @@ func (c *Client) boundResult(out []byte) string {
 	if len(out) == 0 {
 		return ""
 	}
-	if len(out) <= c.cfg.MaxResultBytes && json.Valid(out) && jsonbRejects(out) == "" {
+	// json.Valid accepts bytes that are not UTF-8 inside strings, which the
+	// server refuses: such a result would fail the completion, and the job,
+	// which did its work, would run again.
+	if len(out) <= c.cfg.MaxResultBytes && json.Valid(out) && utf8.Valid(out) && jsonbRejects(out) == "" {
 		return string(out)
 	}
 	head := out
 	if len(head) > c.cfg.MaxResultBytes/2 {
 		head = head[:c.cfg.MaxResultBytes/2]
+		// Where the cut split a character, drop the part before the cut.
+		for k := len(head) - 1; k >= 0 && k >= len(head)-utf8.UTFMax; k-- {
+			if utf8.RuneStart(head[k]) {
+				if !utf8.FullRune(head[k:]) {
+					head = head[:k]
+				}
+				break
+			}
+		}
 	}
-	for len(head) > 0 && !utf8.Valid(head) {
-		head = head[:len(head)-1]
-	}
-	// jsonb refuses the escaped NUL json.Marshal would write for a NUL byte,
-	// and a refused result would fail the completion: the job would run again.
+	// The wrapper is JSON text the server stores: no bytes that are not
+	// UTF-8, and no NUL (jsonb refuses the escaped NUL json.Marshal writes).
+	text := strings.ToValidUTF8(string(head), "\uFFFD")
 	b, _ := json.Marshal(struct {
 		Truncated bool   `json:"truncated"`
 		Bytes     int    `json:"bytes"`
 		Head      string `json:"head"`
-	}{len(head) < len(out), len(out), strings.ReplaceAll(string(head), "\x00", "\uFFFD")})
+	}{len(head) < len(out), len(out), strings.ReplaceAll(text, "\x00", "\uFFFD")})
 	return string(b)
 }
 

@@ -914,6 +914,28 @@ func TestJSONThatJsonbStoresIsKept(t *testing.T) {
 	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{Output: []byte("plain text\x00tail")}))
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result->>'head' FROM batchq.outcomes WHERE job_id = $1`, nul).Scan(&result))
 	require.Equal(t, "plain text\uFFFDtail", result)
+
+	// JSON whose string holds bytes that are not UTF-8 (a provider's Latin-1
+	// body, say): json.Valid accepts it, the server does not. It is kept as a
+	// wrapper that shows where the bytes were, and the completion counts.
+	latin1 := b.enqueue(t, "t", 1)
+	jobs, err = b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Equal(t, latin1, jobs[0].ID)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{Output: []byte("{\"text\":\"caf\xe9\"}")}))
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result->>'head' FROM batchq.outcomes WHERE job_id = $1`, latin1).Scan(&result))
+	require.Equal(t, "{\"text\":\"caf\uFFFD\"}", result)
+
+	// Cut to size in the middle of a character: the part before the cut goes.
+	small, err := queue.NewClient(b.pool, queue.Config{MaxResultBytes: 11})
+	require.NoError(t, err)
+	cut := b.enqueue(t, "t", 1)
+	jobs, err = small.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Equal(t, cut, jobs[0].ID)
+	require.NoError(t, small.Complete(b.ctx, jobs[0], queue.Result{Output: []byte(strings.Repeat("é", 9))}))
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result->>'head' FROM batchq.outcomes WHERE job_id = $1`, cut).Scan(&result))
+	require.Equal(t, "éé", result)
 }
 
 // TestPayloadNumbersJsonbCannotHoldAreInvalid: jsonb keeps numbers as

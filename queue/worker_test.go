@@ -235,3 +235,43 @@ func TestEnqueueNotifiesOnlyForATenantThatHadNothingQueued(t *testing.T) {
 	require.NoError(t, tx.Commit(b.ctx))
 	require.Equal(t, wake, received("a's jobs were all claimed, and claims went past its new one"))
 }
+
+// A result the server refuses, for a reason batchq does not foresee, costs the
+// job its result, not a second run: the completion is written without it.
+// A trigger plays the server refusing one result as a data error.
+func TestRefusedResultIsDroppedNotRunAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: time.Second, MaxAttempts: 3})
+	b.exec(t, `CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.result ? 'poison' THEN
+				RAISE invalid_text_representation USING MESSAGE = 'this result cannot be stored';
+			END IF;
+			RETURN NEW;
+		END $$`)
+	b.exec(t, `CREATE TRIGGER refuse_poison BEFORE INSERT ON batchq.outcomes FOR EACH ROW EXECUTE FUNCTION refuse_poison()`)
+	b.enqueueN(t, "t", 6, 1)
+	poison := b.enqueue(t, "p", 1)
+
+	var runs sync.Map
+	err := b.client.Work(b.ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 4, BatchSize: 8, Drain: true,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			n, _ := runs.LoadOrStore(j.ID, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
+			if j.ID == poison {
+				return queue.Result{Output: []byte(`{"poison":true}`)}, nil
+			}
+			return queue.Result{Output: []byte(`{"ok":true}`)}, nil
+		},
+	})
+	require.NoError(t, err)
+	runs.Range(func(id, n any) bool {
+		require.Equal(t, int32(1), n.(*atomic.Int32).Load(), "job %d", id)
+		return true
+	})
+	require.Equal(t, int64(7), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
+	require.Equal(t, int64(6), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE result = '{"ok":true}'`))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1 AND result IS NULL`, poison))
+}
