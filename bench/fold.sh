@@ -10,8 +10,12 @@
 #   psql. It works in a database of its own, batchq_fold_<pid>, on the server
 #   of ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable),
 #   and drops it afterwards. BATCHQ=path runs another build of batchq.
+#   FOLD_DELTA (default -5) is each correction's delta and FOLD_CORRECTIONS
+#   (default 1) how many a tenant gets per pass: a sum of a grant or more
+#   upwards (FOLD_DELTA=1000) times a fold of every tenant's whole backlog.
 set -euo pipefail
 tenants=${1:-100} per=${2:-5000} reps=${3:-3}
+delta=${FOLD_DELTA:--5} corrections=${FOLD_CORRECTIONS:-1}
 batchq=${BATCHQ:-bin/batchq}
 admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 db=batchq_fold_$$
@@ -38,10 +42,11 @@ END
 \$\$;
 VACUUM ANALYZE batchq.jobs;
 SQL
-echo "$tenants tenants x $per queued jobs; a correction for every other tenant, then one pass:"
+echo "$tenants tenants x $per queued jobs; $corrections correction(s) of $delta for every other tenant, then one pass:"
 for rep in $(seq "$reps"); do
     psql -q "$url" -c "INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
-        SELECT 'q', r.tenant, r.pos, 0, -5 FROM batchq.tenant_ring r WHERE right(r.tenant, 1)::int % 2 = 0" >/dev/null
+        SELECT 'q', r.tenant, r.pos, 0, $delta FROM batchq.tenant_ring r, generate_series(1, $corrections)
+        WHERE right(r.tenant, 1)::int % 2 = 0" >/dev/null
     psql -X "$url" -c '\timing on' -c "SELECT batchq.apply_adjustments('q')" |
         awk -v r="$rep" '/^Time/ { print "pass " r ": " $2 " ms" }'
 done

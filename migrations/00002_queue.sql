@@ -1151,18 +1151,27 @@ BEGIN
     IF v_seqs IS NULL THEN
         RETURN false;
     END IF;
-    WITH mine AS (
-        SELECT j.id, j.seq FROM batchq.jobs j
-        WHERE j.pos = p_pos AND j.state = 'queued' AND j.seq < coalesce(v_next, 9223372036854775807)
+    -- A job takes the sum of the corrections about jobs before it: the
+    -- running sum at the last correction before it. One range of the
+    -- tenant's queue per step, so a fold costs a pass over the jobs it
+    -- rewrites, not that times the corrections.
+    WITH steps AS (
+        SELECT c.after_seq, (sum(c.delta) OVER (ORDER BY c.after_seq))::bigint AS delta,
+               lead(c.after_seq) OVER (ORDER BY c.after_seq) AS upto
+        FROM (SELECT u.after_seq, sum(u.delta) AS delta FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta)
+              GROUP BY u.after_seq) c
     ), shift AS (
-        SELECT m.id, (SELECT sum(u.delta) FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta)
-                      WHERE u.after_seq < m.seq)::bigint AS delta
-        FROM mine m
+        SELECT j.id, s.delta
+        FROM steps s
+        JOIN batchq.jobs j ON j.pos = p_pos AND j.state = 'queued'
+             AND j.seq > s.after_seq AND j.seq <= coalesce(s.upto, 9223372036854775807)
+             AND j.seq < coalesce(v_next, 9223372036854775807)
+        WHERE s.delta <> 0
     )
     UPDATE batchq.jobs j
     SET cum = j.cum + s.delta, round = batchq.drr_round(p_join_round, j.cum + s.delta, p_share)
     FROM shift s
-    WHERE j.id = s.id AND s.delta <> 0;
+    WHERE j.id = s.id;
     IF v_next IS NULL THEN
         UPDATE batchq.tenant_ring r SET cum = r.cum + v_total
         WHERE r.queue = p_queue AND r.tenant = p_tenant;
@@ -1228,9 +1237,9 @@ BEGIN
     v_ids := ARRAY(SELECT a.id FROM batchq.ledger_adjustments a
                    WHERE a.queue = p_queue AND a.tenant = ANY (v_locked));
     -- Each tenant's window: from the first job an adjustment is about to its
-    -- fold_jobs-th queued job, when no job of the window would move later
-    -- (every running sum of its corrections, in the order of the jobs they
-    -- are about, is nothing or less): its jobs move earlier, ahead of the
+    -- fold_jobs-th queued job, when no job of the window, nor the first past
+    -- it, would move later (the corrections about the jobs before each add up
+    -- to nothing or less): its jobs move earlier, ahead of the
     -- rest, as they are in the tenant's order. A correction upwards moves
     -- every job behind it later; folded into a window alone, it would leave
     -- the jobs past the window ahead of the folded ones in the fair order, and
@@ -1254,12 +1263,22 @@ BEGIN
           -- The first job past the window; none when the tenant has no more.
           LEFT JOIN LATERAL (SELECT q.seq FROM batchq.jobs q WHERE q.pos = r.pos AND q.state = 'queued'
                              ORDER BY q.seq OFFSET c_fold_jobs LIMIT 1) k ON true
-          -- How far the window's jobs would move: the running sums.
-          LEFT JOIN LATERAL (SELECT max(u.shift) AS hi, min(u.shift) AS lo
-                             FROM (SELECT sum(d.delta) OVER (ORDER BY d.after_seq) AS shift
-                                   FROM batchq.ledger_adjustments d
-                                   WHERE d.id = ANY (v_ids) AND d.tenant = r.tenant AND d.pos = r.pos
-                                     AND d.after_seq < k.seq - 1) u) s ON true
+          -- How far the window's jobs, and the first past it, would move:
+          -- each the sum of the corrections about jobs before it. (Not the
+          -- running sums at the corrections themselves: those are about jobs
+          -- already claimed, between which nothing queued moves. Corrections
+          -- of both signs about jobs ahead of the whole backlog move every
+          -- queued job by their sum.) A job sorts before a correction about
+          -- itself.
+          LEFT JOIN LATERAL (SELECT max(e.shift) FILTER (WHERE e.job) AS hi, min(e.shift) FILTER (WHERE e.job) AS lo
+                             FROM (SELECT e.job, sum(e.delta) OVER (ORDER BY e.at, e.job DESC) AS shift
+                                   FROM (SELECT d.after_seq AS at, d.delta, false AS job
+                                         FROM batchq.ledger_adjustments d
+                                         WHERE d.id = ANY (v_ids) AND d.tenant = r.tenant AND d.pos = r.pos
+                                         UNION ALL
+                                         SELECT q.seq, 0, true
+                                         FROM (SELECT q.seq FROM batchq.jobs q WHERE q.pos = r.pos AND q.state = 'queued'
+                                               ORDER BY q.seq LIMIT c_fold_jobs + 1) q) e) e) s ON true
           WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)) w
     WHERE NOT (w.next_seq IS NOT NULL AND w.lo >= 0 AND w.hi > 0 AND w.hi < w.share);
     -- The jobs the folds rewrite, locked in id order as every statement that

@@ -433,6 +433,37 @@ func TestSmallCorrectionUpwardsWaitsForAGrant(t *testing.T) {
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`))
 }
 
+// Corrections of both signs about jobs that already ran move every queued
+// job by their sum, however their running sum swings on the way: estimates
+// close to actual costs, some over and some under, are the usual case, and
+// they must not cost a pass the tenant's whole backlog. Summing to a little
+// upwards they wait, as one small correction upwards does; summing to
+// downwards they are folded into a window.
+func TestCorrectionsOfBothSignsMoveTheBacklogByTheirSum(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10, MaxPerTenant: 10000})
+	b.enqueueN(t, "big", 300, 5)
+	complete := func(actuals ...int64) {
+		t.Helper()
+		claimed, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: len(actuals)})
+		require.NoError(t, err)
+		require.Len(t, claimed, len(actuals))
+		for i, c := range claimed {
+			require.NoError(t, b.client.Complete(b.ctx, c, queue.Result{ActualCost: actuals[i]}))
+		}
+	}
+	complete(3, 8, 3, 7) // -2, +3, -2, +2: the running sum swings from -2 to +1, and ends at +1
+	require.Zero(t, rewrittenByAPass(t, b, "big"), "a tenth of a grant upwards waits")
+	require.Equal(t, int64(4), b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`))
+	complete(9, 1) // +4, -4: the sum is still +1
+	require.Zero(t, rewrittenByAPass(t, b, "big"))
+	complete(2) // -3: the sum is -2, downwards
+	require.Equal(t, int64(100), rewrittenByAPass(t, b, "big"), "folded into a window")
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`),
+		"the rest of the backlog keeps the sum pending")
+	require.Equal(t, int64(-2), b.scalar(t, `SELECT delta FROM batchq.ledger_adjustments`))
+}
+
 // A tenant moved at commit starts afresh, as if it had enqueued then: what
 // its jobs that ran meanwhile paid leaves with them, left-over grant
 // included. Here late's old job (15) leaves half a grant in its round; the
