@@ -135,7 +135,9 @@ type Event struct {
 // the queue is empty), then shuts down gracefully: it stops claiming, hands
 // back claimed jobs no handler started (without using an attempt), waits up
 // to ShutdownTimeout for running handlers, and records every outcome before
-// it returns. It returns nil after a shutdown that ctx asked for.
+// it returns. A handler still running then is cancelled, and its job is
+// recorded as a failed attempt (retried while attempts remain): its call may
+// have been made. It returns nil after a shutdown that ctx asked for.
 func (c *Client) Work(ctx context.Context, cfg WorkerConfig) error {
 	p, err := c.newPool(ctx, cfg)
 	if err != nil {
@@ -699,9 +701,12 @@ func (p *pool) runJob(d *dispatch) {
 	case err == nil:
 		p.done.complete(j, res, took)
 	case p.handlerCtx.Err() != nil:
-		// The shutdown ran out of time and cancelled the handler: hand the
-		// job back for another worker, without using an attempt.
-		p.done.release(j, 0)
+		// The shutdown ran out of time and cancelled the handler. The call
+		// may have reached the provider, and been billed: it is an attempt,
+		// and the tenant pays for it. The job is retried as after a failure,
+		// with the next attempt's number, so a provider that deduplicates by
+		// it never takes the next run for this one.
+		p.done.fail(j, fmt.Errorf("batchq: the worker shut down and cancelled the call after ShutdownTimeout: %w", err), received)
 	case ctx.Err() != nil && p.leaseLost(j):
 		p.emit(Event{Kind: EventFinished, Job: j, Outcome: "lease_lost", Duration: took})
 	default:
