@@ -372,10 +372,17 @@ func (p *pool) sleep(ctx context.Context, d time.Duration) bool {
 	return true
 }
 
+// dbCallTimeout bounds a pool's claims, drain checks and throttle writes: a
+// connection that went away without a word (a failover, a NAT that forgot
+// it) must cost a call, not hold it for as long as TCP retries.
+const dbCallTimeout = 30 * time.Second
+
 func (p *pool) drained(ctx context.Context) bool {
 	if p.inflightCount() > 0 {
 		return false
 	}
+	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancel()
 	has, err := p.c.q.QueueHasJobs(ctx, p.c.pool, p.cfg.Queue)
 	return err == nil && has.Valid && !has.Bool
 }
@@ -400,7 +407,7 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	// report an error, leaving its jobs running under a lease nobody holds
 	// until they are rescued; so the claim itself is not cancelled, only
 	// bounded. Jobs it returns after the shutdown began are handed back.
-	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
 	defer cancel()
 	if p.th == nil {
 		jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, opts)
@@ -677,9 +684,11 @@ func (p *pool) runJob(d *dispatch) {
 	// same, and the response is not taken for a success.
 	limitedOther := errors.Is(err, ErrRateLimited) && status != http.StatusTooManyRequests
 	if res.Response != nil && p.th != nil && !limitedOther {
-		if oerr := p.th.ObserveResponseContext(context.WithoutCancel(ctx), d.sentAt, received, res.Response); oerr != nil {
+		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
+		if oerr := p.th.ObserveResponseContext(octx, d.sentAt, received, res.Response); oerr != nil {
 			p.emit(Event{Kind: EventError, Job: j, Err: oerr})
 		}
+		cancel()
 	}
 
 	switch {
@@ -692,9 +701,11 @@ func (p *pool) runJob(d *dispatch) {
 			if sent.IsZero() {
 				sent = received
 			}
-			if terr := p.th.TooManyRequestsSentContext(context.WithoutCancel(ctx), sent, received, wait); terr != nil {
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
+			if terr := p.th.TooManyRequestsSentContext(tctx, sent, received, wait); terr != nil {
 				p.emit(Event{Kind: EventError, Job: j, Err: terr})
 			}
+			cancel()
 		}
 		p.emit(Event{Kind: EventRateLimited, Job: j, Wait: wait})
 		p.done.release(j, wait)
@@ -775,46 +786,73 @@ func (p *pool) heartbeats(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if p.followLease {
-			// The queue's lease may have changed (UpdateQueue): heartbeats
-			// extend leases by its new length, so they must come a third of
-			// it apart, or a shortened lease would run out between them.
-			if qc, err := p.c.Queue(ctx, p.cfg.Queue); err == nil && max(qc.Lease/3, time.Millisecond) != interval {
-				interval = max(qc.Lease/3, time.Millisecond)
-				p.log.Info("queue lease changed; heartbeats follow it", "lease", qc.Lease, "interval", interval)
-				t.Reset(interval)
-			}
-		}
-		p.mu.Lock()
-		leases := make([]*Job, 0, len(p.running))
-		sent := make(map[int64]pgtype.UUID, len(p.running))
-		for _, r := range p.running {
-			if r.lease != nil {
-				leases = append(leases, &Job{ID: r.lease.ID, token: r.lease.token})
-				sent[r.lease.ID] = r.lease.token
-			}
-		}
-		p.mu.Unlock()
-		lost, err := p.c.heartbeat(ctx, leases)
-		if err != nil {
-			if ctx.Err() == nil {
-				p.emit(Event{Kind: EventError, Err: err})
-				p.log.Warn("heartbeat failed", "err", err)
-			}
-			continue
-		}
-		p.mu.Lock()
-		for _, id := range lost {
-			// Only the run the heartbeat was about: the job may have been
-			// handed back and claimed again, under a new token, meanwhile.
-			if r, ok := p.running[id]; ok && r.lease != nil && r.lease.token == sent[id] {
-				p.log.Warn("lease lost; cancelling the handler", "job", id)
-				r.lease = nil
-				r.cancel()
-			}
-		}
-		p.mu.Unlock()
+		p.heartbeat(ctx, &interval, t)
 	}
+}
+
+// heartbeat is one beat of heartbeats. A try that gets no answer gives up
+// after a quarter of the interval (from 1 s to 10 s) and closes its
+// connection, and the beat tries again at once, on another: a connection
+// that went away without a word (a failover, a NAT that forgot it) would
+// otherwise hold the beat for as long as TCP retries, while every running
+// job's lease ran out and other workers ran the jobs again. Tries go through
+// the pool's dead connections, one each, to a live one. Any other error
+// waits for the next beat.
+func (p *pool) heartbeat(bg context.Context, interval *time.Duration, t *time.Ticker) {
+	try := min(max(*interval/4, time.Second), 10*time.Second)
+	if p.followLease {
+		// The queue's lease may have changed (UpdateQueue): heartbeats
+		// extend leases by its new length, so they must come a third of
+		// it apart, or a shortened lease would run out between them.
+		ctx, cancel := context.WithTimeout(bg, try)
+		qc, err := p.c.Queue(ctx, p.cfg.Queue)
+		cancel()
+		if err == nil && max(qc.Lease/3, time.Millisecond) != *interval {
+			*interval = max(qc.Lease/3, time.Millisecond)
+			p.log.Info("queue lease changed; heartbeats follow it", "lease", qc.Lease, "interval", *interval)
+			t.Reset(*interval)
+		}
+	}
+	p.mu.Lock()
+	leases := make([]*Job, 0, len(p.running))
+	sent := make(map[int64]pgtype.UUID, len(p.running))
+	for _, r := range p.running {
+		if r.lease != nil {
+			leases = append(leases, &Job{ID: r.lease.ID, token: r.lease.token})
+			sent[r.lease.ID] = r.lease.token
+		}
+	}
+	p.mu.Unlock()
+	var lost []int64
+	for {
+		ctx, cancel := context.WithTimeout(bg, try)
+		var err error
+		lost, err = p.c.heartbeat(ctx, leases)
+		timedOut := ctx.Err() != nil
+		cancel()
+		if err == nil {
+			break
+		}
+		if bg.Err() != nil {
+			return
+		}
+		p.emit(Event{Kind: EventError, Err: err})
+		p.log.Warn("heartbeat failed", "err", err)
+		if !timedOut {
+			return // the next beat tries again
+		}
+	}
+	p.mu.Lock()
+	for _, id := range lost {
+		// Only the run the heartbeat was about: the job may have been
+		// handed back and claimed again, under a new token, meanwhile.
+		if r, ok := p.running[id]; ok && r.lease != nil && r.lease.token == sent[id] {
+			p.log.Warn("lease lost; cancelling the handler", "job", id)
+			r.lease = nil
+			r.cancel()
+		}
+	}
+	p.mu.Unlock()
 }
 
 // maintain runs Maintain on the pool's queue every MaintainInterval, at once
@@ -829,7 +867,12 @@ func (p *pool) maintain(ctx context.Context) {
 		case <-t.C:
 		}
 		for ctx.Err() == nil {
-			st, err := p.c.Maintain(ctx, p.cfg.Queue)
+			// Bounded, as every call the pool makes: a pass on a connection
+			// that went away silently must not stop maintenance for good. A
+			// whole fold of a ten-million-job backlog fits.
+			mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			st, err := p.c.Maintain(mctx, p.cfg.Queue)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					p.emit(Event{Kind: EventError, Err: err})

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batchq/batchq/internal/pgtest"
 	"github.com/batchq/batchq/queue"
 )
 
@@ -278,4 +280,75 @@ func TestRefusedResultIsDroppedNotRunAgain(t *testing.T) {
 	require.Equal(t, int64(7), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
 	require.Equal(t, int64(6), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE result = '{"ok":true}'`))
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1 AND result IS NULL`, poison))
+}
+
+// A heartbeat stuck on a connection that went away without a word (a
+// failover, a NAT that forgot it) gives up and tries again on another, so
+// the leases of running jobs hold and no other worker runs them again.
+func TestHeartbeatsOutliveASilentlyDeadConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: 9 * time.Second}) // heartbeats 3 s apart
+	id := b.enqueue(t, "t", 1)
+	proxy, viaProxy := pgtest.NewProxy(t, b.pool.Config().ConnString())
+	// Room in the pool beyond the connections the freeze kills: pgx holds a
+	// dead connection's slot for up to 15 s while it closes.
+	wpool := pgtest.Connect(t, viaProxy+"&pool_max_conns=12")
+	worker, err := queue.NewClient(wpool, queue.Config{})
+	require.NoError(t, err)
+
+	started, finish, exited := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var finishOnce sync.Once
+	var runs atomic.Int32
+	var workErr error
+	t.Cleanup(func() { // also when a check fails: the worker must stop before its pool closes
+		finishOnce.Do(func() { close(finish) })
+		proxy.Cut()
+		proxy.Restore()
+		<-exited
+	})
+	go func() {
+		defer close(exited)
+		workErr = worker.Work(b.ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 1, Drain: true, PollInterval: 50 * time.Millisecond, MaintainInterval: -1,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				if runs.Add(1) == 1 {
+					close(started)
+				}
+				<-finish
+				return queue.Result{}, nil
+			},
+		})
+	}()
+	<-started
+	time.Sleep(3500 * time.Millisecond) // a heartbeat has come, on a pooled connection
+	// Idle connections in the worker's pool, as a busy worker has: the next
+	// heartbeat takes one.
+	var conns []*pgxpool.Conn
+	for range 3 {
+		ctx, cancel := context.WithTimeout(b.ctx, 200*time.Millisecond)
+		c, err := wpool.Acquire(ctx)
+		cancel()
+		if err != nil {
+			break // the rest are in use
+		}
+		conns = append(conns, c)
+	}
+	require.NotEmpty(t, conns)
+	for _, c := range conns {
+		c.Release()
+	}
+	proxy.Freeze() // every connection the worker holds now hears nothing
+	frozen := time.Now()
+	// Past the lease, as the heartbeats last extended it before the freeze.
+	time.Sleep(time.Until(frozen.Add(10 * time.Second)))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs
+		WHERE id = $1 AND state = 'running' AND lease_expires_at > now()`, id), "the lease still holds")
+
+	proxy.Cut() // the frozen connections fail now, and the worker reconnects
+	proxy.Restore()
+	finishOnce.Do(func() { close(finish) })
+	<-exited
+	require.NoError(t, workErr)
+	require.Equal(t, int32(1), runs.Load())
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1 AND outcome = 'succeeded'`, id))
 }

@@ -1,7 +1,6 @@
 package pgtest
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -15,9 +14,10 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	conns map[net.Conn]bool
-	down  bool
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	frozen map[net.Conn]bool // client ends whose bytes are dropped
+	down   bool
 }
 
 // NewProxy starts a proxy to the server of dbURL and returns it with a copy
@@ -36,7 +36,7 @@ func NewProxy(tb testing.TB, dbURL string) (*Proxy, string) {
 	if port == "" {
 		port = "5432"
 	}
-	p := &Proxy{ln: ln, target: net.JoinHostPort(u.Hostname(), port), conns: map[net.Conn]bool{}}
+	p := &Proxy{ln: ln, target: net.JoinHostPort(u.Hostname(), port), conns: map[net.Conn]bool{}, frozen: map[net.Conn]bool{}}
 	go p.serve()
 	tb.Cleanup(func() { ln.Close(); p.Cut() })
 	u.Host = ln.Addr().String()
@@ -67,9 +67,44 @@ func (p *Proxy) pipe(client net.Conn) {
 		return
 	}
 	p.track(client, server)
-	go func() { io.Copy(server, client); server.Close() }()
-	io.Copy(client, server)
+	go func() { p.copy(server, client, client); server.Close() }()
+	p.copy(client, server, client)
 	client.Close()
+}
+
+// copy is io.Copy that drops what it reads while the connection of client
+// is frozen.
+func (p *Proxy) copy(dst, src, client net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.isFrozen(client) {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *Proxy) isFrozen(client net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.frozen[client]
+}
+
+// Freeze makes every connection through the proxy now drop what it carries,
+// both ways, without closing (as a NAT that forgot them, or a failover, does:
+// the client hears nothing, and waits). New connections work. Cut closes
+// them.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.frozen[c] = true
+	}
 }
 
 func (p *Proxy) track(cs ...net.Conn) {
@@ -92,7 +127,7 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		c.Close()
 	}
-	p.conns = map[net.Conn]bool{}
+	p.conns, p.frozen = map[net.Conn]bool{}, map[net.Conn]bool{}
 }
 
 // Restore accepts connections again.
