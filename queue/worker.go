@@ -514,6 +514,14 @@ func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 	giveUp := time.Now().Add(admitWait)
 	for {
 		now, dec, err := p.canStart(ctx, j.Cost)
+		if err != nil {
+			// The shared quota cannot be read or saved. The job waits, as for
+			// room, holding its handler (and so the pool's claims), rather
+			// than going back at once to be claimed again in a loop.
+			p.emit(Event{Kind: EventError, Job: j, Err: err})
+			p.log.Warn("throttle unavailable; the job waits", "job", j.ID, "err", err)
+			dec = throttle.Decision{Wait: p.cfg.PollInterval}
+		}
 		switch {
 		case err == nil && dec.OK:
 			d.sentAt = dec.At
@@ -522,7 +530,7 @@ func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 			p.done.fail(j, Permanent(fmt.Errorf("batchq: job %d can never start: its cost of %d tokens does not fit the quota at batch priority: %w",
 				j.ID, j.Cost, dec.Why)), time.Now())
 			return false
-		case err != nil || now.Add(dec.Wait).After(giveUp) || !p.waitForRoom(ctx, dec.Wait):
+		case now.Add(dec.Wait).After(giveUp) || !p.waitForRoom(ctx, dec.Wait):
 			p.done.release(j, dec.Wait)
 			return false
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/batchq/batchq/internal/pgtest"
 	"github.com/batchq/batchq/queue"
+	"github.com/batchq/batchq/throttle"
 )
 
 func TestWorkDrainsAndRecordsEveryOutcome(t *testing.T) {
@@ -351,4 +353,65 @@ func TestHeartbeatsOutliveASilentlyDeadConnection(t *testing.T) {
 	require.NoError(t, workErr)
 	require.Equal(t, int32(1), runs.Load())
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1 AND outcome = 'succeeded'`, id))
+}
+
+// readOnlyStore reads a quota but cannot save it: a pool can size its claims
+// by the headroom, and no call is ever admitted.
+type readOnlyStore struct{ throttle.MemoryStore }
+
+func (s *readOnlyStore) Update(context.Context, string, func(*throttle.State) error) error {
+	return errors.New("quota row: write failed")
+}
+
+// A throttle that cannot admit is reported, and its jobs wait in their
+// places for it, holding off further claims, instead of going back at once
+// to be claimed again in a loop that refunds and rewrites every job of the
+// backlog, silently.
+func TestThrottleErrorsHoldJobsAndAreReported(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "t", 200, 1)
+	th, err := throttle.New(throttle.Config{Store: &readOnlyStore{}})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Second)
+	defer cancel()
+	var errs, released, ran atomic.Int32
+	err = b.client.Work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 2, BatchSize: 4, PollInterval: 100 * time.Millisecond, MaintainInterval: -1,
+		Throttle: th,
+		OnEvent: func(e queue.Event) {
+			switch {
+			case e.Kind == queue.EventError:
+				errs.Add(1)
+			case e.Kind == queue.EventFinished && e.Outcome == "released":
+				released.Add(1)
+			}
+		},
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			ran.Add(1)
+			return queue.Result{}, nil
+		},
+	})
+	require.NoError(t, err)
+	require.Zero(t, ran.Load())
+	require.Positive(t, errs.Load(), "the throttle's errors are reported")
+	require.LessOrEqual(t, released.Load(), int32(2+4), "only the jobs held at the shutdown go back")
+	require.LessOrEqual(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`), int64(2+4))
+}
+
+// An interactive call refused with an error that says ErrRateLimited, and
+// no 429 response, pauses the fleet as a 429 does, as in a worker pool.
+func TestCallInteractiveRateLimitedErrorPauses(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{DefaultPause: 2 * time.Second, MaxPause: 2 * time.Second})
+	require.NoError(t, err)
+	resp, err := queue.CallInteractive(context.Background(), th, 100, func(context.Context) (*http.Response, error) {
+		return nil, fmt.Errorf("openai: %w", queue.ErrRateLimited)
+	})
+	require.Nil(t, resp)
+	require.ErrorIs(t, err, queue.ErrRateLimited)
+	d := th.CanStart(100, throttle.Batch)
+	require.False(t, d.OK, "the fleet is paused")
+	require.InDelta(t, 2*time.Second, d.Wait, float64(200*time.Millisecond))
 }
