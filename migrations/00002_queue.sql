@@ -376,16 +376,19 @@ $$;
 -- So each statement that adds jobs notes them here, one row per statement,
 -- and at commit a deferred trigger checks the row: for each tenant whose
 -- oldest queued job is one of the transaction's own and whose grants began
--- to pay for it in a round the cursor has passed, it moves the tenant's
--- queued jobs and its join round forward by the rounds between, so that the
--- tenant pays for that job from the cursor's round on, and drops the
--- adjustments still pending about the tenant's jobs that left (its queue
--- emptied, so it starts afresh, as a tenant that leaves the ring does).
--- Their relative order, the tenant's ring position and its ledger are
--- unchanged, so with one claimer and nothing running concurrently (the
--- cursor cannot move during the enqueue) the order is still exactly drr's. The jobs it moves are the transaction's own (the
--- tenant's ring row, which the transaction holds, guards every way a job of
--- the tenant becomes queued), so it waits on nobody.
+-- to pay for it in a round the cursor has passed, it starts the tenant's
+-- membership afresh, as these jobs enqueued at the commit would (its queue
+-- emptied meanwhile, as a tenant that leaves the ring does): its queued jobs
+-- take a new ring position, at the end of the ring, and the cursor's round
+-- as their join round, their ledger counted from the head; the adjustments
+-- pending about the jobs that left are dropped, and those still to come
+-- about them (a job of the old membership that was running at the commit)
+-- name the old position, which folding drops. The jobs' relative order is
+-- unchanged, and with one claimer and nothing running concurrently (the
+-- cursor cannot move during the enqueue) nothing moves. The jobs it moves are
+-- the transaction's own (the tenant's ring row, which the transaction holds,
+-- guards every way a job of the tenant becomes queued), so it waits on
+-- nobody.
 --
 -- Its cost: a row per statement, and at commit one read of the cursor; when
 -- the cursor moved, one index probe per tenant; and when a tenant moves, a
@@ -446,6 +449,7 @@ SET jit = off -- as enqueue: a sequence has only a (disabled, so costed in the b
 AS $$
 DECLARE
     v_cursor bigint;
+    v_pos    bigint;
     v        record;
 BEGIN
     DELETE FROM batchq.ring_commit_checks k WHERE k.id = NEW.id;
@@ -471,17 +475,25 @@ BEGIN
             WHERE h.seq >= t.first_seq AND h.start < v_cursor
         LOOP
             -- It joins as of now, as it would with these jobs enqueued now: in
-            -- the cursor's round, its ledger starting at its head (what the
-            -- jobs that left had paid goes with them).
-            UPDATE batchq.jobs j SET cum = j.cum - v.paid, round = batchq.drr_round(v_cursor, j.cum - v.paid, v.share)
+            -- the cursor's round, at the end of the ring (a new position), its
+            -- ledger starting at its head (what the jobs that left had paid
+            -- goes with them).
+            v_pos := nextval('batchq.ring_pos');
+            UPDATE batchq.jobs j
+            SET pos = v_pos, cum = j.cum - v.paid, round = batchq.drr_round(v_cursor, j.cum - v.paid, v.share)
             WHERE j.pos = v.pos AND j.state = 'queued';
-            UPDATE batchq.tenant_ring r SET join_round = v_cursor, cum = r.cum - v.paid
+            UPDATE batchq.tenant_ring r SET pos = v_pos, join_round = v_cursor, cum = r.cum - v.paid
             WHERE r.queue = NEW.queue AND r.tenant = v.tenant;
             -- Its queue emptied before these jobs came, so it starts afresh, as
             -- a tenant that left the ring does: adjustments about the jobs that
-            -- left would otherwise move the new ones back when folded in.
+            -- left would otherwise move the new ones back when folded in. Those
+            -- still to come about them (a job of the old membership running
+            -- now, handed back or finished later) name the old position, and
+            -- folding drops them; those about the new jobs move with them.
             DELETE FROM batchq.ledger_adjustments a
             WHERE a.queue = NEW.queue AND a.tenant = v.tenant AND a.pos = v.pos AND a.after_seq < v.head;
+            UPDATE batchq.ledger_adjustments a SET pos = v_pos
+            WHERE a.queue = NEW.queue AND a.tenant = v.tenant AND a.pos = v.pos;
             -- Workers may have found the queue empty meanwhile, and enqueue
             -- did not wake them for a tenant that had jobs queued then.
             PERFORM pg_notify('batchq_jobs', NEW.queue);

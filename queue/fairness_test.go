@@ -498,6 +498,65 @@ func TestLateCommitAfterTheTenantsJobsRanStartsAfresh(t *testing.T) {
 	require.Equal(t, want, run(t, true), "the enqueue held open while its tenant's old job ran")
 }
 
+// A tenant moved at commit starts a new membership: a refund or a correction
+// that arrives later about a job of its old one, still running at the
+// commit, is not the new membership's, and must not move its jobs ahead.
+// Here late's old job (50, five grants) runs while the enqueue is open, and
+// is handed back after the commit; the order is that of the same enqueue
+// committed at that moment.
+func TestLateCommitIgnoresCorrectionsAboutTheOldMembership(t *testing.T) {
+	t.Parallel()
+	for _, refund := range []string{"release", "cheaper"} {
+		run := func(t *testing.T, open bool) []string {
+			b := setup(t, queue.QueueConfig{Quantum: 10})
+			b.enqueueN(t, "import", 100, 10) // one job a round
+			b.enqueue(t, "late", 50)
+			late := make([]queue.NewJob, 6)
+			for i := range late {
+				late[i] = queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 10}
+			}
+			var tx pgx.Tx
+			if open {
+				var err error
+				tx, err = b.pool.Begin(b.ctx)
+				require.NoError(t, err)
+				defer tx.Rollback(b.ctx)
+				_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
+				require.NoError(t, err)
+			}
+			// Ten claims: late's old job among them, kept running.
+			var held *queue.Job
+			for range 10 {
+				jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+				require.NoError(t, err)
+				require.Len(t, jobs, 1)
+				if jobs[0].Tenant == "late" {
+					held = jobs[0]
+					continue
+				}
+				require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
+			}
+			require.NotNil(t, held)
+			if open {
+				require.NoError(t, tx.Commit(b.ctx))
+			} else {
+				_, err := b.client.EnqueueMany(b.ctx, late)
+				require.NoError(t, err)
+			}
+			if refund == "release" {
+				require.NoError(t, b.client.Release(b.ctx, held, time.Hour))
+			} else {
+				require.NoError(t, b.client.Complete(b.ctx, held, queue.Result{ActualCost: 1}))
+			}
+			_, err := b.client.Maintain(b.ctx, b.queue)
+			require.NoError(t, err)
+			return tenantsOf(b.drainOrder(t, 10))
+		}
+		want := run(t, false)
+		require.Equal(t, want, run(t, true), "%s: the enqueue held open while its tenant's old job ran", refund)
+	}
+}
+
 // staleKeys counts a tenant's queued jobs whose key is not the round their
 // cum would have with every pending adjustment folded in.
 func staleKeys(t *testing.T, b *testBundle, tenant string) int64 {
