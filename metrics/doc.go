@@ -20,7 +20,7 @@
 //	batchq_finished_estimated_tokens_total{queue,tenant,outcome}
 //	batchq_finished_actual_tokens_total{queue,tenant,outcome}     where the handler reported it
 //	batchq_job_duration_seconds{queue,outcome}                    histogram, handler run time
-//	batchq_expired_jobs_total{queue,tenant}                       found by a claim
+//	batchq_expired_jobs_total{queue,tenant}                       by a claim or maintenance
 //	batchq_expired_tokens_total{queue,tenant}
 //	batchq_queue_full_rejected_jobs_total{queue,tenant}           from ObserveEnqueueError
 //	batchq_batch_throttle_waits_total{queue,key}
@@ -31,9 +31,10 @@
 //	batchq_quota_paused_seconds_total{key}
 //	batchq_worker_errors_total{queue}
 //
-// outcome is that of queue.EventFinished: succeeded and failed end a job;
-// retrying, released (handed back, after a 429 or at shutdown) and
-// lease_lost end an attempt. key is the quota key (empty for a pool without
+// outcome is that of queue.EventFinished: succeeded and failed end a job
+// (failed also counts a job whose lease ran out with no attempts left, as the
+// pool whose maintenance found it reports); retrying, released (handed back,
+// after a 429 or at shutdown) and lease_lost end an attempt. key is the quota key (empty for a pool without
 // a throttle); priority is batch or interactive. Wait seconds and paused
 // seconds count the union of the waits announced, so ten workers told of
 // the same pause add it once.

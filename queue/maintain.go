@@ -38,37 +38,57 @@ func (s MaintainStats) More() bool {
 // adjustments into queued keys. Every step skips rows others hold, so any
 // number of processes may run it at once. Workers run it periodically.
 func (c *Client) Maintain(ctx context.Context, queue string) (MaintainStats, error) {
+	st, _, err := c.maintain(ctx, queue)
+	return st, err
+}
+
+// swept is a job a maintenance pass finished: outcome expired or failed.
+type swept struct {
+	id      int64
+	tenant  string
+	cost    int64
+	outcome string
+}
+
+// maintain is Maintain that also returns the jobs the pass finished, for a
+// pool to report as it reports those its claims find expired.
+func (c *Client) maintain(ctx context.Context, queue string) (MaintainStats, []swept, error) {
 	var st MaintainStats
+	var done []swept
 	rescued, err := c.q.RescueLostLeases(ctx, c.pool, dbsqlc.RescueLostLeasesParams{Queue: queue, MaxJobs: maintainBatch})
 	if err != nil {
-		return st, fmt.Errorf("batchq: maintain %q: rescue: %w", queue, err)
+		return st, done, fmt.Errorf("batchq: maintain %q: rescue: %w", queue, err)
 	}
 	for _, r := range rescued {
 		if r.Retrying {
 			st.Rescued++
 		} else {
 			st.Lost++
+			done = append(done, swept{r.ID, r.Tenant, r.Cost, r.Outcome})
 		}
 	}
 	expired, err := c.q.ExpireOverdue(ctx, c.pool, dbsqlc.ExpireOverdueParams{Queue: queue, MaxJobs: maintainBatch})
 	if err != nil {
-		return st, fmt.Errorf("batchq: maintain %q: expire: %w", queue, err)
+		return st, done, fmt.Errorf("batchq: maintain %q: expire: %w", queue, err)
 	}
-	st.Expired = int(expired)
+	st.Expired = len(expired)
+	for _, e := range expired {
+		done = append(done, swept{e.ID, e.Tenant, e.Cost, "expired"})
+	}
 	requeued, err := c.q.Requeue(ctx, c.pool, dbsqlc.RequeueParams{Queue: queue, MaxJobs: maintainBatch})
 	if err != nil {
-		return st, fmt.Errorf("batchq: maintain %q: requeue: %w", queue, err)
+		return st, done, fmt.Errorf("batchq: maintain %q: requeue: %w", queue, err)
 	}
 	st.Requeued = int(requeued)
 	adjusted, err := c.q.ApplyAdjustments(ctx, c.pool, queue)
 	if err != nil {
-		return st, fmt.Errorf("batchq: maintain %q: adjust: %w", queue, err)
+		return st, done, fmt.Errorf("batchq: maintain %q: adjust: %w", queue, err)
 	}
 	st.Adjusted = int(adjusted)
 	if st.Analyzed, err = c.analyzeStale(ctx); err != nil {
-		return st, fmt.Errorf("batchq: maintain %q: statistics: %w", queue, err)
+		return st, done, fmt.Errorf("batchq: maintain %q: statistics: %w", queue, err)
 	}
-	return st, nil
+	return st, done, nil
 }
 
 // statsCheckInterval spaces one client's checks for stale statistics; the

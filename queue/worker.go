@@ -108,8 +108,9 @@ const (
 	// outcome could not be written ("unrecorded": the job's lease will expire
 	// and it will be rescued and run again).
 	EventFinished
-	// EventExpired: Job was found past its deadline by a claim and recorded
-	// as expired.
+	// EventExpired: Job was found past its deadline, by a claim or by the
+	// pool's maintenance (waiting, or running when its lease ran out), and
+	// recorded as expired. Job holds its id, queue, tenant and cost.
 	EventExpired
 	// EventThrottled: the pool waited Wait for quota before claiming.
 	EventThrottled
@@ -879,8 +880,19 @@ func (p *pool) maintain(ctx context.Context) {
 			// that went away silently must not stop maintenance for good. A
 			// whole fold of a ten-million-job backlog fits.
 			mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			st, err := p.c.Maintain(mctx, p.cfg.Queue)
+			st, done, err := p.c.maintain(mctx, p.cfg.Queue)
 			cancel()
+			// What the pass finished is reported as what claims finish is,
+			// so expiries and rescued jobs that failed reach the metrics:
+			// the sweep, not a claim, expires most jobs that expire.
+			for _, s := range done {
+				j := &Job{ID: s.id, Queue: p.cfg.Queue, Tenant: s.tenant, Cost: s.cost}
+				if s.outcome == "expired" {
+					p.emit(Event{Kind: EventExpired, Job: j})
+				} else {
+					p.emit(Event{Kind: EventFinished, Job: j, Outcome: s.outcome})
+				}
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					p.emit(Event{Kind: EventError, Err: err})

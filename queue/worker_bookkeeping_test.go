@@ -443,3 +443,54 @@ func TestHeartbeatsFollowAShortenedLease(t *testing.T) {
 	require.Equal(t, 1, runs.get(id), "the job lost its lease and ran again")
 	require.Equal(t, []string{"succeeded"}, events.outcomes(id))
 }
+
+// Every job the pool's maintenance finishes is reported as the jobs its
+// claims finish are: each expiry of a job deep in the backlog as
+// EventExpired, and a job whose worker died with no attempts left as
+// EventFinished "failed". Most jobs that expire are swept, not claimed, so
+// without these the expired-jobs metric sees next to none.
+func TestMaintenanceReportsWhatItFinishes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 1})
+	for range 20 {
+		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "slow", Cost: 1, TTL: time.Second})
+		require.NoError(t, err)
+	}
+	dead := b.enqueue(t, "dead", 1)
+	b.exec(t, `UPDATE batchq.jobs SET state = 'running', attempt = 1, lease_token = gen_random_uuid(),
+		lease_expires_at = now() - interval '1 second', worker = 'gone' WHERE id = $1`, dead)
+
+	var mu sync.Mutex
+	expired := map[int64]bool{}
+	finished := map[int64]string{}
+	err := b.client.Work(b.ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, BatchSize: 1, Drain: true,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 100 * time.Millisecond,
+		OnEvent: func(e queue.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch e.Kind {
+			case queue.EventExpired:
+				require.Equal(t, b.queue, e.Queue)
+				require.Equal(t, "slow", e.Job.Tenant)
+				require.Equal(t, int64(1), e.Job.Cost)
+				expired[e.Job.ID] = true
+			case queue.EventFinished:
+				finished[e.Job.ID] = e.Outcome
+			}
+		},
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			time.Sleep(300 * time.Millisecond) // slower than the deadlines
+			return queue.Result{}, nil
+		},
+	})
+	require.NoError(t, err)
+
+	mu.Lock()
+	defer mu.Unlock()
+	swept := b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'expired'`)
+	require.Greater(t, swept, int64(10), "most of the backlog expired")
+	require.Len(t, expired, int(swept), "every expiry reported once")
+	require.Equal(t, "failed", finished[dead])
+	require.Equal(t, "failed", b.outcome(t, dead))
+}

@@ -1,7 +1,8 @@
 -- name: RescueLostLeases :many
 -- Running jobs of a queue whose lease expired (their worker died or stalled)
 -- go back to 'retrying', due now, while attempts and deadline allow; the
--- others are removed with outcome 'failed' or 'expired'.
+-- others are removed with outcome 'failed' or 'expired'. Returns each job,
+-- with its outcome when it has one.
 WITH lost AS (
     SELECT j.id, (j.attempt < j.max_attempts AND j.deadline > now()) AS retry
     FROM batchq.jobs j
@@ -14,7 +15,7 @@ WITH lost AS (
     SET state = 'retrying', run_after = now(), last_error = 'lease expired while running',
         lease_token = NULL, lease_expires_at = NULL, worker = NULL
     WHERE j.id = ANY (ARRAY(SELECT l.id FROM lost l WHERE l.retry))
-    RETURNING j.id
+    RETURNING j.id, j.tenant, j.cost
 ), dead AS (
     DELETE FROM batchq.jobs j
     WHERE j.id = ANY (ARRAY(SELECT l.id FROM lost l WHERE NOT l.retry))
@@ -30,14 +31,16 @@ WITH lost AS (
            d.payload, d.unique_key
     FROM dead d
 )
-SELECT r.id, true AS retrying FROM retried r
+SELECT r.id, true AS retrying, r.tenant, r.cost, ''::text AS outcome FROM retried r
 UNION ALL
-SELECT d.id, false AS retrying FROM dead d;
+SELECT d.id, false AS retrying, d.tenant, d.cost,
+       CASE WHEN d.deadline <= now() THEN 'expired' ELSE 'failed' END::text
+FROM dead d;
 
--- name: ExpireOverdue :one
+-- name: ExpireOverdue :many
 -- Removes queued and retrying jobs of a queue whose deadline has passed, with
 -- outcome 'expired', wherever they stand in the backlog, and hands the cost
--- of the queued ones back to their tenants' ledgers.
+-- of the queued ones back to their tenants' ledgers. Returns the jobs.
 WITH gone AS (
     DELETE FROM batchq.jobs j
     WHERE j.id = ANY (ARRAY(
@@ -57,7 +60,7 @@ WITH gone AS (
     INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
     SELECT g.queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
 )
-SELECT count(*) FROM gone;
+SELECT g.id, g.tenant, g.cost FROM gone g;
 
 -- name: Requeue :one
 SELECT batchq.requeue(@queue, @max_jobs)::integer AS requeued;

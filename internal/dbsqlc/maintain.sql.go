@@ -20,7 +20,7 @@ func (q *Queries) ApplyAdjustments(ctx context.Context, db DBTX, queue string) (
 	return adjusted, err
 }
 
-const expireOverdue = `-- name: ExpireOverdue :one
+const expireOverdue = `-- name: ExpireOverdue :many
 WITH gone AS (
     DELETE FROM batchq.jobs j
     WHERE j.id = ANY (ARRAY(
@@ -40,7 +40,7 @@ WITH gone AS (
     INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
     SELECT g.queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
 )
-SELECT count(*) FROM gone
+SELECT g.id, g.tenant, g.cost FROM gone g
 `
 
 type ExpireOverdueParams struct {
@@ -48,14 +48,33 @@ type ExpireOverdueParams struct {
 	MaxJobs int32
 }
 
+type ExpireOverdueRow struct {
+	ID     int64
+	Tenant string
+	Cost   int64
+}
+
 // Removes queued and retrying jobs of a queue whose deadline has passed, with
 // outcome 'expired', wherever they stand in the backlog, and hands the cost
-// of the queued ones back to their tenants' ledgers.
-func (q *Queries) ExpireOverdue(ctx context.Context, db DBTX, arg ExpireOverdueParams) (int64, error) {
-	row := db.QueryRow(ctx, expireOverdue, arg.Queue, arg.MaxJobs)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+// of the queued ones back to their tenants' ledgers. Returns the jobs.
+func (q *Queries) ExpireOverdue(ctx context.Context, db DBTX, arg ExpireOverdueParams) ([]ExpireOverdueRow, error) {
+	rows, err := db.Query(ctx, expireOverdue, arg.Queue, arg.MaxJobs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ExpireOverdueRow
+	for rows.Next() {
+		var i ExpireOverdueRow
+		if err := rows.Scan(&i.ID, &i.Tenant, &i.Cost); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const requeue = `-- name: Requeue :one
@@ -87,7 +106,7 @@ WITH lost AS (
     SET state = 'retrying', run_after = now(), last_error = 'lease expired while running',
         lease_token = NULL, lease_expires_at = NULL, worker = NULL
     WHERE j.id = ANY (ARRAY(SELECT l.id FROM lost l WHERE l.retry))
-    RETURNING j.id
+    RETURNING j.id, j.tenant, j.cost
 ), dead AS (
     DELETE FROM batchq.jobs j
     WHERE j.id = ANY (ARRAY(SELECT l.id FROM lost l WHERE NOT l.retry))
@@ -103,9 +122,11 @@ WITH lost AS (
            d.payload, d.unique_key
     FROM dead d
 )
-SELECT r.id, true AS retrying FROM retried r
+SELECT r.id, true AS retrying, r.tenant, r.cost, ''::text AS outcome FROM retried r
 UNION ALL
-SELECT d.id, false AS retrying FROM dead d
+SELECT d.id, false AS retrying, d.tenant, d.cost,
+       CASE WHEN d.deadline <= now() THEN 'expired' ELSE 'failed' END::text
+FROM dead d
 `
 
 type RescueLostLeasesParams struct {
@@ -116,11 +137,15 @@ type RescueLostLeasesParams struct {
 type RescueLostLeasesRow struct {
 	ID       int64
 	Retrying bool
+	Tenant   string
+	Cost     int64
+	Outcome  string
 }
 
 // Running jobs of a queue whose lease expired (their worker died or stalled)
 // go back to 'retrying', due now, while attempts and deadline allow; the
-// others are removed with outcome 'failed' or 'expired'.
+// others are removed with outcome 'failed' or 'expired'. Returns each job,
+// with its outcome when it has one.
 func (q *Queries) RescueLostLeases(ctx context.Context, db DBTX, arg RescueLostLeasesParams) ([]RescueLostLeasesRow, error) {
 	rows, err := db.Query(ctx, rescueLostLeases, arg.Queue, arg.MaxJobs)
 	if err != nil {
@@ -130,7 +155,13 @@ func (q *Queries) RescueLostLeases(ctx context.Context, db DBTX, arg RescueLostL
 	var items []RescueLostLeasesRow
 	for rows.Next() {
 		var i RescueLostLeasesRow
-		if err := rows.Scan(&i.ID, &i.Retrying); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Retrying,
+			&i.Tenant,
+			&i.Cost,
+			&i.Outcome,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
