@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -105,4 +106,46 @@ func TestQuotaPauseHoldsAcrossSkewedClocks(t *testing.T) {
 			Scan(&left))
 		require.InDelta(t, 10*time.Second, left, float64(time.Second), tc.name)
 	}
+}
+
+// A reset or a Retry-After given as a date is on the provider's clock: a
+// worker whose clock runs fast measures it from the response's Date, so the
+// rest of the fleet waits for it as long as the provider means.
+func TestQuotaDatesAreMeasuredOnTheProvidersClock(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	worker := func(key string, skew time.Duration) (*throttle.Throttle, func() time.Time) {
+		c, err := queue.NewClient(pgtest.Connect(t, url), queue.Config{})
+		require.NoError(t, err)
+		now := func() time.Time { return time.Now().Add(skew) }
+		queue.SetClock(c, now)
+		th, err := c.Throttle(key, throttle.Config{})
+		require.NoError(t, err)
+		return th, now
+	}
+	provider := time.Now().UTC().Truncate(time.Second) // the provider's clock, right
+	response := func(status int, kv ...string) *http.Response {
+		h := http.Header{"Date": {provider.Format(http.TimeFormat)}}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return &http.Response{StatusCode: status, Header: h}
+	}
+
+	fast, fastNow := worker("dates/reset", 40*time.Second)
+	right, rightNow := worker("dates/reset", 0)
+	fast.ObserveResponseAt(fastNow(), fastNow(), response(http.StatusOK,
+		"anthropic-ratelimit-tokens-limit", "10000", "anthropic-ratelimit-tokens-remaining", "0",
+		"anthropic-ratelimit-tokens-reset", provider.Add(30*time.Second).Format(time.RFC3339)))
+	d := right.CanStartAt(rightNow(), 100, throttle.Batch)
+	require.False(t, d.OK, "the tokens are spent until the provider's reset")
+	require.InDelta(t, 30*time.Second, d.Wait, float64(2*time.Second))
+
+	fast, fastNow = worker("dates/retry-after", 40*time.Second)
+	right, rightNow = worker("dates/retry-after", 0)
+	fast.ObserveResponseAt(fastNow(), fastNow(), response(http.StatusTooManyRequests,
+		"Retry-After", provider.Add(60*time.Second).Format(http.TimeFormat)))
+	d = right.CanStartAt(rightNow(), 1, throttle.Interactive)
+	require.False(t, d.OK)
+	require.InDelta(t, 60*time.Second, d.Wait, float64(2*time.Second))
 }

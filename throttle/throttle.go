@@ -361,18 +361,27 @@ func (t *Throttle) ObserveResponseContext(ctx context.Context, sentAt, receivedA
 	if resp == nil {
 		return nil
 	}
+	// A reset or a Retry-After given as a time is on the provider's clock: it
+	// is measured from the response's Date, on the same clock, where there is
+	// one. Measured from receivedAt, a worker whose clock runs fast would take
+	// the reset for nearer than it is, and tell the whole fleet so. (Date has
+	// whole seconds, so the wait comes out up to a second long.)
+	ref := receivedAt
+	if date, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		ref = date
+	}
 	var snaps [2]quotaheaders.Snapshot
 	var has [2]bool
 	units := [2]quotaheaders.Unit{quotaheaders.Requests, quotaheaders.Tokens}
 	for i, u := range units {
 		// A cost counts a whole call: a quota of input or output tokens
 		// alone is not compared with it (quotaheaders.ParseCalls).
-		snaps[i], has[i] = quotaheaders.ParseCalls(resp.Header, receivedAt, u)
+		snaps[i], has[i] = quotaheaders.ParseCalls(resp.Header, ref, u)
 	}
 	var retryAfter time.Duration
 	limited := resp.StatusCode == http.StatusTooManyRequests
 	if limited {
-		if d, ok := quotaheaders.RetryAfter(resp.Header, receivedAt); ok {
+		if d, ok := quotaheaders.RetryAfter(resp.Header, ref); ok {
 			retryAfter = d
 		}
 	}
