@@ -160,7 +160,11 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 	}
 
 	for _, u := range units {
-		if !u.q.Observed || !u.q.HasLimit {
+		// A limit of 0 says the quota is used up, not that nothing will ever
+		// fit (a provider's 429 may say so): it waits, for the reset or for a
+		// probe, like any quota used up. Taken for "never", it would fail
+		// every call for good, and no call would ever learn the limit again.
+		if !u.q.Observed || !u.q.HasLimit || u.q.Limit <= 0 {
 			continue
 		}
 		if reserve := pol.reserveOf(u.q.Limit, p); u.cost > u.q.Limit-reserve {

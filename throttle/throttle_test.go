@@ -300,3 +300,24 @@ func TestObserveResponseWithoutQuotaHeaders(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A limit of 0 (a Mistral 429 says so) is a quota used up, not one nothing
+// fits: calls wait for it, and a probe goes out to learn more, rather than
+// every call failing for good.
+func TestZeroLimitWaitsRatherThanNever(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{})
+	require.NoError(t, err)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	h := http.Header{}
+	h.Set("x-ratelimit-limit-req-minute", "0")
+	h.Set("x-ratelimit-remaining-req-minute", "0")
+	th.ObserveResponseAt(t0, t0, &http.Response{StatusCode: http.StatusTooManyRequests, Header: h})
+	later := t0.Add(time.Hour)
+	for _, p := range []throttle.Priority{throttle.Interactive, throttle.Batch} {
+		d := th.CanStartAt(later, 1, p)
+		require.False(t, d.Never, "priority %v", p)
+	}
+	// After a probe interval, one call goes out to learn more.
+	require.True(t, th.CanStartAt(later.Add(2*time.Second), 1, throttle.Batch).OK)
+}
