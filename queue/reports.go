@@ -226,10 +226,23 @@ func (c *Client) PruneBefore(ctx context.Context, t time.Time) (int64, error) {
 			return deleted, fmt.Errorf("batchq: prune: %w", err)
 		}
 		deleted += r.Deleted
+		// The time index's summaries of the pages emptied start afresh, so
+		// outcomes written there later do not make them span all the time
+		// between (see ResetOutcomeRanges).
+		if len(r.Blocks) > 0 {
+			if err := c.q.ResetOutcomeRanges(ctx, c.pool, r.Blocks); err != nil {
+				return deleted, fmt.Errorf("batchq: prune: reset the time index: %w", err)
+			}
+		}
 		if r.Found < pruneBatch {
 			break
 		}
 		after = r.LastID
+	}
+	if deleted > 0 {
+		if err := c.q.SummarizeOutcomeRanges(ctx, c.pool); err != nil {
+			return deleted, fmt.Errorf("batchq: prune: summarize the time index: %w", err)
+		}
 	}
 	return deleted, nil
 }

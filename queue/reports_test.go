@@ -312,3 +312,63 @@ func TestPruneKeepsOutcomesInTheirUniqueWindow(t *testing.T) {
 	require.Equal(t, queue.Enqueued{ID: 1, Duplicate: true}, e, "the kept outcome still deduplicates")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 }
+
+// After a prune, the time index still bounds a window's reads when new
+// outcomes reuse the pages the prune emptied: the pruned ranges' summaries
+// start afresh. Without that, each reused range would span from its oldest
+// pruned outcome to now, and every window since would read it.
+func TestPruneKeepsTheTimeIndexNarrow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	insert := func(from, to int, start time.Time, step time.Duration) {
+		b.exec(t, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
+				max_attempts, deadline, enqueued_at, finished_at, error)
+			SELECT g, 'q', 't', 'k', 'succeeded', 1, 1, 1, $1::timestamptz, $1::timestamptz,
+			       $1::timestamptz + (g - $2) * $3::interval, repeat('x', 100)
+			FROM generate_series($2::bigint, $4::bigint) g`, start, from, step, to)
+	}
+	old := t0.Add(-60 * 24 * time.Hour)
+	insert(1, 20000, old, time.Minute) // about two weeks, a minute apart
+	b.exec(t, `SELECT brin_summarize_new_values('batchq.outcomes_finished')`)
+
+	n, err := b.client.PruneBefore(b.ctx, old.Add(7*24*time.Hour)) // the first week
+	require.NoError(t, err)
+	require.Equal(t, int64(7*24*60), n)
+	b.exec(t, `VACUUM batchq.outcomes`) // frees the pages
+	insert(100001, 110000, t0.Add(-time.Hour), time.Second/4)
+	b.exec(t, `SELECT brin_summarize_new_values('batchq.outcomes_finished')`)
+	require.Greater(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes
+		WHERE job_id > 100000 AND ctid < (SELECT max(ctid) FROM batchq.outcomes WHERE job_id <= 20000)`), int64(1000),
+		"new outcomes reused the freed pages")
+
+	// One hour of the second week, which is still there, read through the
+	// time index (one tenant here, so the tenant index would serve it).
+	b.exec(t, `DROP INDEX batchq.outcomes_tenant`)
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = tx.Exec(b.ctx, `SET LOCAL enable_seqscan = off`)
+	require.NoError(t, err)
+	var plan []map[string]any
+	require.NoError(t, tx.QueryRow(b.ctx, `EXPLAIN (ANALYZE, FORMAT JSON)
+		SELECT count(*) FROM batchq.outcomes WHERE finished_at >= $1 AND finished_at < $2`,
+		old.Add(10*24*time.Hour), old.Add(10*24*time.Hour+time.Hour)).Scan(&plan))
+	var heap float64
+	var walk func(node map[string]any)
+	walk = func(node map[string]any) {
+		for _, k := range []string{"Exact Heap Blocks", "Lossy Heap Blocks"} {
+			if v, ok := node[k].(float64); ok {
+				heap += v
+			}
+		}
+		if kids, ok := node["Plans"].([]any); ok {
+			for _, k := range kids {
+				walk(k.(map[string]any))
+			}
+		}
+	}
+	walk(plan[0]["Plan"].(map[string]any))
+	pages := b.scalar(t, `SELECT pg_relation_size('batchq.outcomes') / current_setting('block_size')::bigint`)
+	require.Positive(t, heap, "the window is read through the time index")
+	require.LessOrEqual(t, heap, float64(2*32), "at most two ranges of %d pages", pages)
+}

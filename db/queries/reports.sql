@@ -58,8 +58,21 @@ WITH doomed AS (
 ), gone AS (
     DELETE FROM batchq.outcomes o
     WHERE o.job_id = ANY (ARRAY(SELECT d.job_id FROM doomed d))
-    RETURNING o.job_id
+    RETURNING o.job_id, (o.ctid::text::point)[0]::bigint AS block
 )
 SELECT (SELECT count(*) FROM doomed) AS found,
        (SELECT coalesce(max(d.job_id), 0) FROM doomed d)::bigint AS last_id,
-       (SELECT count(*) FROM gone) AS deleted;
+       (SELECT count(*) FROM gone) AS deleted,
+       ARRAY(SELECT DISTINCT g.block FROM gone g)::bigint[] AS blocks;
+
+-- name: ResetOutcomeRanges :exec
+-- Forgets the finished_at summaries of the BRIN ranges holding @blocks, whose
+-- outcomes a prune deleted, and summarizes them again from what is left:
+-- nothing, once the prune committed. A summary only ever widens, so without
+-- this a range whose pages new outcomes reuse would span from its oldest
+-- pruned outcome to now, and every time window since would read it.
+SELECT count(*) FROM unnest(@blocks::bigint[]) AS b (block),
+    LATERAL brin_desummarize_range('batchq.outcomes_finished'::regclass, b.block);
+
+-- name: SummarizeOutcomeRanges :exec
+SELECT brin_summarize_new_values('batchq.outcomes_finished'::regclass);

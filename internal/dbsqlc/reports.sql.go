@@ -144,11 +144,12 @@ WITH doomed AS (
 ), gone AS (
     DELETE FROM batchq.outcomes o
     WHERE o.job_id = ANY (ARRAY(SELECT d.job_id FROM doomed d))
-    RETURNING o.job_id
+    RETURNING o.job_id, (o.ctid::text::point)[0]::bigint AS block
 )
 SELECT (SELECT count(*) FROM doomed) AS found,
        (SELECT coalesce(max(d.job_id), 0) FROM doomed d)::bigint AS last_id,
-       (SELECT count(*) FROM gone) AS deleted
+       (SELECT count(*) FROM gone) AS deleted,
+       ARRAY(SELECT DISTINCT g.block FROM gone g)::bigint[] AS blocks
 `
 
 type PruneOutcomesParams struct {
@@ -162,6 +163,7 @@ type PruneOutcomesRow struct {
 	Found   int64
 	LastID  int64
 	Deleted int64
+	Blocks  []int64
 }
 
 // Deletes up to @max_rows outcomes finished before @before whose job id is in
@@ -179,7 +181,12 @@ func (q *Queries) PruneOutcomes(ctx context.Context, db DBTX, arg PruneOutcomesP
 		arg.MaxRows,
 	)
 	var i PruneOutcomesRow
-	err := row.Scan(&i.Found, &i.LastID, &i.Deleted)
+	err := row.Scan(
+		&i.Found,
+		&i.LastID,
+		&i.Deleted,
+		&i.Blocks,
+	)
 	return i, err
 }
 
@@ -234,6 +241,30 @@ func (q *Queries) QuotaReport(ctx context.Context, db DBTX) ([]QuotaReportRow, e
 		return nil, err
 	}
 	return items, nil
+}
+
+const resetOutcomeRanges = `-- name: ResetOutcomeRanges :exec
+SELECT count(*) FROM unnest($1::bigint[]) AS b (block),
+    LATERAL brin_desummarize_range('batchq.outcomes_finished'::regclass, b.block)
+`
+
+// Forgets the finished_at summaries of the BRIN ranges holding @blocks, whose
+// outcomes a prune deleted, and summarizes them again from what is left:
+// nothing, once the prune committed. A summary only ever widens, so without
+// this a range whose pages new outcomes reuse would span from its oldest
+// pruned outcome to now, and every time window since would read it.
+func (q *Queries) ResetOutcomeRanges(ctx context.Context, db DBTX, blocks []int64) error {
+	_, err := db.Exec(ctx, resetOutcomeRanges, blocks)
+	return err
+}
+
+const summarizeOutcomeRanges = `-- name: SummarizeOutcomeRanges :exec
+SELECT brin_summarize_new_values('batchq.outcomes_finished'::regclass)
+`
+
+func (q *Queries) SummarizeOutcomeRanges(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, summarizeOutcomeRanges)
+	return err
 }
 
 const tenantUsage = `-- name: TenantUsage :many
