@@ -489,7 +489,24 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	opts.Limit, opts.Budget = 1, head
 	jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, opts)
 	p.expired(expired)
+	if len(jobs) == 0 {
+		// Another pool took the head: the call admitted for it is not made.
+		p.notSent(ctx, d.At, head)
+	}
 	return p.dispatches(jobs, d.At), 0, err // admitted above, as head
+}
+
+// notSent takes back the throttle's admission at at of a call the pool did
+// not make after all.
+func (p *pool) notSent(ctx context.Context, at time.Time, cost int64) {
+	if p.th == nil || at.IsZero() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
+	defer cancel()
+	if err := p.th.NotSentContext(ctx, at, cost); err != nil {
+		p.emit(Event{Kind: EventError, Err: err})
+	}
 }
 
 // admitted asks the throttle about a job its handler is about to send,
@@ -675,7 +692,11 @@ func (p *pool) runJob(d *dispatch) {
 		return
 	}
 
-	if p.pastDeadline(d) || !p.admitted(ctx, d) || p.pastDeadline(d) {
+	if p.pastDeadline(d) || !p.admitted(ctx, d) {
+		return
+	}
+	if p.pastDeadline(d) {
+		p.notSent(ctx, d.sentAt, j.Cost) // admitted, and not sent
 		return
 	}
 	start := time.Now()

@@ -41,6 +41,11 @@ type State struct {
 	// ProbeAt is when one call may start to learn more, while a unit is short
 	// and nothing says when it will refill. Zero when no probe is pending.
 	ProbeAt time.Time `json:"probe_at"`
+	// ProbeSent is when the last probe was admitted, until a response to a
+	// call sent from then on arrives: its answer is what there is to learn,
+	// so no other probe starts meanwhile (for up to Config.MaxPause, in case
+	// it never answers). Zero when no probe is out.
+	ProbeSent time.Time `json:"probe_sent,omitzero"`
 }
 
 // Quota is what is known about one unit (requests or tokens) of a quota key:
@@ -120,6 +125,7 @@ func (s *State) Shift(d time.Duration) {
 	move(&s.PausedUntil)
 	move(&s.BackoffAt)
 	move(&s.ProbeAt)
+	move(&s.ProbeSent)
 }
 
 // MaxAdmitted bounds State.Admitted. When more entries are needed, the oldest
@@ -197,9 +203,10 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 		}
 	}
 
+	probing := false
 	switch {
 	case !short:
-		s.ProbeAt = time.Time{}
+		s.ProbeAt, s.ProbeSent = time.Time{}, time.Time{}
 	case wait > 0:
 		// Something known will refill; ask again then.
 		return Decision{Wait: wait}, nil
@@ -208,11 +215,22 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 		return Decision{Wait: pol.probeInterval}, nil
 	case now.Before(s.ProbeAt):
 		return Decision{Wait: waitFor(s.ProbeAt.Sub(now))}, nil
+	case !s.ProbeSent.IsZero() && now.Before(s.ProbeSent.Add(pol.maxPause)):
+		// The last probe has not answered. Another would learn nothing more,
+		// and would spend what is short: the reserve, or the limit itself
+		// (after a window rolled over, while the calls of the new one are
+		// out, say).
+		return Decision{Wait: pol.probeInterval}, nil
 	default:
-		// The probe: one call through, the next one an interval later.
+		// The probe: one call through; the next one an interval later, once
+		// this one has answered.
 		s.ProbeAt = ceilMicro(now.Add(pol.probeInterval))
+		probing = true
 	}
 	at := s.admit(now, 1, cost)
+	if probing {
+		s.ProbeSent = at
+	}
 	if p == Interactive && pol.refill == Window {
 		for _, u := range units {
 			u.q.creditInteractive(at, u.cost)
@@ -442,6 +460,25 @@ func (s *State) admit(now time.Time, calls, tokens int64) time.Time {
 	return at
 }
 
+// notSent takes back one call admitted at at, costing cost tokens.
+func notSent(s *State, at time.Time, cost int64) {
+	at = floorMicro(at)
+	if s.ProbeSent.Equal(at) {
+		s.ProbeSent = time.Time{}
+	}
+	for i := range s.Admitted {
+		a := &s.Admitted[i]
+		if !a.At.Equal(at) {
+			continue
+		}
+		a.Calls, a.Tokens = max(a.Calls-1, 0), max(a.Tokens-cost, 0)
+		if a.Calls == 0 && a.Tokens == 0 {
+			s.Admitted = append(s.Admitted[:i], s.Admitted[i+1:]...)
+		}
+		return
+	}
+}
+
 // observedAt reports whether t is the SentAt of a kept observation.
 func (s *State) observedAt(t time.Time) bool {
 	return s.Requests.Observed && s.Requests.SentAt.Equal(t) || s.Tokens.Observed && s.Tokens.SentAt.Equal(t)
@@ -533,6 +570,15 @@ func succeeded(s *State, sentAt time.Time) {
 	if !floorMicro(sentAt).Before(s.BackoffAt) {
 		s.Backoff, s.BackoffAt = 0, time.Time{}
 	}
+	probeAnswered(s, sentAt)
+}
+
+// probeAnswered notes a response to a call sent at sentAt: one sent since the
+// last probe answers it.
+func probeAnswered(s *State, sentAt time.Time) {
+	if !s.ProbeSent.IsZero() && !floorMicro(sentAt).Before(s.ProbeSent) {
+		s.ProbeSent = time.Time{}
+	}
 }
 
 // tooMany pauses every start after a 429: for retryAfter if the provider gave
@@ -540,6 +586,7 @@ func succeeded(s *State, sentAt time.Time) {
 // the previous 429 arrived (calls already in flight belong to the same
 // episode).
 func tooMany(s *State, pol policy, sentAt, receivedAt time.Time, retryAfter time.Duration) {
+	probeAnswered(s, sentAt)
 	if retryAfter > 0 {
 		s.PausedUntil = maxTime(s.PausedUntil, ceilMicro(receivedAt.Add(retryAfter)))
 		return

@@ -117,7 +117,8 @@ type Config struct {
 
 	// ProbeInterval is how long to wait, when a unit is short and nothing
 	// says when it will refill, before letting one call through to learn
-	// more; and then between such calls. Default 1s.
+	// more; and then between such calls, each of which also waits for the
+	// one before it to answer (for up to MaxPause). Default 1s.
 	ProbeInterval time.Duration
 
 	// DefaultPause is how long a 429 without Retry-After stops every start.
@@ -424,6 +425,17 @@ func (t *Throttle) TooManyRequestsContext(ctx context.Context, receivedAt time.T
 // belongs to the same episode and does not double the pause.
 func (t *Throttle) TooManyRequestsSentContext(ctx context.Context, sentAt, receivedAt time.Time, retryAfter time.Duration) error {
 	return t.update(ctx, func(st *State) { tooMany(st, t.pol, sentAt, receivedAt, retryAfter) })
+}
+
+// NotSentContext takes back the admission at at (the instant CanStart or
+// Admit returned) of a batch call costing cost that was not sent after all:
+// its job went to another worker, or its deadline passed in between. The
+// call no longer counts against the quota, and if it was a probe, another
+// may go without waiting for its answer. An admission already merged with
+// an older one (State.Admitted is bounded) stays counted, which only ever
+// makes the throttle more careful.
+func (t *Throttle) NotSentContext(ctx context.Context, at time.Time, cost int64) error {
+	return t.update(ctx, func(st *State) { notSent(st, at, max(cost, 0)) })
 }
 
 // Wait blocks until a call costing cost may start, and counts it. It returns

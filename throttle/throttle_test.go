@@ -321,3 +321,53 @@ func TestZeroLimitWaitsRatherThanNever(t *testing.T) {
 	// After a probe interval, one call goes out to learn more.
 	require.True(t, th.CanStartAt(later.Add(2*time.Second), 1, throttle.Batch).OK)
 }
+
+// After a window rolls over, and batch calls have taken what the new one
+// leaves them before any of its responses came back, the throttle knows no
+// reset for the new window: it probes, one call to learn more, and then
+// waits for that call's answer. It used to let one call through every
+// ProbeInterval however short it was, into the reserve and past the limit.
+func TestProbesAfterARolloverWaitForTheirAnswer(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{Reserve: 0.2}) // the window model
+	require.NoError(t, err)
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	th.ObserveSnapshotAt(t0, t0, quotaheaders.Tokens,
+		quotaheaders.Snapshot{Remaining: 600_000, Limit: 600_000, HasLimit: true, Reset: time.Minute, HasReset: true})
+	var admitted int64
+	for range 9 { // the new window: 450,000 of the 480,000 batch may use
+		require.True(t, th.CanStartAt(at(61*time.Second), 50_000, throttle.Batch).OK)
+		admitted += 50_000
+	}
+	for d := 61 * time.Second; d < 70*time.Second; d += 10 * time.Millisecond {
+		if th.CanStartAt(at(d), 50_000, throttle.Batch).OK {
+			admitted += 50_000
+		}
+	}
+	require.Equal(t, int64(500_000), admitted, "one probe beyond what batch may use, no more")
+}
+
+// A call admitted and then not sent (its job went to another worker) is
+// taken back: it no longer counts, and if it was a probe, the next probe
+// need not wait for an answer that will never come.
+func TestNotSentTakesTheAdmissionBack(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{ProbeInterval: time.Second})
+	require.NoError(t, err)
+	ctx := context.Background()
+	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 100, Limit: 1000, HasLimit: true})
+	d := th.CanStartAt(at(time.Second), 60, throttle.Batch)
+	require.True(t, d.OK)
+	require.False(t, th.CanStartAt(at(time.Second), 60, throttle.Batch).OK, "40 left")
+	require.NoError(t, th.NotSentContext(ctx, d.At, 60))
+	require.True(t, th.CanStartAt(at(time.Second), 60, throttle.Batch).OK, "100 left again")
+
+	// Nothing left now (40): the probe, taken back, does not hold the next.
+	require.False(t, th.CanStartAt(at(2*time.Second), 60, throttle.Batch).OK)
+	probe := th.CanStartAt(at(3*time.Second), 60, throttle.Batch)
+	require.True(t, probe.OK, "the probe")
+	require.False(t, th.CanStartAt(at(10*time.Second), 60, throttle.Batch).OK, "waits for its answer")
+	require.NoError(t, th.NotSentContext(ctx, probe.At, 60))
+	require.True(t, th.CanStartAt(at(10*time.Second), 60, throttle.Batch).OK, "the next probe")
+}

@@ -461,20 +461,30 @@ func testTokenBucketNeverOverAdmits(t *testing.T, s throttle.Store) {
 
 func testProbe(t *testing.T, s throttle.Store) {
 	// Nothing left and no reset known: wait a probe interval, then let one
-	// call through to learn more, and one per interval after it.
+	// call through to learn more, and the next an interval later, once the
+	// one before has answered.
 	th := newThrottle(t, s, throttle.Config{ProbeInterval: 2 * time.Second})
 	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 0, Limit: 1000, HasLimit: true})
 	check(t, th, at(time.Second), 10, throttle.Batch, wait(2*time.Second))
 	check(t, th, at(2*time.Second), 10, throttle.Interactive, wait(time.Second))
 	check(t, th, at(3*time.Second), 10, throttle.Batch, ok) // the probe
 	check(t, th, at(3*time.Second), 10, throttle.Batch, wait(2*time.Second))
-	check(t, th, at(5*time.Second), 10, throttle.Batch, ok) // the next one
+	// Its answer has not come: no second probe, however long.
+	check(t, th, at(5*time.Second), 10, throttle.Batch, wait(2*time.Second))
+	check(t, th, at(30*time.Second), 10, throttle.Batch, wait(2*time.Second))
+	// It answers: still nothing left, so the next probe goes an interval on.
+	th.ObserveSnapshotAt(at(3*time.Second), at(31*time.Second), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 0, Limit: 1000, HasLimit: true})
+	check(t, th, at(31*time.Second), 10, throttle.Batch, wait(2*time.Second))
+	check(t, th, at(33*time.Second), 10, throttle.Batch, ok) // the next one
+	// A probe that never answers holds the next back for MaxPause (60s).
+	check(t, th, at(92*time.Second), 10, throttle.Batch, wait(2*time.Second))
+	check(t, th, at(93*time.Second), 10, throttle.Batch, ok)
 	// The probe's answer: room again.
-	th.ObserveSnapshotAt(at(5*time.Second), at(6*time.Second), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 500, Limit: 1000, HasLimit: true})
-	check(t, th, at(6*time.Second), 10, throttle.Batch, ok)
-	check(t, th, at(6*time.Second), 10, throttle.Batch, ok)
+	th.ObserveSnapshotAt(at(93*time.Second), at(94*time.Second), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 500, Limit: 1000, HasLimit: true})
+	check(t, th, at(94*time.Second), 10, throttle.Batch, ok)
+	check(t, th, at(94*time.Second), 10, throttle.Batch, ok)
 	// Short again: the probe interval starts over.
-	check(t, th, at(7*time.Second), 481, throttle.Batch, wait(2*time.Second))
+	check(t, th, at(95*time.Second), 481, throttle.Batch, wait(2*time.Second))
 }
 
 func testDefaultPause(t *testing.T, s throttle.Store) {
@@ -656,11 +666,12 @@ func testStateTimesAreMicroseconds(t *testing.T, s throttle.Store) {
 
 func stateTimes(s throttle.State) map[string]time.Time {
 	m := map[string]time.Time{
-		"PausedUntil": s.PausedUntil, "BackoffAt": s.BackoffAt, "ProbeAt": s.ProbeAt,
+		"PausedUntil": s.PausedUntil, "BackoffAt": s.BackoffAt, "ProbeAt": s.ProbeAt, "ProbeSent": s.ProbeSent,
 	}
 	for name, q := range map[string]throttle.Quota{"Requests": s.Requests, "Tokens": s.Tokens} {
 		m[name+".SentAt"], m[name+".ReceivedAt"] = q.SentAt, q.ReceivedAt
 		m[name+".ResetFrom"], m[name+".ResetAt"] = q.ResetFrom, q.ResetAt
+		m[name+".InteractiveSince"] = q.InteractiveSince
 	}
 	for i, a := range s.Admitted {
 		m[fmt.Sprintf("Admitted[%d].At", i)] = a.At
@@ -686,9 +697,10 @@ func diffState(a, b throttle.State) string {
 		}
 	}
 	zero := func(s throttle.State) throttle.State {
-		s.Admitted, s.PausedUntil, s.BackoffAt, s.ProbeAt = nil, time.Time{}, time.Time{}, time.Time{}
+		s.Admitted, s.PausedUntil, s.BackoffAt, s.ProbeAt, s.ProbeSent = nil, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 		for _, q := range []*throttle.Quota{&s.Requests, &s.Tokens} {
 			q.SentAt, q.ReceivedAt, q.ResetFrom, q.ResetAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+			q.InteractiveSince = time.Time{}
 		}
 		return s
 	}
