@@ -239,11 +239,6 @@ func (c *Client) PruneBefore(ctx context.Context, t time.Time) (int64, error) {
 		}
 		after = r.LastID
 	}
-	if deleted > 0 {
-		if err := c.q.SummarizeOutcomeRanges(ctx, c.pool); err != nil {
-			return deleted, fmt.Errorf("batchq: prune: summarize the time index: %w", err)
-		}
-	}
 	return deleted, nil
 }
 

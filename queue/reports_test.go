@@ -334,7 +334,7 @@ func TestPruneKeepsTheTimeIndexNarrow(t *testing.T) {
 	n, err := b.client.PruneBefore(b.ctx, old.Add(7*24*time.Hour)) // the first week
 	require.NoError(t, err)
 	require.Equal(t, int64(7*24*60), n)
-	b.exec(t, `VACUUM batchq.outcomes`) // frees the pages
+	b.exec(t, `VACUUM batchq.outcomes`) // frees the pages, and summarizes what is left of them
 	insert(100001, 110000, t0.Add(-time.Hour), time.Second/4)
 	b.exec(t, `SELECT brin_summarize_new_values('batchq.outcomes_finished')`)
 	require.Greater(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes

@@ -67,12 +67,12 @@ SELECT (SELECT count(*) FROM doomed) AS found,
 
 -- name: ResetOutcomeRanges :exec
 -- Forgets the finished_at summaries of the BRIN ranges holding @blocks, whose
--- outcomes a prune deleted, and summarizes them again from what is left:
--- nothing, once the prune committed. A summary only ever widens, so without
--- this a range whose pages new outcomes reuse would span from its oldest
--- pruned outcome to now, and every time window since would read it.
+-- outcomes a prune deleted. A summary only ever widens, so without this a
+-- range whose pages new outcomes reuse would span from its oldest pruned
+-- outcome to now, and every time window since would read it. The next VACUUM
+-- summarizes them again, after it removed the deleted rows, from what is
+-- left (not a summary made now: any transaction still running anywhere in
+-- the cluster keeps the deleted rows in it). Until then a window reads these
+-- ranges whole, as it reads the pages it is about.
 SELECT count(*) FROM unnest(@blocks::bigint[]) AS b (block),
     LATERAL brin_desummarize_range('batchq.outcomes_finished'::regclass, b.block);
-
--- name: SummarizeOutcomeRanges :exec
-SELECT brin_summarize_new_values('batchq.outcomes_finished'::regclass);

@@ -249,21 +249,15 @@ SELECT count(*) FROM unnest($1::bigint[]) AS b (block),
 `
 
 // Forgets the finished_at summaries of the BRIN ranges holding @blocks, whose
-// outcomes a prune deleted, and summarizes them again from what is left:
-// nothing, once the prune committed. A summary only ever widens, so without
-// this a range whose pages new outcomes reuse would span from its oldest
-// pruned outcome to now, and every time window since would read it.
+// outcomes a prune deleted. A summary only ever widens, so without this a
+// range whose pages new outcomes reuse would span from its oldest pruned
+// outcome to now, and every time window since would read it. The next VACUUM
+// summarizes them again, after it removed the deleted rows, from what is
+// left (not a summary made now: any transaction still running anywhere in
+// the cluster keeps the deleted rows in it). Until then a window reads these
+// ranges whole, as it reads the pages it is about.
 func (q *Queries) ResetOutcomeRanges(ctx context.Context, db DBTX, blocks []int64) error {
 	_, err := db.Exec(ctx, resetOutcomeRanges, blocks)
-	return err
-}
-
-const summarizeOutcomeRanges = `-- name: SummarizeOutcomeRanges :exec
-SELECT brin_summarize_new_values('batchq.outcomes_finished'::regclass)
-`
-
-func (q *Queries) SummarizeOutcomeRanges(ctx context.Context, db DBTX) error {
-	_, err := db.Exec(ctx, summarizeOutcomeRanges)
 	return err
 }
 
