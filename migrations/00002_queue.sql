@@ -793,8 +793,12 @@ BEGIN
                    CASE WHEN i.k IS NULL THEN NULL ELSE min(i.ord) OVER (PARTITION BY i.k) END AS first_ord,
                    CASE WHEN i.k IS NULL THEN NULL ELSE coalesce(
                        (SELECT j.id FROM batchq.jobs j WHERE j.queue = p_queue AND j.unique_key = i.k),
+                       -- The window counts back from this statement, not from the
+                       -- start of the caller's transaction: a job that finished
+                       -- meanwhile is not unfinished, and unique_for 0 means none.
                        (SELECT o.job_id FROM batchq.outcomes o
-                        WHERE o.queue = p_queue AND o.unique_key = i.k AND o.finished_at > now() - q.unique_for
+                        WHERE q.unique_for > '0' AND o.queue = p_queue AND o.unique_key = i.k
+                          AND o.finished_at > statement_timestamp() - q.unique_for
                         ORDER BY o.finished_at DESC LIMIT 1)) END AS existing
             FROM unnest(p_unique_key) WITH ORDINALITY AS i (k, ord)
         ) d;
@@ -867,8 +871,11 @@ BEGIN
     -- the tenants). Sorting 1,000 lines costs far less than the claims save.
     WITH keyed AS (
         SELECT x.ord::integer AS ord, x.tenant, x.kind, x.cost,
-               -- The zero time asks for the queue's default TTL, 0 for its max attempts.
-               CASE WHEN x.deadline < '0002-01-01' THEN now() + q.default_ttl ELSE x.deadline END AS deadline,
+               -- The zero time asks for the queue's default TTL, 0 for its max
+               -- attempts. The TTL counts from this statement, as a TTL the
+               -- caller gives does from the call, not from the start of the
+               -- caller's transaction, which may be older than the TTL.
+               CASE WHEN x.deadline < '0002-01-01' THEN statement_timestamp() + q.default_ttl ELSE x.deadline END AS deadline,
                coalesce(nullif(x.max_attempts, 0), q.max_attempts) AS max_attempts,
                x.payload, x.unique_key, r.pos, r.join_round, r.share,
                (r.cum + sum(x.cost) OVER w)::bigint AS cum,

@@ -579,6 +579,35 @@ func TestUniqueKeyMakesEnqueueIdempotent(t *testing.T) {
 	require.NotEqual(t, first.ID, fresh.ID)
 }
 
+// A unique key's window, and a queue's default TTL, count from the enqueue
+// itself, not from the start of the caller's transaction. With UniqueFor 0
+// a job that finished while the transaction was open is no longer a
+// duplicate; and a transaction open longer than the default TTL still gets a
+// job it can run.
+func TestEnqueueClocksCountFromTheEnqueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{DefaultTTL: 2 * time.Second}) // UniqueFor 0
+	job := queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, UniqueKey: "doc-42"}
+	first, err := b.client.Enqueue(b.ctx, job)
+	require.NoError(t, err)
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = tx.Exec(b.ctx, `SELECT 1`) // the transaction's clock starts
+	require.NoError(t, err)
+	require.Len(t, b.drainOrder(t, 1), 1) // the keyed job finishes meanwhile
+	time.Sleep(2500 * time.Millisecond)   // longer than the default TTL
+
+	again, err := b.client.EnqueueTx(b.ctx, tx, job)
+	require.NoError(t, err)
+	require.False(t, again.Duplicate, "the job with the key finished: only while unfinished")
+	require.NotEqual(t, first.ID, again.ID)
+	require.NoError(t, tx.Commit(b.ctx))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND deadline > now()`, again.ID),
+		"the default TTL counts from the enqueue")
+}
+
 // Two transactions of different tenants enqueue the same unique key: the
 // second waits on the first's insert, and when the first commits it reports
 // the first's job as the one that holds the key, beside its other lines.
