@@ -197,3 +197,30 @@ func TestHostileTextIsData(t *testing.T) {
 	}
 	require.Equal(t, int64(len(hostile)), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE tenant = kind AND tenant = unique_key AND result->>'text' = tenant`))
 }
+
+// A payload is bounded as the server prints it, numbers written out in full:
+// a few kilobytes of "1e131071" print as a gigabyte, and the server cannot
+// build that text, so every claim that reached the job would fail, for
+// every tenant of its queue. Such a payload is refused, naming the field.
+func TestPayloadBoundedAsPrinted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	huge := "[" + strings.Repeat("1e131071,", 9000) + "1]" // 81 KB of text
+	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Payload: []byte(huge)})
+	var inv *queue.InvalidJobError
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, "payload", inv.Field)
+	require.Contains(t, inv.Rule, "as PostgreSQL prints them")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+
+	// Within the bound as printed: accepted, and claimed.
+	small, err := queue.NewClient(b.pool, queue.Config{MaxPayloadBytes: 130})
+	require.NoError(t, err)
+	_, err = small.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Payload: []byte(`{"n":1e100,"f":-0.25,"z":0}`)})
+	require.NoError(t, err, "124 bytes as printed: 1e100 is 101 digits")
+	_, err = small.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Payload: []byte(`{"n":1e130}`)})
+	require.ErrorAs(t, err, &inv, "137 bytes as printed, 11 as written")
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+}

@@ -235,7 +235,32 @@ func (c *Client) checkPayload(j *NewJob) *InvalidJobError {
 	case hugeNumber:
 		return &InvalidJobError{Field: "payload", Rule: "must not contain a number beyond PostgreSQL's numeric range (131,072 digits before the point, 16,383 after)"}
 	}
+	if n := jsonbNumbersLen(j.Payload); n > c.cfg.MaxPayloadBytes {
+		return &InvalidJobError{Field: "payload", Rule: fmt.Sprintf(
+			"must be at most %d bytes with its numbers written out as PostgreSQL prints them, in full (1e1000 is 1,001 digits; got %d)",
+			c.cfg.MaxPayloadBytes, n)}
+	}
 	return nil
+}
+
+// jsonbNumbersLen is the length of valid JSON text b, that jsonb stores, with
+// every number as PostgreSQL prints it: without an exponent, every digit
+// written out. A payload of a few kilobytes can print as gigabytes
+// ("1e131071" is 131,072 digits), and a job whose payload the server cannot
+// print fails every claim that reaches it, the other tenants' included.
+func jsonbNumbersLen(b []byte) int {
+	n := len(b)
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			i, _ = stringRejects(b, i+1)
+		case c == '-' || (c >= '0' && c <= '9'):
+			end, _, printed := numberFits(b, i)
+			n += printed - (end - i)
+			i = end - 1
+		}
+	}
+	return n
 }
 
 // What jsonbRejects finds.
@@ -268,7 +293,7 @@ func jsonbRejects(b []byte) string {
 			}
 			i = end
 		case c == '-' || (c >= '0' && c <= '9'):
-			end, ok := numberFits(b, i)
+			end, ok, _ := numberFits(b, i)
 			if !ok {
 				return hugeNumber
 			}
@@ -315,9 +340,12 @@ func stringRejects(b []byte, i int) (int, string) {
 	return i, ""
 }
 
-// numberFits scans the JSON number at b[i] and returns the index after it
-// and whether numeric can hold it.
-func numberFits(b []byte, i int) (int, bool) {
+// numberFits scans the JSON number at b[i] and returns the index after it,
+// whether numeric can hold it, and how long it prints: its sign, the digits
+// before the point (at least one), and the point and the digits after it
+// when its scale is above zero. (The length is only meaningful when it fits.)
+func numberFits(b []byte, i int) (int, bool, int) {
+	start := i
 	digits := func() (start, end int) {
 		start = i
 		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
@@ -345,28 +373,41 @@ func numberFits(b []byte, i int) (int, bool) {
 		es, ee := digits()
 		for _, c := range b[es:ee] {
 			if exp = exp*10 + int(c-'0'); exp > numericMaxExp {
-				return i, false
+				return i, false, 0
 			}
 		}
 		if neg {
 			exp = -exp
 		}
 	}
-	if max(0, fe-fs-exp) > numericMaxScale {
-		return i, false
+	scale := max(0, fe-fs-exp)
+	if scale > numericMaxScale {
+		return i, false, 0
+	}
+	printed := func(weight int) int {
+		n := max(weight+1, 1) // at least "0" before the point
+		if b[start] == '-' {
+			n++
+		}
+		if scale > 0 {
+			n += 1 + scale
+		}
+		return n
 	}
 	// The weight of the most significant non-zero digit; none for zero.
 	for k := is; k < ie; k++ {
 		if b[k] != '0' {
-			return i, ie-k-1+exp <= numericMaxWeight
+			w := ie - k - 1 + exp
+			return i, w <= numericMaxWeight, printed(w)
 		}
 	}
 	for k := fs; k < fe; k++ {
 		if b[k] != '0' {
-			return i, -(k-fs+1)+exp <= numericMaxWeight
+			w := -(k - fs + 1) + exp
+			return i, w <= numericMaxWeight, printed(w)
 		}
 	}
-	return i, true
+	return i, true, printed(0)
 }
 
 func hex4(b []byte) rune {

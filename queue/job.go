@@ -251,7 +251,8 @@ func (c *Client) boundResult(out []byte) string {
 	// json.Valid accepts bytes that are not UTF-8 inside strings, which the
 	// server refuses: such a result would fail the completion, and the job,
 	// which did its work, would run again.
-	if len(out) <= c.cfg.MaxResultBytes && json.Valid(out) && utf8.Valid(out) && jsonbRejects(out) == "" {
+	if len(out) <= c.cfg.MaxResultBytes && json.Valid(out) && utf8.Valid(out) && jsonbRejects(out) == "" &&
+		jsonbNumbersLen(out) <= c.cfg.MaxResultBytes {
 		return string(out)
 	}
 	head := out
