@@ -303,6 +303,24 @@ func jsonbRejects(b []byte) string {
 	return ""
 }
 
+// HasUnpairedSurrogate reports whether valid JSON text b holds, in one of
+// its strings, a \u escape of a UTF-16 surrogate that is not half of a
+// high-low pair. encoding/json decodes such an escape as U+FFFD, so a name
+// read from JSON would be stored as something the text never said (and two
+// distinct keys could become one); jsonb refuses one in a payload.
+func HasUnpairedSurrogate(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] == '"' {
+			end, why := stringRejects(b, i+1)
+			if why == loneSurrogate {
+				return true
+			}
+			i = end
+		}
+	}
+	return false
+}
+
 // stringRejects scans the JSON string whose text starts at b[i] and returns
 // the index of its closing quote, and why jsonb would refuse it ("" if not).
 func stringRejects(b []byte, i int) (int, string) {

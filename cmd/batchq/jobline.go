@@ -55,6 +55,10 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 			if err := json.Unmarshal(raw, f.dst); err != nil {
 				return queue.NewJob{}, fmt.Errorf("%s: must be a string (got %s)", f.name, clip(raw))
 			}
+			// Decoded, it would be stored with U+FFFD in its place.
+			if queue.HasUnpairedSurrogate(raw) {
+				return queue.NewJob{}, fmt.Errorf(`%s: must not contain an unpaired UTF-16 surrogate escape such as \ud800 (got %s)`, f.name, clip(raw))
+			}
 		}
 	}
 	if raw, ok := fields["cost"]; ok {

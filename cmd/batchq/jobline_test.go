@@ -58,6 +58,12 @@ var jobLineCases = []struct {
 	{name: "truncated", line: `{"cost":1`, err: "not JSON: unexpected end of line"},
 	{name: "trailing data", line: `{"cost":1} {"cost":2}`, err: "unexpected data after the JSON object"},
 	{name: "garbage", line: `cost=1`, err: "not JSON: invalid character"},
+	{name: "lone surrogate in a tenant", line: `{"queue":"q","tenant":"acme\ud800","cost":1}`,
+		err: `tenant: must not contain an unpaired UTF-16 surrogate escape such as \ud800 (got "acme\ud800")`},
+	{name: "lone low surrogate in a key", line: `{"queue":"q","tenant":"t","cost":1,"unique_key":"k\udfff"}`,
+		err: `unique_key: must not contain an unpaired UTF-16 surrogate escape`},
+	{name: "surrogate pair is a character", line: `{"queue":"q","tenant":"t\ud83d\ude00","cost":1}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t😀", Cost: 1}},
 	{name: "long value clipped", line: `{"tenant":[` + strings.Repeat("1,", 100) + `1]}`, err: "tenant: must be a string (got [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1...)"},
 }
 
