@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -125,4 +127,38 @@ func TestReadmeListsEveryCommand(t *testing.T) {
 	}
 	walk("", newApp(io.Discard, io.Discard).Commands)
 	require.Empty(t, missing, "commands missing from README.md's CLI synopsis")
+}
+
+// TestDocsCiteTestsThatExist keeps README.md's and BENCHMARKS.md's evidence
+// true to its name: every test, fuzz target and benchmark they cite by name
+// is a function of some test file of the repository.
+func TestDocsCiteTestsThatExist(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	defined := map[string]bool{}
+	def := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]+)\(`)
+	require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range def.FindAllSubmatch(b, -1) {
+			defined[string(m[1])] = true
+		}
+		return nil
+	}))
+	require.NotEmpty(t, defined)
+	cite := regexp.MustCompile("`((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]+)`")
+	for _, doc := range []string{"README.md", "BENCHMARKS.md"} {
+		b, err := os.ReadFile(filepath.Join(root, doc))
+		require.NoError(t, err)
+		cited := cite.FindAllSubmatch(b, -1)
+		require.NotEmpty(t, cited, doc)
+		for _, m := range cited {
+			require.True(t, defined[string(m[1])], "%s cites %s, which no test file defines", doc, m[1])
+		}
+	}
 }
