@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 )
 
@@ -100,6 +101,20 @@ func setUsageErrors(cmd *cli.Command) {
 	}
 }
 
+// notMigrated reports whether err is the server not knowing one of batchq's
+// schema, tables or functions: a database nobody ran migrate up on.
+func notMigrated(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "3F000", "42P01", "42883": // invalid_schema_name, undefined_table, undefined_function
+		return strings.Contains(pe.Message, "batchq")
+	}
+	return false
+}
+
 // exitCode prints err on one line and maps it to the process exit code:
 // 0 success, 2 usage, 1 anything else.
 func exitCode(err error, stderr io.Writer) int {
@@ -109,6 +124,9 @@ func exitCode(err error, stderr io.Writer) int {
 	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
 	if !strings.HasPrefix(msg, "batchq") {
 		msg = "batchq: " + msg
+	}
+	if notMigrated(err) {
+		msg += "; is the database migrated? run 'batchq migrate up'"
 	}
 	fmt.Fprintln(stderr, msg)
 	var u usageError

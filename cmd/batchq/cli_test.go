@@ -14,6 +14,8 @@ import (
 	"unicode"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/pgtest"
 	"github.com/urfave/cli/v2"
 )
 
@@ -160,5 +162,21 @@ func TestDocsCiteTestsThatExist(t *testing.T) {
 		for _, m := range cited {
 			require.True(t, defined[string(m[1])], "%s cites %s, which no test file defines", doc, m[1])
 		}
+	}
+}
+
+// On a database nobody migrated, a command says what to run, not only which
+// relation the server did not find.
+func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
+	t.Parallel()
+	url := pgtest.EmptyURL(t)
+	for _, args := range [][]string{
+		{"queues", "list"},
+		{"enqueue", "--queue", "q", "--tenant", "t", "--cost", "5"},
+		{"report", "backlog"},
+	} {
+		r := runCLI(t, url, args...)
+		require.Equal(t, 1, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, "is the database migrated? run 'batchq migrate up'", "%v", args)
 	}
 }
