@@ -14,9 +14,9 @@ import (
 	"unicode"
 
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
 
 	"github.com/batchq/batchq/internal/pgtest"
-	"github.com/urfave/cli/v2"
 )
 
 // cliMu runs one command at a time: urfave/cli v2 writes to its global
