@@ -21,7 +21,7 @@ import (
 //	 "ttl":"2h","max_attempts":3,"payload":{"doc":42},"unique_key":"doc-42"}
 //
 // queue, tenant and cost are required; deadline (RFC 3339) or
-// ttl (a Go duration) gives the deadline, one or neither; the rest are
+// ttl (a Go duration, or whole days like "7d") gives the deadline, one or neither; the rest are
 // optional. A null value is the same as leaving the field out. Field names
 // are exact and each may appear once; anything else is an error that names
 // the field.
@@ -90,8 +90,9 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 		if json.Unmarshal(raw, &s) != nil {
 			return queue.NewJob{}, fmt.Errorf("ttl: must be a duration in a string, like \"90m\" (got %s)", clip(raw))
 		}
-		if j.TTL, err = time.ParseDuration(s); err != nil {
-			return queue.NewJob{}, fmt.Errorf("ttl: %q is not a duration like 90s or 2h", s)
+		// As the command line's durations: Go's, or whole days.
+		if j.TTL, err = parseDuration(s); err != nil {
+			return queue.NewJob{}, fmt.Errorf("ttl: %q is not a duration like 90s, 2h or 7d", s)
 		}
 		if j.TTL <= 0 {
 			return queue.NewJob{}, fmt.Errorf("ttl: must be > 0 (got %s)", s)

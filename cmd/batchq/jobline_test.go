@@ -52,6 +52,8 @@ var jobLineCases = []struct {
 	{name: "bad deadline", line: `{"deadline":"tomorrow"}`, err: `deadline: "tomorrow" is not an RFC 3339 time`},
 	{name: "deadline not a string", line: `{"deadline":1700000000}`, err: "deadline: must be an RFC 3339 time in a string"},
 	{name: "bad ttl", line: `{"ttl":"ten minutes"}`, err: `ttl: "ten minutes" is not a duration`},
+	{name: "ttl in days", line: `{"queue":"q","tenant":"t","cost":1,"ttl":"7d"}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1, TTL: 7 * 24 * time.Hour}},
 	{name: "ttl zero", line: `{"ttl":"0s"}`, err: "ttl: must be > 0 (got 0s)"},
 	{name: "deadline and ttl", line: `{"deadline":"2030-01-01T00:00:00Z","ttl":"1h"}`, err: "ttl: give a deadline or a ttl, not both"},
 	{name: "array", line: `[{"cost":1}]`, err: "must be a JSON object"},
