@@ -84,12 +84,15 @@ func commandArgs(c *cli.Context, names ...string) ([]string, error) {
 	if _, err := outputFormat(c); err != nil {
 		return nil, err
 	}
-	cmd := c.Command.HelpName
+	// A subcommand's HelpName starts with the program's name, a command's
+	// does not: "batchq: queues create: ...; usage: batchq queues create NAME".
+	cmd := strings.TrimPrefix(c.Command.HelpName, "batchq ")
+	usage := strings.TrimSpace("batchq " + cmd + " " + c.Command.ArgsUsage)
 	if len(args) < len(names) {
-		return nil, usagef("batchq: %s: missing %s; usage: %s %s", cmd, names[len(args)], cmd, c.Command.ArgsUsage)
+		return nil, usagef("batchq: %s: missing %s; usage: %s", cmd, names[len(args)], usage)
 	}
 	if len(args) > len(names) {
-		return nil, usagef("batchq: %s: unexpected argument %q; usage: %s %s", cmd, args[len(names)], cmd, c.Command.ArgsUsage)
+		return nil, usagef("batchq: %s: unexpected argument %q; usage: %s", cmd, args[len(names)], usage)
 	}
 	return args, nil
 }

@@ -51,7 +51,7 @@ func TestQueuesErrors(t *testing.T) {
 	}{
 		{"exists", []string{"create", "imports"}, 1, `batchq: queue already exists: "imports"`},
 		{"bad name", []string{"create", "no/slash"}, 2, `batchq: queue name: must be 1-128 characters`},
-		{"no name", []string{"create"}, 2, "batchq: batchq queues create: missing NAME"},
+		{"no name", []string{"create"}, 2, "batchq: queues create: missing NAME; usage: batchq queues create NAME"},
 		{"two names", []string{"create", "a", "b"}, 2, `unexpected argument "b"`},
 		{"zero quantum", []string{"create", "x", "--quantum", "0"}, 2, "batchq: --quantum: must be > 0 (got 0)"},
 		{"negative bound", []string{"create", "x", "--max-per-tenant", "-1"}, 2, "batchq: --max-per-tenant: must be in 1..2147483647 (got -1)"},
