@@ -83,7 +83,8 @@ func BenchmarkDrain(b *testing.B) {
 					b.StopTimer()
 					// Each drain starts from empty tables with fresh
 					// statistics, as the baseline's does.
-					_, err := c.Pool().Exec(ctx, `TRUNCATE batchq.jobs, batchq.outcomes, batchq.ledger_adjustments, batchq.tenant_ring`)
+					_, err := c.Pool().Exec(ctx, `TRUNCATE batchq.jobs, batchq.outcomes, batchq.ledger_adjustments, batchq.tenant_ring;
+						UPDATE batchq.queue_cursors SET round = 0`)
 					require.NoError(b, err)
 					require.NoError(b, benchkit.SeedFair(ctx, c, "q", backlog))
 					_, err = c.Pool().Exec(ctx, `VACUUM ANALYZE batchq.jobs`)

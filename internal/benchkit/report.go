@@ -260,7 +260,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			if bar.AtMost {
 				op = "≤"
 			}
-			fmt.Fprintf(&b, "  %-6s %s: %s (bar %s %s); %s\n", verdict, bar.Name, fmtFloat(bar.Value, 2), op, fmtFloat(bar.Target, 2), bar.Detail)
+			fmt.Fprintf(&b, "  %-6s %s: %s (bar %s %s); %s\n", verdict, bar.Name, fmtFloat(bar.Value, 3), op, fmtFloat(bar.Target, 2), bar.Detail)
 		}
 	}
 	for _, n := range r.Notes {
