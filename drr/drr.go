@@ -236,7 +236,7 @@ func (q *Queue[T]) dequeueLocked(now time.Time, expired *[]Job[T]) (Job[T], bool
 		q.cursor = t.next
 		q.granted = false
 		futile++
-		if futile == q.ringLen {
+		if futile >= q.ringLen {
 			q.skipFutileRounds()
 			futile = 0
 		}

@@ -305,6 +305,30 @@ func TestHugeCostDequeuesWithoutLooping(t *testing.T) {
 	require.Equal(t, []string{"b0", "a", "b1"}, values(drain(q)))
 }
 
+// A tenant whose only job expires during a futile pass leaves the ring, and
+// the pass starts its count again: the skip over futile rounds still comes,
+// rather than the ring being looped visit by visit (10^12 visits here).
+func TestHugeCostSkipsAfterATenantExpiresMidPass(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t, drr.Config{Quantum: 1, MaxPerTenant: 10})
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	require.NoError(t, q.EnqueueAt(t0, drr.Job[string]{Tenant: "b", Cost: 1_000_000_000_000, Value: "huge"}))
+	require.NoError(t, q.EnqueueAt(t0, drr.Job[string]{Tenant: "a", Cost: 5, Deadline: t0.Add(time.Second), Value: "late"}))
+	var expired []string
+	done := make(chan drr.Job[string], 1)
+	go func() {
+		j, _ := q.DequeueAt(t0.Add(time.Minute), func(j drr.Job[string]) { expired = append(expired, j.Value) })
+		done <- j
+	}()
+	select {
+	case j := <-done:
+		require.Equal(t, "huge", j.Value)
+		require.Equal(t, []string{"late"}, expired)
+	case <-time.After(10 * time.Second):
+		t.Fatal("DequeueAt loops visit by visit")
+	}
+}
+
 func TestDeficitsSaturate(t *testing.T) {
 	t.Parallel()
 	q := newQueue(t, drr.Config{Quantum: math.MaxInt64, MaxPerTenant: 10})
