@@ -19,7 +19,9 @@
 // any number of workers in any number of processes claim at once, the scan
 // never waits on a row an application's open transaction holds, and a job
 // costing far more than the quantum needs no futile rounds. With one claimer
-// taking one job at a time, the order is exactly that of package drr.
+// taking one job at a time, the order is exactly that of package drr once
+// Maintain has folded the corrections below (the cost of a job that expired
+// or was cancelled reaches its tenant's later jobs at the next pass).
 //
 // Actual costs reported at completion, and the cost of jobs dropped before
 // they ran, are recorded as ledger adjustments that Maintain folds into the
