@@ -74,13 +74,7 @@ func TestQuotaPauseHoldsAcrossSkewedClocks(t *testing.T) {
 	url := pgtest.URL(t)
 	const skew = 40 * time.Second
 	worker := func(key string, skew time.Duration) (*throttle.Throttle, func() time.Time) {
-		c, err := queue.NewClient(pgtest.Connect(t, url), queue.Config{})
-		require.NoError(t, err)
-		now := func() time.Time { return time.Now().Add(skew) }
-		queue.SetClock(c, now)
-		th, err := c.Throttle(key, throttle.Config{})
-		require.NoError(t, err)
-		return th, now
+		return skewedWorker(t, url, key, skew)
 	}
 
 	for _, tc := range []struct {
@@ -115,13 +109,7 @@ func TestQuotaDatesAreMeasuredOnTheProvidersClock(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
 	worker := func(key string, skew time.Duration) (*throttle.Throttle, func() time.Time) {
-		c, err := queue.NewClient(pgtest.Connect(t, url), queue.Config{})
-		require.NoError(t, err)
-		now := func() time.Time { return time.Now().Add(skew) }
-		queue.SetClock(c, now)
-		th, err := c.Throttle(key, throttle.Config{})
-		require.NoError(t, err)
-		return th, now
+		return skewedWorker(t, url, key, skew)
 	}
 	provider := time.Now().UTC().Truncate(time.Second) // the provider's clock, right
 	response := func(status int, kv ...string) *http.Response {
@@ -148,4 +136,17 @@ func TestQuotaDatesAreMeasuredOnTheProvidersClock(t *testing.T) {
 	d = right.CanStartAt(rightNow(), 1, throttle.Interactive)
 	require.False(t, d.OK)
 	require.InDelta(t, 60*time.Second, d.Wait, float64(2*time.Second))
+}
+
+// skewedWorker is a worker process on a connection pool of its own whose
+// clock runs skew ahead of the real one: its throttle for key, and its clock.
+func skewedWorker(t *testing.T, url, key string, skew time.Duration) (*throttle.Throttle, func() time.Time) {
+	t.Helper()
+	c, err := queue.NewClient(pgtest.Connect(t, url), queue.Config{})
+	require.NoError(t, err)
+	now := func() time.Time { return time.Now().Add(skew) }
+	queue.SetClock(c, now)
+	th, err := c.Throttle(key, throttle.Config{})
+	require.NoError(t, err)
+	return th, now
 }
