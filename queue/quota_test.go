@@ -73,9 +73,6 @@ func TestQuotaPauseHoldsAcrossSkewedClocks(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	const skew = 40 * time.Second
-	worker := func(key string, skew time.Duration) (*throttle.Throttle, func() time.Time) {
-		return skewedWorker(t, url, key, skew)
-	}
 
 	for _, tc := range []struct {
 		name            string
@@ -85,8 +82,8 @@ func TestQuotaPauseHoldsAcrossSkewedClocks(t *testing.T) {
 		{"the fast clock pauses the right one", skew, 0},
 	} {
 		key := "skew/" + tc.name[4:9]
-		got429, clockA := worker(key, tc.receiver)
-		other, clockB := worker(key, tc.other)
+		got429, clockA := skewedWorker(t, url, key, tc.receiver)
+		other, clockB := skewedWorker(t, url, key, tc.other)
 
 		got429.TooManyRequestsAt(clockA(), 10*time.Second)
 		d := other.CanStartAt(clockB(), 1, throttle.Interactive)
@@ -108,9 +105,6 @@ func TestQuotaPauseHoldsAcrossSkewedClocks(t *testing.T) {
 func TestQuotaDatesAreMeasuredOnTheProvidersClock(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
-	worker := func(key string, skew time.Duration) (*throttle.Throttle, func() time.Time) {
-		return skewedWorker(t, url, key, skew)
-	}
 	provider := time.Now().UTC().Truncate(time.Second) // the provider's clock, right
 	response := func(status int, kv ...string) *http.Response {
 		h := http.Header{"Date": {provider.Format(http.TimeFormat)}}
@@ -120,8 +114,8 @@ func TestQuotaDatesAreMeasuredOnTheProvidersClock(t *testing.T) {
 		return &http.Response{StatusCode: status, Header: h}
 	}
 
-	fast, fastNow := worker("dates/reset", 40*time.Second)
-	right, rightNow := worker("dates/reset", 0)
+	fast, fastNow := skewedWorker(t, url, "dates/reset", 40*time.Second)
+	right, rightNow := skewedWorker(t, url, "dates/reset", 0)
 	fast.ObserveResponseAt(fastNow(), fastNow(), response(http.StatusOK,
 		"anthropic-ratelimit-tokens-limit", "10000", "anthropic-ratelimit-tokens-remaining", "0",
 		"anthropic-ratelimit-tokens-reset", provider.Add(30*time.Second).Format(time.RFC3339)))
@@ -129,8 +123,8 @@ func TestQuotaDatesAreMeasuredOnTheProvidersClock(t *testing.T) {
 	require.False(t, d.OK, "the tokens are spent until the provider's reset")
 	require.InDelta(t, 30*time.Second, d.Wait, float64(2*time.Second))
 
-	fast, fastNow = worker("dates/retry-after", 40*time.Second)
-	right, rightNow = worker("dates/retry-after", 0)
+	fast, fastNow = skewedWorker(t, url, "dates/retry-after", 40*time.Second)
+	right, rightNow = skewedWorker(t, url, "dates/retry-after", 0)
 	fast.ObserveResponseAt(fastNow(), fastNow(), response(http.StatusTooManyRequests,
 		"Retry-After", provider.Add(60*time.Second).Format(http.TimeFormat)))
 	d = right.CanStartAt(rightNow(), 1, throttle.Interactive)
