@@ -936,35 +936,31 @@ func TestJSONThatJsonbStoresIsKept(t *testing.T) {
 
 	// Output that is not JSON and holds a NUL byte: the wrapper cannot carry
 	// the NUL (jsonb refuses \u0000), so it shows where it was instead.
-	nul := b.enqueue(t, "t", 1)
-	jobs, err = b.client.Claim(b.ctx, b.queue, nil)
-	require.NoError(t, err)
-	require.Equal(t, nul, jobs[0].ID)
-	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{Output: []byte("plain text\x00tail")}))
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result->>'head' FROM batchq.outcomes WHERE job_id = $1`, nul).Scan(&result))
-	require.Equal(t, "plain text\uFFFDtail", result)
+	require.Equal(t, "plain text\uFFFDtail", storedHead(t, b, b.client, []byte("plain text\x00tail")))
 
 	// JSON whose string holds bytes that are not UTF-8 (a provider's Latin-1
 	// body, say): json.Valid accepts it, the server does not. It is kept as a
 	// wrapper that shows where the bytes were, and the completion counts.
-	latin1 := b.enqueue(t, "t", 1)
-	jobs, err = b.client.Claim(b.ctx, b.queue, nil)
-	require.NoError(t, err)
-	require.Equal(t, latin1, jobs[0].ID)
-	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{Output: []byte("{\"text\":\"caf\xe9\"}")}))
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result->>'head' FROM batchq.outcomes WHERE job_id = $1`, latin1).Scan(&result))
-	require.Equal(t, "{\"text\":\"caf\uFFFD\"}", result)
+	require.Equal(t, "{\"text\":\"caf\uFFFD\"}", storedHead(t, b, b.client, []byte("{\"text\":\"caf\xe9\"}")))
 
 	// Cut to size in the middle of a character: the part before the cut goes.
 	small, err := queue.NewClient(b.pool, queue.Config{MaxResultBytes: 11})
 	require.NoError(t, err)
-	cut := b.enqueue(t, "t", 1)
-	jobs, err = small.Claim(b.ctx, b.queue, nil)
+	require.Equal(t, "éé", storedHead(t, b, small, []byte(strings.Repeat("é", 9))))
+}
+
+// storedHead enqueues a job, has c claim and complete it with output, and
+// returns the head of the wrapper its outcome keeps the result in.
+func storedHead(t *testing.T, b *testBundle, c *queue.Client, output []byte) string {
+	t.Helper()
+	id := b.enqueue(t, "t", 1)
+	jobs, err := c.Claim(b.ctx, b.queue, nil)
 	require.NoError(t, err)
-	require.Equal(t, cut, jobs[0].ID)
-	require.NoError(t, small.Complete(b.ctx, jobs[0], queue.Result{Output: []byte(strings.Repeat("é", 9))}))
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result->>'head' FROM batchq.outcomes WHERE job_id = $1`, cut).Scan(&result))
-	require.Equal(t, "éé", result)
+	require.Equal(t, id, jobs[0].ID)
+	require.NoError(t, c.Complete(b.ctx, jobs[0], queue.Result{Output: output}))
+	var head string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT result->>'head' FROM batchq.outcomes WHERE job_id = $1`, id).Scan(&head))
+	return head
 }
 
 // TestPayloadNumbersJsonbCannotHoldAreInvalid: jsonb keeps numbers as
