@@ -784,12 +784,7 @@ func retryAfter(resp *http.Response, received time.Time) time.Duration {
 	if resp == nil {
 		return 0
 	}
-	// A date is on the provider's clock: measured from the response's Date,
-	// as the throttle measures it, where there is one.
-	if date, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
-		received = date
-	}
-	d, _ := quotaheaders.RetryAfter(resp.Header, received)
+	d, _ := quotaheaders.RetryAfter(resp.Header, quotaheaders.ProviderClock(resp.Header, received))
 	return d
 }
 

@@ -5,6 +5,19 @@ import (
 	"time"
 )
 
+// ProviderClock returns the instant to measure the times a response gives
+// as dates from (resets, a Retry-After date): its Date header, on the same
+// clock as those dates, or receivedAt when it has none. Measured from the
+// receiver's own clock, a date would be off by however far that clock is
+// from the provider's. Date has whole seconds, so a wait measured from it
+// comes out up to a second long.
+func ProviderClock(h http.Header, receivedAt time.Time) time.Time {
+	if date, err := http.ParseTime(h.Get("Date")); err == nil {
+		return date
+	}
+	return receivedAt
+}
+
 // RetryAfter reads how long the server asks the client to wait, from
 // headers received at receivedAt. It tries retry-after-ms (decimal
 // milliseconds), then x-ms-retry-after-ms (Azure, the same), then

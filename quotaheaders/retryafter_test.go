@@ -115,3 +115,18 @@ func TestRetryAfterRFC850Year(t *testing.T) {
 		})
 	}
 }
+
+func TestProviderClockIsTheResponsesDate(t *testing.T) {
+	t.Parallel()
+	received := time.Date(2026, 11, 30, 12, 0, 40, 0, time.UTC)
+	date := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	h := http.Header{"Date": {date.Format(http.TimeFormat)}}
+	if got := qh.ProviderClock(h, received); !got.Equal(date) {
+		t.Errorf("with a Date: %v, want %v", got, date)
+	}
+	for _, v := range []string{"", "yesterday"} {
+		if got := qh.ProviderClock(http.Header{"Date": {v}}, received); !got.Equal(received) {
+			t.Errorf("Date %q: %v, want the receive time %v", v, got, received)
+		}
+	}
+}

@@ -362,15 +362,10 @@ func (t *Throttle) ObserveResponseContext(ctx context.Context, sentAt, receivedA
 	if resp == nil {
 		return nil
 	}
-	// A reset or a Retry-After given as a time is on the provider's clock: it
-	// is measured from the response's Date, on the same clock, where there is
-	// one. Measured from receivedAt, a worker whose clock runs fast would take
-	// the reset for nearer than it is, and tell the whole fleet so. (Date has
-	// whole seconds, so the wait comes out up to a second long.)
-	ref := receivedAt
-	if date, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
-		ref = date
-	}
+	// A reset or a Retry-After given as a time is on the provider's clock:
+	// measured from receivedAt, a worker whose clock runs fast would take the
+	// reset for nearer than it is, and tell the whole fleet so.
+	ref := quotaheaders.ProviderClock(resp.Header, receivedAt)
 	var snaps [2]quotaheaders.Snapshot
 	var has [2]bool
 	units := [2]quotaheaders.Unit{quotaheaders.Requests, quotaheaders.Tokens}
