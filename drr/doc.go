@@ -19,6 +19,13 @@
 // A tenant that joins while the pointer is past the last tenant of the ring
 // is visited next, before the pointer wraps: it joins the current round.
 //
+// A tenant that left the ring and comes back before the pointer wraps has had
+// its visit in the current round: it takes its place at the end of the ring
+// and is first visited in the next round. The article's FairQueue visits it
+// again at once, so a tenant that refills its queue whenever it empties (a
+// chain of jobs, each enqueueing the next) would be visited every time and
+// the tenants before it in the ring never.
+//
 // Because the grant is per visit and not per job, a tenant with ten thousand
 // queued jobs gets the same share of each round as a tenant with one, and a
 // tenant whose jobs are ten times larger gets a tenth of the jobs and the same

@@ -120,6 +120,12 @@ type Queue[T any] struct {
 	// the current visit. A visit can span several DequeueAt calls.
 	granted bool
 	jobs    int
+	// round counts the passes of the pointer over the ring: it moves on
+	// each time the pointer wraps, and by the passes skipFutileRounds skips.
+	round int64
+	// left holds the tenants that left the ring in the current round. One
+	// that comes back before the round ends waits for the next.
+	left map[string]struct{}
 }
 
 type tenant[T any] struct {
@@ -128,6 +134,9 @@ type tenant[T any] struct {
 	deficit    int64
 	prev, next *tenant[T]
 	grant      int64 // scratch for skipFutileRounds
+	// from is the first round the tenant may be visited in: the round it
+	// joined, or the next one when it left the ring in the round it joined.
+	from int64
 }
 
 // New returns an empty Queue, or an error naming the Config field that is
@@ -202,15 +211,26 @@ func (q *Queue[T]) DequeueAt(now time.Time, onExpired func(Job[T])) (Job[T], boo
 
 func (q *Queue[T]) dequeueLocked(now time.Time, expired *[]Job[T]) (Job[T], bool) {
 	// futile counts the visits in a row, in this call, that moved on
-	// without dequeuing or dropping a tenant. Once it reaches the ring's
-	// length, every tenant has been visited at this instant, so every head
-	// is live and costs more than its tenant's deficit.
+	// without dequeuing or dropping a tenant, or passing over one that waits
+	// for the next round. Once it reaches the ring's length, every tenant has
+	// been visited at this instant, so every head is live and costs more than
+	// its tenant's deficit.
 	futile := 0
 	for q.first != nil {
 		if q.cursor == nil {
 			q.cursor = q.first
+			q.nextRound()
 		}
 		t := q.cursor
+		if t.from > q.round {
+			// It left the ring in this round and came back: it has had its
+			// visit. Futile passes are counted afresh, from visits that
+			// find every head.
+			q.cursor = t.next
+			q.granted = false
+			futile = 0
+			continue
+		}
 		for t.queue.len() > 0 && !t.queue.front().Deadline.After(now) {
 			*expired = append(*expired, t.queue.pop())
 			q.jobs--
@@ -266,11 +286,27 @@ func (q *Queue[T]) skipFutileRounds() {
 			// stays below the head's cost.
 			t.deficit += skip * t.grant
 		}
+		q.round += skip
+		q.left = nil
 	}
 }
 
-// join appends t to the end of the ring.
+// nextRound is called when the pointer wraps to the first tenant.
+func (q *Queue[T]) nextRound() {
+	q.round++
+	q.left = nil
+}
+
+// join appends t to the end of the ring. A tenant that left the ring in the
+// current round is visited from the next one, after every tenant in the ring
+// has had its turn: were it visited again at once, a tenant that refilled
+// its queue whenever it emptied would be visited every time, and the others
+// never. The article's FairQueue visits it again.
 func (q *Queue[T]) join(t *tenant[T]) {
+	t.from = q.round
+	if _, ok := q.left[t.name]; ok {
+		t.from++
+	}
 	t.prev = q.last
 	if q.last == nil {
 		q.first = t
@@ -278,7 +314,7 @@ func (q *Queue[T]) join(t *tenant[T]) {
 		q.last.next = t
 	}
 	q.last = t
-	if q.cursor == nil {
+	if q.cursor == nil && t.from == q.round {
 		// The pointer is past the end: the new tenant is the next visit.
 		q.cursor = t
 	}
@@ -305,6 +341,10 @@ func (q *Queue[T]) leave(t *tenant[T]) {
 	q.granted = false
 	delete(q.tenants, t.name)
 	q.ringLen--
+	if q.left == nil {
+		q.left = make(map[string]struct{})
+	}
+	q.left[t.name] = struct{}{}
 }
 
 // Len returns the number of queued jobs, expired jobs not yet dropped

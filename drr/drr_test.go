@@ -353,8 +353,10 @@ func TestEmptiedTenantDoesNotBankCredit(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "a0", j.Value)
 
-	enqueue(t, q, "a", 15, "a1") // with the 9 kept, one visit would cover it
-	require.Equal(t, []string{"b0", "b1", "a1", "b2"}, values(drain(q)))
+	// a comes back in the round it left: its first visit is in the next
+	// round, where the 9 kept would cover a1. Without them it takes two.
+	enqueue(t, q, "a", 15, "a1")
+	require.Equal(t, []string{"b0", "b1", "b2", "a1"}, values(drain(q)))
 }
 
 func TestTenantJoiningPastTheEndJoinsTheCurrentRound(t *testing.T) {
@@ -375,6 +377,54 @@ func TestTenantJoiningPastTheEndJoinsTheCurrentRound(t *testing.T) {
 	enqueue(t, q, "c", 10, "c0")
 	got = append(got, values(drain(q))...)
 	require.Equal(t, []string{"a0", "b0", "c0", "a1", "a2"}, got)
+}
+
+// A tenant that refills its queue whenever it empties, as a chain of jobs
+// each enqueueing the next does, gets one visit a round like any other.
+func TestTenantThatRefillsWhenItEmptiesWaitsForTheNextRound(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t, drr.Config{Quantum: 10, MaxPerTenant: 10})
+	for i := range 3 {
+		enqueue(t, q, "a", 10, fmt.Sprint("a", i))
+	}
+	enqueue(t, q, "b", 10, "b0")
+
+	var got []string
+	for i := 1; ; i++ {
+		j, ok := q.DequeueAt(t0, nil)
+		if !ok {
+			break
+		}
+		got = append(got, j.Value)
+		if j.Tenant == "b" && i < 6 {
+			enqueue(t, q, "b", 10, fmt.Sprint("b", i))
+		}
+	}
+	require.Equal(t, []string{"a0", "b0", "a1", "b2", "a2", "b4"}, got)
+}
+
+// A tenant that comes back in the round it left, while the pointer is still
+// in the middle of the ring, is visited after the tenants behind the pointer
+// and the ones before it.
+func TestTenantBackInTheRoundItLeftJoinsTheNextRound(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t, drr.Config{Quantum: 10, MaxPerTenant: 10})
+	enqueue(t, q, "a", 10, "a0")
+	enqueue(t, q, "a", 10, "a1")
+	enqueue(t, q, "b", 10, "b0")
+	enqueue(t, q, "c", 10, "c0")
+	enqueue(t, q, "c", 10, "c1")
+
+	var got []string
+	for range 2 {
+		j, ok := q.DequeueAt(t0, nil)
+		require.True(t, ok)
+		got = append(got, j.Value)
+	}
+	enqueue(t, q, "b", 10, "b1") // b left in this round, before c's visit
+	enqueue(t, q, "d", 10, "d0") // d is new: it joins this round
+	got = append(got, values(drain(q))...)
+	require.Equal(t, []string{"a0", "b0", "c0", "d0", "a1", "c1", "b1"}, got)
 }
 
 func TestLargeJobWaitsForItsDeficit(t *testing.T) {
@@ -522,7 +572,8 @@ func abs(x int64) int64 {
 
 // refQueue is the article's FairQueue transcribed line by line, with the
 // rules drr adds to it: the grant rule of Config.Grant, saturating deficits,
-// default deadlines and argument time. It loops through every futile round.
+// default deadlines, argument time, and a tenant that comes back in the pass
+// it left in waits for the next pass. It loops through every futile round.
 type refQueue struct {
 	cfg     drr.Config
 	queues  map[string][]drr.Job[int]
@@ -530,13 +581,17 @@ type refQueue struct {
 	active  []string
 	cursor  int
 	granted bool
+	pass    int64            // wraps of the cursor
+	left    map[string]int64 // the pass each tenant last left the ring in
+	from    map[string]int64 // the first pass an active tenant may be visited in
 }
 
 func newRefQueue(cfg drr.Config) *refQueue {
 	if cfg.DefaultTTL == 0 {
 		cfg.DefaultTTL = 24 * time.Hour
 	}
-	return &refQueue{cfg: cfg, queues: map[string][]drr.Job[int]{}, deficit: map[string]int64{}}
+	return &refQueue{cfg: cfg, queues: map[string][]drr.Job[int]{}, deficit: map[string]int64{},
+		left: map[string]int64{}, from: map[string]int64{}}
 }
 
 func (r *refQueue) enqueue(now time.Time, j drr.Job[int]) error {
@@ -554,6 +609,10 @@ func (r *refQueue) enqueue(now time.Time, j drr.Job[int]) error {
 	if !slices.Contains(r.active, j.Tenant) {
 		r.active = append(r.active, j.Tenant)
 		r.deficit[j.Tenant] = 0
+		r.from[j.Tenant] = r.pass
+		if left, ok := r.left[j.Tenant]; ok && left == r.pass {
+			r.from[j.Tenant]++
+		}
 	}
 	return nil
 }
@@ -562,8 +621,14 @@ func (r *refQueue) dequeue(now time.Time, onExpired func(drr.Job[int])) (drr.Job
 	for len(r.active) > 0 {
 		if r.cursor >= len(r.active) {
 			r.cursor = 0
+			r.pass++
 		}
 		tenant := r.active[r.cursor]
+		if r.from[tenant] > r.pass {
+			r.cursor++
+			r.granted = false
+			continue
+		}
 		for len(r.queues[tenant]) > 0 && !r.queues[tenant][0].Deadline.After(now) {
 			onExpired(r.queues[tenant][0])
 			r.queues[tenant] = r.queues[tenant][1:]
@@ -606,6 +671,7 @@ func (r *refQueue) remove(tenant string) {
 	i := slices.Index(r.active, tenant)
 	r.active = slices.Delete(r.active, i, i+1)
 	delete(r.deficit, tenant)
+	r.left[tenant] = r.pass
 	if i < r.cursor {
 		r.cursor--
 	}

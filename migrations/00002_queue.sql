@@ -549,6 +549,16 @@ CREATE FUNCTION batchq.drr_share(quantum bigint, weight double precision) RETURN
 -- order so concurrent callers cannot deadlock, and starts a new membership for
 -- each tenant that has no queued job: a new position at the end of the ring,
 -- in order of p_tenants, in the queue's cursor round, with an empty ledger.
+-- A tenant whose last membership reached the cursor's round (its last job
+-- was keyed in that round or later) had its visit in that round: it joins
+-- the next one, as drr's tenant that comes back in the round it left. Were it
+-- to join the cursor's round, at the end of the ring, a tenant that refills
+-- its queue whenever its last job is claimed (a chain of jobs, each enqueueing
+-- the next) would come first at every claim, and the tenants already served
+-- in the round would wait for as long as it kept on. A last membership whose
+-- jobs ran ahead of the cursor (a batch claim spans rounds, and the cursor
+-- keeps its first) or were cancelled counts as having reached it: one round,
+-- never more.
 -- It returns a row per tenant it locked, in name order: how many elements of
 -- p_tenants name it, and the seq of its oldest queued job (head), NULL when it
 -- had none and joined now. With p_skip_locked it passes over rows another
@@ -654,7 +664,11 @@ BEGIN
         FROM joiners j
     )
     UPDATE batchq.tenant_ring r
-    SET pos = n.pos, join_round = v_round, cum = 0,
+    SET pos = n.pos, cum = 0,
+        -- The old values: one whose last membership reached the cursor's
+        -- round left it in this round, and joins the next (see above).
+        join_round = CASE WHEN r.cum > 0 AND batchq.drr_round(r.join_round, r.cum, r.share) >= v_round
+                          THEN v_round + 1 ELSE v_round END,
         share = batchq.drr_share(v_quantum,
                                  coalesce((SELECT w.weight FROM batchq.tenants w WHERE w.name = n.tenant), 1))
     FROM numbered n

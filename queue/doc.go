@@ -12,7 +12,9 @@
 // by weight: a tenant with ten thousand queued jobs gets the same share of each
 // round as a tenant with one. The order is a sort key computed when a job is
 // queued. A tenant that joins the ring (has queued jobs again) gets the next
-// ring position and starts in the round of the latest claim; its job whose
+// ring position and starts in the round of the latest claim, or in the next
+// round if its previous jobs reached that one (so a chain of jobs, each
+// enqueueing the next, gets a turn a round and no more); its job whose
 // cumulative cost since joining is C is served on its visit ceil(C / share),
 // where share is round(quantum × weight), at least 1. Claiming is then one
 // index range scan over (round, position, id) with FOR UPDATE SKIP LOCKED:

@@ -108,6 +108,30 @@ func TestIdleTenantBanksNoCredit(t *testing.T) {
 	require.LessOrEqual(t, countOf(order, "idle"), 5, "%v", order)
 }
 
+// A chain of jobs, each enqueueing the next while it runs (page after page
+// of an import), puts its tenant back in the ring whenever its last job is
+// claimed. It gets a turn a round, as the tenant with a backlog does.
+func TestChainOfJobsGetsOneTurnARound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	b.enqueueN(t, "backlog", 10, 100)
+	b.enqueue(t, "chain", 100)
+
+	var order []string
+	for range 12 {
+		jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		if jobs[0].Tenant == "chain" {
+			b.enqueue(t, "chain", 100)
+		}
+		require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
+		order = append(order, jobs[0].Tenant)
+	}
+	want := slices.Repeat([]string{"backlog", "chain"}, 6)
+	require.Equal(t, want, order)
+}
+
 func countOf(ss []string, s string) int {
 	n := 0
 	for _, x := range ss {
