@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 )
@@ -276,7 +277,7 @@ func tableCell(v any) string {
 		if x == "" {
 			return "-"
 		}
-		return oneLine.Replace(x)
+		return oneLine(x)
 	case time.Time:
 		return x.UTC().Format("2006-01-02 15:04:05Z")
 	case time.Duration:
@@ -293,13 +294,50 @@ func tableCell(v any) string {
 		}
 		return s
 	default:
-		return oneLine.Replace(plainCell(x))
+		return oneLine(plainCell(x))
 	}
 }
 
-// oneLine keeps a table cell on its row and in its column: line breaks and
-// tabs (in a provider's error body, say) are written as escapes.
-var oneLine = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\n`, "\t", `\t`)
+// oneLine keeps a table cell on its row and in its column, and the terminal
+// as it was: line breaks and tabs (in a provider's error body, say) are
+// written as \n and \t, other control characters (escape sequences, form
+// feeds) and bytes that are not UTF-8 as \xNN or \u00NN.
+func oneLine(s string) string {
+	clean := true
+	for _, r := range s {
+		if isControl(r) || r == utf8.RuneError {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\r' && strings.HasPrefix(s[i+1:], "\n"):
+			b.WriteString(`\n`)
+			size = 2
+		case r == '\n' || r == '\r':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == utf8.RuneError && size == 1, r < 0x80 && isControl(r):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case isControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// isControl reports the C0 and C1 control characters and DEL.
+func isControl(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) }
 
 func plainCell(v any) string {
 	switch x := v.(type) {

@@ -45,6 +45,48 @@ func TestTableKeepsAMultiLineErrorOnItsRow(t *testing.T) {
 	require.Contains(t, r.stdout, `Bad Request: {\n  "error": "bad"\n}`)
 }
 
+// Other control characters are escaped too: a vertical tab or form feed
+// would split the row, and an escape sequence in a provider's answer would
+// reach the operator's terminal.
+func TestTableEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	db.exec(t, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
+			max_attempts, deadline, enqueued_at, finished_at, error)
+		VALUES (1, 'q', 't', 'k', 'cancelled', 1, 1, 1, now(), now(), now(),
+		        E'dup\x0bof\fjob 9 \x1b[2J\x1b]0;title\x07 \u0085 caf\u00e9')`)
+	r := runCLI(t, db.url, "report", "outcomes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 2, strings.Count(r.stdout, "\n"), "a header and one row")
+	require.Contains(t, r.stdout, `dup\x0bof\x0cjob 9 \x1b[2J\x1b]0;title\x07 \u0085 café`)
+}
+
+func TestOneLine(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"plain":           "plain",
+		"a\r\nb\nc\rd\te": `a\nb\nc\nd\te`,
+		"\x00\x7f\u009b":  `\x00\x7f\u009b`,
+		"bad \xff byte":   `bad \xff byte`,
+		"kept \ufffd 東":   "kept \ufffd 東",
+	} {
+		require.Equal(t, want, oneLine(in), "%q", in)
+	}
+}
+
+// Columns line up by the width a terminal gives a cell: two for a wide
+// character, none for a combining accent.
+func TestTableAlignsWideAndCombiningCharacters(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	tb := newTable(&b, "TENANT", "JOBS")
+	tb.row("東京株式会社", "1")
+	tb.row("cafe\u0301", "2")
+	tb.row("plain", "3")
+	require.NoError(t, tb.flush())
+	require.Equal(t, "TENANT        JOBS\n東京株式会社  1\ncafe\u0301          2\nplain         3\n", b.String())
+}
+
 // A weight too small for three decimals is not listed as 0, which batchq
 // would refuse.
 func TestTableShowsASmallWeight(t *testing.T) {

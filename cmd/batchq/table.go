@@ -2,26 +2,51 @@ package main
 
 import (
 	"io"
-	"text/tabwriter"
+	"strings"
+
+	"github.com/mattn/go-runewidth"
 )
 
-// table writes aligned columns for humans.
-type table struct{ tw *tabwriter.Writer }
+// table writes aligned columns for humans. Columns are padded by the width a
+// terminal gives each cell, not by its count of characters: a wide character
+// (東) takes two columns, a combining accent none. Cells hold no control
+// characters (tableCell escapes them).
+type table struct {
+	w    io.Writer
+	rows [][]string
+}
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	t := &table{w: w}
 	t.row(header...)
 	return t
 }
 
-func (t *table) row(cells ...string) {
-	for i, c := range cells {
-		if i > 0 {
-			io.WriteString(t.tw, "\t")
-		}
-		io.WriteString(t.tw, c)
-	}
-	io.WriteString(t.tw, "\n")
-}
+func (t *table) row(cells ...string) { t.rows = append(t.rows, cells) }
 
-func (t *table) flush() error { return t.tw.Flush() }
+// flush writes the rows, each cell but a row's last padded to its column's
+// width and two spaces.
+func (t *table) flush() error {
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], runewidth.StringWidth(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range t.rows {
+		for i, c := range r {
+			b.WriteString(c)
+			if i < len(r)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-runewidth.StringWidth(c)+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	t.rows = nil
+	_, err := io.WriteString(t.w, b.String())
+	return err
+}
