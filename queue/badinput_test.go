@@ -62,6 +62,9 @@ func TestBadSettingsNameFieldAndRule(t *testing.T) {
 		{"short lease", queue.QueueConfig{Name: "x", Lease: time.Millisecond}, "lease", "must be at least 1s (got 1ms)"},
 		{"too many attempts", queue.QueueConfig{Name: "x", MaxAttempts: 1001}, "max_attempts", "must be in 1..1000 (got 1001)"},
 		{"negative unique_for", queue.QueueConfig{Name: "x", UniqueFor: -time.Second}, "unique_for", "must be >= 0"},
+		{"ttl below a microsecond", queue.QueueConfig{Name: "x", DefaultTTL: 999}, "default_ttl", "must be a whole number of microseconds (got 999ns)"},
+		{"lease in nanoseconds", queue.QueueConfig{Name: "x", Lease: time.Minute + 1}, "lease", "whole number of microseconds (got 1m0.000000001s)"},
+		{"unique_for below a microsecond", queue.QueueConfig{Name: "x", UniqueFor: 500}, "unique_for", "whole number of microseconds (got 500ns)"},
 	}
 	for _, tc := range queues {
 		t.Run("queue/"+tc.name, func(t *testing.T) {
@@ -70,6 +73,9 @@ func TestBadSettingsNameFieldAndRule(t *testing.T) {
 	}
 	_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Quantum: new(int64)})
 	requireSettingError(t, err, "quantum", "(got 0)")
+	short := 500 * time.Nanosecond
+	_, err = b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{UniqueFor: &short})
+	requireSettingError(t, err, "unique_for", "(got 500ns)")
 	_, err = b.client.UpdateQueue(b.ctx, "missing", queue.QueueUpdate{})
 	require.ErrorIs(t, err, queue.ErrUnknownQueue)
 

@@ -153,6 +153,16 @@ func (qc QueueConfig) validate() error {
 	case qc.UniqueFor < 0:
 		return &SettingError{"unique_for", fmt.Sprintf("must be >= 0 (got %s)", qc.UniqueFor)}
 	}
+	// The database keeps intervals in whole microseconds: 500ns would be
+	// stored as 0 (a unique window switched off) or break a rule there.
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"default_ttl", qc.DefaultTTL}, {"lease", qc.Lease}, {"unique_for", qc.UniqueFor}} {
+		if d.v%time.Microsecond != 0 {
+			return &SettingError{d.field, fmt.Sprintf("must be a whole number of microseconds (got %s)", d.v)}
+		}
+	}
 	return nil
 }
 
@@ -301,6 +311,11 @@ func (c *Client) settingsChanged(ctx context.Context, rekey func(pgx.Tx) error) 
 
 // Queue returns a queue's settings, or ErrUnknownQueue.
 func (c *Client) Queue(ctx context.Context, name string) (QueueConfig, error) {
+	if !queueName.MatchString(name) {
+		// No queue can have it; the database would refuse one that is not
+		// UTF-8 with an error of its own.
+		return QueueConfig{}, fmt.Errorf("%w: %q", ErrUnknownQueue, name)
+	}
 	row, err := c.q.GetQueue(ctx, c.pool, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return QueueConfig{}, fmt.Errorf("%w: %q", ErrUnknownQueue, name)
@@ -348,9 +363,7 @@ type Tenant struct {
 	MaxQueued int
 }
 
-// SetTenant creates or changes a tenant's settings. A new weight takes effect
-// from the tenant's next round in every queue where it has queued jobs.
-func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
+func (t Tenant) validate() error {
 	if err := checkName("name", t.Name); err != nil {
 		return &SettingError{err.Field, err.Rule}
 	}
@@ -360,22 +373,69 @@ func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
 	if t.MaxQueued < 0 || t.MaxQueued > math.MaxInt32 {
 		return &SettingError{"max_queued", fmt.Sprintf("must be in 0..%d, 0 meaning the queue's bound (got %d)", math.MaxInt32, t.MaxQueued)}
 	}
-	var bound *int32
-	if t.MaxQueued > 0 {
-		b := int32(t.MaxQueued)
-		bound = &b
+	return nil
+}
+
+// SetTenant creates or changes a tenant's settings, all of them. A new weight
+// takes effect from the tenant's next round in every queue where it has
+// queued jobs.
+func (c *Client) SetTenant(ctx context.Context, t Tenant) error {
+	_, err := c.UpdateTenant(ctx, t.Name, TenantUpdate{Weight: &t.Weight, MaxQueued: &t.MaxQueued})
+	return err
+}
+
+// TenantUpdate changes some settings of a tenant; nil fields stay as they
+// are (for a tenant without settings: weight 1, the queues' bounds).
+type TenantUpdate struct {
+	Weight    *float64
+	MaxQueued *int
+}
+
+// UpdateTenant changes a tenant's settings, creating them if it has none,
+// and returns them. Concurrent updates of one tenant apply one after the
+// other, each to what the last left. A new weight takes effect as with
+// SetTenant.
+func (c *Client) UpdateTenant(ctx context.Context, name string, u TenantUpdate) (Tenant, error) {
+	if err := checkName("name", name); err != nil {
+		return Tenant{}, &SettingError{err.Field, err.Rule}
 	}
+	var next Tenant
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if _, err := c.q.UpsertTenant(ctx, tx, dbsqlc.UpsertTenantParams{Name: t.Name, Weight: t.Weight, MaxQueued: bound}); err != nil {
+		row, err := c.q.LockTenant(ctx, tx, name)
+		if err != nil {
 			return err
 		}
-		return c.rekeyTenant(ctx, tx, t.Name)
+		next = Tenant{Name: name, Weight: row.Weight}
+		if row.MaxQueued != nil {
+			next.MaxQueued = int(*row.MaxQueued)
+		}
+		if u.Weight != nil {
+			next.Weight = *u.Weight
+		}
+		if u.MaxQueued != nil {
+			next.MaxQueued = *u.MaxQueued
+		}
+		if err := next.validate(); err != nil {
+			return err
+		}
+		var bound *int32
+		if next.MaxQueued > 0 {
+			b := int32(next.MaxQueued)
+			bound = &b
+		}
+		if _, err := c.q.UpsertTenant(ctx, tx, dbsqlc.UpsertTenantParams{Name: name, Weight: next.Weight, MaxQueued: bound}); err != nil {
+			return err
+		}
+		return c.rekeyTenant(ctx, tx, name)
 	})
 	if err != nil {
-		return fmt.Errorf("batchq: set tenant %q: %w", t.Name, err)
+		if se := (*SettingError)(nil); errors.As(err, &se) {
+			return Tenant{}, err
+		}
+		return Tenant{}, fmt.Errorf("batchq: set tenant %q: %w", name, err)
 	}
-	c.settingsChanged(ctx, func(tx pgx.Tx) error { return c.rekeyTenant(ctx, tx, t.Name) })
-	return nil
+	c.settingsChanged(ctx, func(tx pgx.Tx) error { return c.rekeyTenant(ctx, tx, name) })
+	return next, nil
 }
 
 // Tenants returns every tenant with settings, by name.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -202,6 +203,46 @@ func TestConcurrentQueueUpdatesBothApply(t *testing.T) {
 	share := b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE tenant = 'a'`)
 	require.Equal(t, 500, cfg.MaxPerTenant)
 	require.Equal(t, cfg.Quantum, share, "queue's quantum %d, a's backlog keyed at a share of %d", cfg.Quantum, share)
+}
+
+// Two updates of one tenant, each of one setting, both apply: each reads
+// what it changes under the tenant's lock.
+func TestConcurrentTenantUpdatesBothApply(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for i := range 20 {
+		name := fmt.Sprint("t", i)
+		errs := make(chan error, 2)
+		go func() {
+			w := 2.0
+			_, err := b.client.UpdateTenant(b.ctx, name, queue.TenantUpdate{Weight: &w})
+			errs <- err
+		}()
+		go func() {
+			n := 7
+			_, err := b.client.UpdateTenant(b.ctx, name, queue.TenantUpdate{MaxQueued: &n})
+			errs <- err
+		}()
+		require.NoError(t, <-errs)
+		require.NoError(t, <-errs)
+		got, ok, err := b.client.TenantSettings(b.ctx, name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, queue.Tenant{Name: name, Weight: 2, MaxQueued: 7}, got)
+	}
+}
+
+// An update that breaks a rule writes nothing, not even the defaults of a
+// tenant that had no settings.
+func TestRefusedTenantUpdateWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	w := math.Inf(1)
+	_, err := b.client.UpdateTenant(b.ctx, "new", queue.TenantUpdate{Weight: &w})
+	var se *queue.SettingError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "weight", se.Field)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.tenants`))
 }
 
 // A weight change takes effect on the tenant's next visit, as in drr, where

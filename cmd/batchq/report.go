@@ -1,7 +1,9 @@
 package main
 
 import (
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -163,6 +165,9 @@ func reportOutcomes(c *cli.Context, client *queue.Client) error {
 	}
 	if n := c.Int("limit"); n < 1 {
 		return usagef("batchq: --limit %d: must be 1 or more", n)
+	}
+	if t := c.String("tenant"); !utf8.ValidString(t) || strings.ContainsRune(t, 0) {
+		return usagef("batchq: --tenant %q: must be valid UTF-8 without NUL, as every tenant name is", t)
 	}
 	if err := checkQueue(c, client); err != nil {
 		return err

@@ -182,6 +182,7 @@ func TestReportErrors(t *testing.T) {
 		{[]string{"tenants", "--since", "1h", "--until", "2h"}, "is not before --until"},
 		{[]string{"outcomes", "--outcome", "lost"}, `batchq: --outcome "lost": must be succeeded, failed, expired, cancelled or discarded`},
 		{[]string{"outcomes", "--limit", "0"}, "batchq: --limit 0: must be 1 or more"},
+		{[]string{"outcomes", "--tenant", "acme\xff"}, `batchq: --tenant "acme\xff": must be valid UTF-8 without NUL`},
 		{[]string{"backlog", "extra"}, `unexpected argument "extra"`},
 		{[]string{"quota", "--format", "xml"}, `batchq: --format "xml": must be table, json or csv`},
 	} {
@@ -206,6 +207,13 @@ func TestReportUnknownQueue(t *testing.T) {
 
 		r = runCLI(t, db.url, "report", report, "--queue", "imports")
 		require.Equal(t, 0, r.code, "%s: %s", report, r.stderr)
+	}
+	// Nor can a name no queue could have (the database refuses bytes that
+	// are not UTF-8 with an error of its own).
+	for _, report := range []string{"backlog", "tenants", "outcomes"} {
+		r := runCLI(t, db.url, "report", report, "--queue", "q\xff")
+		require.Equal(t, 1, r.code, "%s: %s", report, r.stderr)
+		require.Equal(t, "batchq: unknown queue: \"q\\xff\"\n", r.stderr, report)
 	}
 	r := runCLI(t, db.url, "enqueue", "--queue", "nosuch", "--tenant", "a", "--cost", "1")
 	require.Equal(t, 1, r.code, r.stderr)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -46,21 +44,17 @@ func tenantsSet(c *cli.Context, client *queue.Client) error {
 	if !c.IsSet("weight") && !c.IsSet("max-queued") {
 		return usagef("batchq: tenants set: give --weight, --max-queued or both")
 	}
-	// Only a name the database can store has settings to start from; for
-	// any other, SetTenant says what is wrong with it.
-	t := queue.Tenant{Name: args[0], Weight: 1}
-	if utf8.ValidString(args[0]) && !strings.ContainsRune(args[0], 0) {
-		if t, _, err = client.TenantSettings(c.Context, args[0]); err != nil {
-			return err
-		}
-	}
+	var u queue.TenantUpdate
 	if c.IsSet("weight") {
-		t.Weight = c.Float64("weight")
+		w := c.Float64("weight")
+		u.Weight = &w
 	}
 	if c.IsSet("max-queued") {
-		t.MaxQueued = c.Int("max-queued")
+		n := c.Int("max-queued")
+		u.MaxQueued = &n
 	}
-	if err := client.SetTenant(c.Context, t); err != nil {
+	t, err := client.UpdateTenant(c.Context, args[0], u)
+	if err != nil {
 		return settingUsage(err, "tenant name")
 	}
 	bound := "each queue's bound"

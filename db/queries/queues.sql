@@ -36,6 +36,14 @@ ON CONFLICT (name) DO UPDATE
 SET weight = excluded.weight, max_queued = excluded.max_queued, updated_at = now()
 RETURNING *;
 
+-- name: LockTenant :one
+-- A tenant's settings, created with the defaults if it has none, held until
+-- the transaction ends: a change reads what it changes under this lock, so
+-- concurrent changes apply one after the other.
+INSERT INTO batchq.tenants (name) VALUES (@name)
+ON CONFLICT (name) DO UPDATE SET name = excluded.name
+RETURNING *;
+
 -- name: ListTenants :many
 SELECT * FROM batchq.tenants ORDER BY name;
 

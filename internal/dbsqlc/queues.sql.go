@@ -161,6 +161,27 @@ func (q *Queries) LockQueue(ctx context.Context, db DBTX, name string) (BatchqQu
 	return i, err
 }
 
+const lockTenant = `-- name: LockTenant :one
+INSERT INTO batchq.tenants (name) VALUES ($1)
+ON CONFLICT (name) DO UPDATE SET name = excluded.name
+RETURNING name, weight, max_queued, updated_at
+`
+
+// A tenant's settings, created with the defaults if it has none, held until
+// the transaction ends: a change reads what it changes under this lock, so
+// concurrent changes apply one after the other.
+func (q *Queries) LockTenant(ctx context.Context, db DBTX, name string) (BatchqTenant, error) {
+	row := db.QueryRow(ctx, lockTenant, name)
+	var i BatchqTenant
+	err := row.Scan(
+		&i.Name,
+		&i.Weight,
+		&i.MaxQueued,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const rekey = `-- name: Rekey :exec
 SELECT batchq.rekey($1::text[], $2::text[])
 `
