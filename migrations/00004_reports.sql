@@ -4,6 +4,20 @@
 -- `batchq report …` runs. Durations are intervals; tokens are the jobs'
 -- costs (estimates, or the actual cost a completion reported).
 
+-- The unfinished jobs, in two parts, so that a condition on the queue
+-- reaches an index whatever the other queues hold: the waiting jobs (queued
+-- or retrying) through jobs_deadline, which is keyed by queue, and the
+-- running ones, few at any time, through jobs_lease. With no condition on
+-- the queue, one scan of the table reads the waiting jobs. The backlog below
+-- and the metrics' backlog gauges read the jobs through it.
+CREATE VIEW batchq.unfinished AS
+SELECT w.queue, w.tenant, w.state, w.cost, w.enqueued_at, w.deadline
+FROM batchq.jobs w WHERE w.state <> 'running'
+UNION ALL
+SELECT r.queue, r.tenant, r.state, r.cost, r.enqueued_at, r.deadline
+FROM batchq.jobs r WHERE r.state = 'running';
+COMMENT ON VIEW batchq.unfinished IS 'The unfinished jobs, read so that a condition on the queue uses an index.';
+
 -- backlog: what each tenant has waiting in each queue, now. queued jobs wait
 -- their turn; retrying jobs wait for their backoff before they rejoin; the
 -- nearest deadline is that of the waiting (queued or retrying) jobs.
@@ -17,7 +31,7 @@ SELECT j.queue,
        count(*) FILTER (WHERE j.state = 'running')                    AS running_jobs,
        count(*) FILTER (WHERE j.state = 'retrying')                   AS retrying_jobs,
        min(j.deadline) FILTER (WHERE j.state <> 'running')            AS nearest_deadline
-FROM batchq.jobs j
+FROM batchq.unfinished j
 GROUP BY j.queue, j.tenant;
 COMMENT ON VIEW batchq.backlog IS 'Waiting and running work per queue and tenant, now.';
 
@@ -118,14 +132,19 @@ WITH w AS (
 ), s AS (
     SELECT w.*, coalesce(t.weight, 1) AS weight
     FROM w LEFT JOIN batchq.tenants t ON t.name = w.tenant
+), r AS (
+    -- Weights relative to the queue's largest, which add up without
+    -- overflow however large the weights (two of 1e308 would not).
+    SELECT s.*, s.weight / max(s.weight) OVER (PARTITION BY s.queue) AS rel
+    FROM s
 )
-SELECT s.queue, s.tenant, s.jobs, s.succeeded, s.failed, s.expired, s.cancelled,
-       s.succeeded_tokens, s.failed_tokens, s.expired_tokens, s.cancelled_tokens,
-       s.actual_tokens, s.served_tokens, s.wait_p50, s.wait_p95, s.weight,
-       s.served_tokens::double precision / nullif(sum(s.served_tokens) OVER (PARTITION BY s.queue), 0) AS token_share,
-       s.weight / sum(s.weight) OVER (PARTITION BY s.queue) AS weight_share
-FROM s
-ORDER BY s.queue, s.tenant
+SELECT r.queue, r.tenant, r.jobs, r.succeeded, r.failed, r.expired, r.cancelled,
+       r.succeeded_tokens, r.failed_tokens, r.expired_tokens, r.cancelled_tokens,
+       r.actual_tokens, r.served_tokens, r.wait_p50, r.wait_p95, r.weight,
+       r.served_tokens::double precision / nullif(sum(r.served_tokens) OVER (PARTITION BY r.queue), 0) AS token_share,
+       r.rel / sum(r.rel) OVER (PARTITION BY r.queue) AS weight_share
+FROM r
+ORDER BY r.queue, r.tenant
 $$;
 -- +goose StatementEnd
 COMMENT ON FUNCTION batchq.tenant_usage IS 'Usage per queue and tenant of the jobs that finished in [since, until).';
@@ -155,3 +174,4 @@ DROP FUNCTION batchq.tenant_usage;
 DROP VIEW batchq.tenant_usage_rows;
 DROP VIEW batchq.audit;
 DROP VIEW batchq.backlog;
+DROP VIEW batchq.unfinished;

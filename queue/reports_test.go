@@ -1,11 +1,14 @@
 package queue_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batchq/batchq/internal/dbsqlc"
 	"github.com/batchq/batchq/queue"
 )
 
@@ -177,6 +180,29 @@ func TestTenantUsageReport(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []queue.TenantUsageRow{{Queue: "q", Tenant: "small", Jobs: 1, Expired: 1, ExpiredTokens: 5,
 		Weight: 1, WeightShare: 1}}, rows)
+}
+
+// Weights as large as a weight may be still give shares, where their sum
+// would overflow a double.
+func TestTenantUsageWithHugeWeights(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: 1.5e308}))
+	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "b", Weight: 1.5e308}))
+	b.addOutcomes(t,
+		outcomeRow{id: 1, queue: "q", tenant: "a", outcome: "succeeded", est: 10, attempts: 1,
+			enqueued: t0, claimed: at(time.Second), finished: t0.Add(time.Minute)},
+		outcomeRow{id: 2, queue: "q", tenant: "b", outcome: "succeeded", est: 10, attempts: 1,
+			enqueued: t0, claimed: at(time.Second), finished: t0.Add(time.Minute)},
+		outcomeRow{id: 3, queue: "q", tenant: "c", outcome: "succeeded", est: 10, attempts: 1,
+			enqueued: t0, claimed: at(time.Second), finished: t0.Add(time.Minute)},
+	)
+	rows, err := b.client.TenantUsage(b.ctx, t0, t0.Add(time.Hour), "")
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	require.Equal(t, 0.5, rows[0].WeightShare)
+	require.Equal(t, 0.5, rows[1].WeightShare)
+	require.Less(t, rows[2].WeightShare, 1e-300, "c weighs 1")
 }
 
 func TestOutcomesReport(t *testing.T) {
@@ -371,4 +397,58 @@ func TestPruneKeepsTheTimeIndexNarrow(t *testing.T) {
 	pages := b.scalar(t, `SELECT pg_relation_size('batchq.outcomes') / current_setting('block_size')::bigint`)
 	require.Positive(t, heap, "the window is read through the time index")
 	require.LessOrEqual(t, heap, float64(2*32), "at most two ranges of %d pages", pages)
+}
+
+// jobsRowsRead is how many batchq.jobs rows the current transaction has read
+// so far, as ringRowsRead counts the ring's.
+func jobsRowsRead(t *testing.T, b *testBundle, tx pgx.Tx) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, tx.QueryRow(b.ctx, `SELECT coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)
+		FROM pg_stat_xact_user_tables WHERE relid = 'batchq.jobs'::regclass`).Scan(&n))
+	return n
+}
+
+// The backlog of one queue, and the metrics' gauges of one queue, read that
+// queue's jobs, not those of a large import in another queue.
+func TestOneQueuesBacklogReadsOnlyItsJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Name: "small"})
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "import"}))
+	b.enqueueN(t, "a", 3, 10)
+	jobs := make([]queue.NewJob, 20_000)
+	for i := range jobs {
+		jobs[i] = queue.NewJob{Queue: "import", Tenant: fmt.Sprint("t", i%50), Cost: 10}
+	}
+	_, err := b.client.EnqueueMany(b.ctx, jobs)
+	require.NoError(t, err)
+	_, err = b.client.Claim(b.ctx, "import", &queue.ClaimOpts{Limit: 5}) // some running too
+	require.NoError(t, err)
+	b.exec(t, `ANALYZE batchq.jobs`)
+
+	q := dbsqlc.New()
+	for name, read := range map[string]func(tx pgx.Tx) error{
+		"backlog": func(tx pgx.Tx) error {
+			rows, err := q.Backlog(b.ctx, tx, &b.queue)
+			require.Len(t, rows, 1)
+			return err
+		},
+		"gauges": func(tx pgx.Tx) error {
+			_, err := q.MetricsBacklog(b.ctx, tx, dbsqlc.MetricsBacklogParams{Queues: []string{b.queue}})
+			return err
+		},
+		"leaders": func(tx pgx.Tx) error {
+			_, err := q.MetricsLeaders(b.ctx, tx, dbsqlc.MetricsLeadersParams{TopTenants: 10, Queues: []string{b.queue}})
+			return err
+		},
+	} {
+		tx, err := b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		before := jobsRowsRead(t, b, tx)
+		require.NoError(t, read(tx), name)
+		n := jobsRowsRead(t, b, tx) - before
+		require.NoError(t, tx.Rollback(b.ctx))
+		// Its 3 waiting jobs, and the running jobs of every queue (5).
+		require.LessOrEqual(t, n, int64(8), "%s read %d job rows", name, n)
+	}
 }

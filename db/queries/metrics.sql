@@ -13,7 +13,7 @@ WITH per_tenant AS MATERIALIZED (
            coalesce(sum(j.cost) FILTER (WHERE j.state = 'queued'), 0) AS queued_tokens,
            count(*) FILTER (WHERE j.state = 'queued')                  AS queued_jobs,
            count(*) FILTER (WHERE j.state = 'running')                 AS running_jobs
-    FROM batchq.jobs j
+    FROM batchq.unfinished j -- so that a queue named is read by an index
     WHERE sqlc.narg(queues)::text[] IS NULL OR j.queue = ANY (sqlc.narg(queues)::text[])
     GROUP BY j.queue, j.tenant
 ), counts AS (
@@ -51,7 +51,7 @@ WITH named AS (
            min(j.enqueued_at) FILTER (WHERE j.state = 'queued')       AS oldest_queued_at,
            count(*) FILTER (WHERE j.state = 'running')                 AS running_jobs,
            count(*) FILTER (WHERE j.state = 'retrying')                AS retrying_jobs
-    FROM batchq.jobs j
+    FROM batchq.unfinished j -- so that a queue named is read by an index
     -- A join, not a CASE: the planner then sees few groups and hashes them
     -- instead of sorting every job.
     LEFT JOIN named n ON n.queue = j.queue AND n.tenant = j.tenant

@@ -304,3 +304,13 @@ type BatchqTenantUsageRow struct {
 	TokenShare      pgtype.Float8
 	WeightShare     pgtype.Float8
 }
+
+// The unfinished jobs, read so that a condition on the queue uses an index.
+type BatchqUnfinished struct {
+	Queue      string
+	Tenant     string
+	State      BatchqJobState
+	Cost       int64
+	EnqueuedAt time.Time
+	Deadline   time.Time
+}

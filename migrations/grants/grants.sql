@@ -66,6 +66,8 @@ GRANT UPDATE (state, attempt, lease_token, lease_expires_at, worker, claimed_at,
     ON batchq.jobs TO :"worker_role";
 GRANT INSERT ON batchq.outcomes, batchq.ledger_adjustments TO :"worker_role";
 GRANT SELECT ON batchq.queues TO :"worker_role";
+-- The metrics' backlog gauges.
+GRANT SELECT ON batchq.unfinished TO :"worker_role";
 GRANT SELECT, UPDATE (round) ON batchq.queue_cursors TO :"worker_role";
 -- Requeueing retries and folding cost corrections into the fair order run
 -- as the schema's owner, as enqueueing does.
