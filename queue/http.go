@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,11 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 	if cfg.Target == "" {
 		return nil, errors.New("batchq: HTTPHandler: Target is required")
 	}
+	target, err := url.Parse(cfg.Target)
+	if err != nil || target.Host == "" || (target.Scheme != "http" && target.Scheme != "https") {
+		return nil, fmt.Errorf("batchq: HTTPHandler: Target %q: must be an http or https URL", redactURL(cfg.Target))
+	}
+	shown := redactURL(cfg.Target)
 	client := cfg.Client
 	if client == nil {
 		client = &http.Client{Timeout: 2 * time.Minute}
@@ -86,7 +92,13 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 
 		resp, err := client.Do(req)
 		if err != nil {
-			return Result{}, fmt.Errorf("batchq: POST %s: %w", redactURL(cfg.Target), err)
+			// net/http's error repeats the URL, user and query included: an
+			// API key in either would be stored in the outcome's error.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return Result{}, fmt.Errorf("batchq: POST %s: %w", shown, err)
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -139,12 +151,23 @@ func head(b []byte, n int) string {
 	return s
 }
 
-// redactURL drops credentials from a URL before it is logged or stored.
+// redactURL drops what may hold a credential from a URL before it is logged
+// or stored: its user information and its query (Gemini's ?key=, say).
 func redactURL(s string) string {
-	if i := strings.Index(s, "@"); i >= 0 {
-		if j := strings.Index(s, "://"); j >= 0 && j < i {
-			return s[:j+3] + "…@" + s[i+1:]
+	u, err := url.Parse(s)
+	if err != nil {
+		// Unparsable: keep the scheme at most.
+		if i := strings.Index(s, "://"); i >= 0 {
+			return s[:i+3] + "…"
 		}
+		return "…"
 	}
-	return s
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "redacted", false
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }

@@ -47,3 +47,28 @@ func TestHTTPHandlerRedactsHeaderSecrets(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, queue.IsPermanent(err), "a 503 is retried")
 }
+
+// A network error does not get a key in the target URL, as user or in the
+// query, into the stored error; net/http's own error repeats the URL.
+func TestHTTPHandlerRedactsTargetCredentials(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.Listener.Addr().String()
+	srv.Close() // nothing listens there now
+	job := &queue.Job{ID: 7, Tenant: "t", Attempt: 1, Payload: []byte(`{}`)}
+	for target, shown := range map[string]string{
+		"http://sk-SECRET1@" + addr + "/v1":                        "http://redacted@" + addr + "/v1",
+		"http://" + addr + "/v1beta/models/m:generate?key=SECRET2": "http://" + addr + "/v1beta/models/m:generate?redacted",
+	} {
+		h, err := queue.HTTPHandler(queue.HTTPConfig{Target: target})
+		require.NoError(t, err)
+		_, err = h(context.Background(), job)
+		require.Error(t, err)
+		require.NotContains(t, err.Error(), "SECRET")
+		require.Contains(t, err.Error(), "batchq: POST "+shown+": ")
+		require.False(t, queue.IsPermanent(err), "a network error is retried")
+	}
+
+	_, err := queue.HTTPHandler(queue.HTTPConfig{Target: "localhost:8080/v1"})
+	require.ErrorContains(t, err, "must be an http or https URL")
+}
