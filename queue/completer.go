@@ -61,12 +61,16 @@ func (d *completer) complete(j *Job, res Result, took time.Duration) {
 	d.ops <- finishOp{kind: finishComplete, job: j, res: res, took: took}
 }
 
-func (d *completer) fail(j *Job, err error, _ time.Time) {
-	d.ops <- finishOp{kind: finishFail, job: j, err: err}
+// fail records a failed attempt; took is how long its handler ran (0: it
+// never started).
+func (d *completer) fail(j *Job, err error, took time.Duration) {
+	d.ops <- finishOp{kind: finishFail, job: j, err: err, took: took}
 }
 
-func (d *completer) release(j *Job, delay time.Duration) {
-	d.ops <- finishOp{kind: finishRelease, job: j, delay: delay}
+// release hands j back to its tenant's queue after delay; took is how long
+// its handler ran (0: it never started).
+func (d *completer) release(j *Job, delay, took time.Duration) {
+	d.ops <- finishOp{kind: finishRelease, job: j, delay: delay, took: took}
 }
 
 // close waits until everything handed over has been written.
@@ -98,16 +102,18 @@ func (d *completer) run() {
 func (d *completer) flush(batch []finishOp) {
 	var done []Completion
 	var fails []failure
+	var failTook []time.Duration
 	var rel []*Job
-	var delays []time.Duration
+	var delays, relTook []time.Duration
 	for _, o := range batch {
 		switch o.kind {
 		case finishComplete:
 			done = append(done, Completion{Job: o.job, Result: o.res})
 		case finishFail:
 			fails = append(fails, failure{job: o.job, cause: o.err, opts: FailOpts{Final: IsPermanent(o.err)}})
+			failTook = append(failTook, o.took)
 		case finishRelease:
-			rel, delays = append(rel, o.job), append(delays, o.delay)
+			rel, delays, relTook = append(rel, o.job), append(delays, o.delay), append(relTook, o.took)
 		}
 	}
 	if len(done) > 0 {
@@ -133,7 +139,7 @@ func (d *completer) flush(batch []finishOp) {
 			res, err = d.c.failMany(ctx, fails)
 			return err
 		})
-		for _, f := range fails {
+		for i, f := range fails {
 			outcome := "lease_lost"
 			if retrying, ok := res[f.job.run()]; ok {
 				outcome = "failed"
@@ -143,7 +149,7 @@ func (d *completer) flush(batch []finishOp) {
 			} else if err != nil {
 				outcome = "unrecorded"
 			}
-			d.emit(Event{Kind: EventFinished, Job: f.job, Outcome: outcome, Err: f.cause})
+			d.emit(Event{Kind: EventFinished, Job: f.job, Outcome: outcome, Err: f.cause, Duration: failTook[i]})
 		}
 	}
 	if len(rel) > 0 {
@@ -153,7 +159,7 @@ func (d *completer) flush(batch []finishOp) {
 			return err
 		})
 		lostSet := set(lost)
-		for _, j := range rel {
+		for i, j := range rel {
 			outcome := "released"
 			switch {
 			case err != nil:
@@ -161,7 +167,7 @@ func (d *completer) flush(batch []finishOp) {
 			case lostSet[j.ID]:
 				outcome = "lease_lost"
 			}
-			d.emit(Event{Kind: EventFinished, Job: j, Outcome: outcome})
+			d.emit(Event{Kind: EventFinished, Job: j, Outcome: outcome, Duration: relTook[i]})
 		}
 	}
 }

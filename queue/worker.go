@@ -104,9 +104,10 @@ const (
 	// EventClaimed: Job was claimed; Wait is how long it waited since enqueue.
 	EventClaimed EventKind = iota
 	// EventFinished: Job finished with Outcome ("succeeded", "failed",
-	// "retrying", "released", "lease_lost"), running for Duration; or its
-	// outcome could not be written ("unrecorded": the job's lease will expire
-	// and it will be rescued and run again).
+	// "retrying", "released", "lease_lost"), its handler running for
+	// Duration (0 for a job handed back before it started); or its outcome
+	// could not be written ("unrecorded": the job's lease will expire and it
+	// will be rescued and run again).
 	EventFinished
 	// EventExpired: Job was found past its deadline, by a claim or by the
 	// pool's maintenance (waiting, or running when its lease ran out), and
@@ -114,7 +115,8 @@ const (
 	EventExpired
 	// EventThrottled: the pool waited Wait for quota before claiming.
 	EventThrottled
-	// EventRateLimited: the provider answered 429; the fleet pauses for Wait.
+	// EventRateLimited: the provider answered 429; the fleet pauses for Wait
+	// (the provider's Retry-After, or the throttle's default pause).
 	EventRateLimited
 	// EventError: the database or a handler's bookkeeping failed; Err says why.
 	EventError
@@ -174,6 +176,11 @@ type pool struct {
 	stopping context.Context // done once a shutdown has begun
 
 	followLease bool // HeartbeatInterval was not given: a third of the queue's lease, as it is now
+	// beat is the heartbeats' interval now, and leaseCheck asks them to read
+	// the queue's lease at once: a claim found a lease shorter than the
+	// interval is made for (see dispatches).
+	beat       atomic.Int64
+	leaseCheck chan struct{}
 
 	handlerCtx    context.Context // cancelled only when a shutdown runs out of time
 	cancelHandler context.CancelFunc
@@ -240,9 +247,11 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 		wake:          make(chan struct{}, 1),
 		running:       map[int64]*runningJob{},
 		followLease:   followLease,
+		leaseCheck:    make(chan struct{}, 1),
 		handlerCtx:    hctx,
 		cancelHandler: hcancel,
 	}
+	p.beat.Store(int64(cfg.HeartbeatInterval))
 	p.done = newCompleter(c, p.emit, p.log)
 	return p, nil
 }
@@ -306,9 +315,8 @@ func (p *pool) fetch(ctx context.Context) error {
 	var ready []*dispatch
 	defer func() {
 		for _, d := range ready {
-			p.settle(d)
 			p.untrack(d.job)
-			p.done.release(d.job, 0)
+			p.handBack(d)
 		}
 	}()
 	for {
@@ -416,7 +424,10 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 		return p.dispatches(jobs, time.Now()), 0, err
 	}
 
-	calls, tokens, err := p.th.Headroom(ctx, throttle.Batch)
+	// Reads, bounded as the claim is; a shutdown cancels them.
+	readCtx, cancelRead := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancelRead()
+	calls, tokens, err := p.th.Headroom(readCtx, throttle.Batch)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -443,7 +454,7 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 			return nil, 10 * time.Millisecond, nil
 		}
 	}
-	head, ok, err := p.c.NextCost(ctx, p.cfg.Queue)
+	head, ok, err := p.c.NextCost(readCtx, p.cfg.Queue)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -526,7 +537,7 @@ func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 	j := d.job
 	if p.stopping.Err() != nil {
 		// Shutting down: a job not started yet goes back.
-		p.done.release(j, 0)
+		p.done.release(j, 0, 0)
 		return false
 	}
 	giveUp := time.Now().Add(admitWait)
@@ -546,10 +557,10 @@ func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 			return true
 		case err == nil && dec.Never:
 			p.done.fail(j, Permanent(fmt.Errorf("batchq: job %d can never start: its cost of %d tokens does not fit the quota at batch priority: %w",
-				j.ID, j.Cost, dec.Why)), time.Now())
+				j.ID, j.Cost, dec.Why)), 0)
 			return false
 		case now.Add(dec.Wait).After(giveUp) || !p.waitForRoom(ctx, dec.Wait):
-			p.done.release(j, dec.Wait)
+			p.done.release(j, dec.Wait, 0)
 			return false
 		}
 	}
@@ -562,6 +573,10 @@ func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 func (p *pool) canStart(ctx context.Context, cost int64) (time.Time, throttle.Decision, error) {
 	p.admitMu.Lock()
 	defer p.admitMu.Unlock()
+	// Bounded as every throttle write is: a connection that went away
+	// without a word would hold every handler of the pool behind this one.
+	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancel()
 	now := time.Now()
 	dec, err := p.th.CanStartContext(ctx, now, cost, throttle.Batch)
 	return now, dec, err
@@ -596,6 +611,22 @@ func (p *pool) dispatches(jobs []*Job, sentAt time.Time) []*dispatch {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.followLease {
+		// A lease shorter than the beats were spaced for: the queue's lease
+		// was shortened since the heartbeats last read it, and these jobs'
+		// leases would run out before the next beat. (A database clock far
+		// behind this one looks the same; then the read finds nothing new.)
+		beat := time.Duration(p.beat.Load())
+		for _, j := range jobs {
+			if j.LeaseExpiresAt.Sub(now) < 3*beat-beat/2 {
+				select {
+				case p.leaseCheck <- struct{}{}:
+				default:
+				}
+				break
+			}
+		}
+	}
 	for i, j := range jobs {
 		d := &dispatch{job: j, sentAt: sentAt, claimed: now}
 		if p.th != nil && sentAt.IsZero() {
@@ -688,15 +719,12 @@ func (p *pool) runJob(d *dispatch) {
 		// heartbeat found it so, or this pool claimed the job again under
 		// another token. Another run holds it now.
 		p.settle(d)
+		p.notSent(ctx, d.sentAt, j.Cost)
 		p.emit(Event{Kind: EventFinished, Job: j, Outcome: "lease_lost"})
 		return
 	}
 
-	if p.pastDeadline(d) || !p.admitted(ctx, d) {
-		return
-	}
-	if p.pastDeadline(d) {
-		p.notSent(ctx, d.sentAt, j.Cost) // admitted, and not sent
+	if p.pastDeadline(d) || !p.admitted(ctx, d) || p.pastDeadline(d) {
 		return
 	}
 	start := time.Now()
@@ -737,8 +765,16 @@ func (p *pool) runJob(d *dispatch) {
 			}
 			cancel()
 		}
+		if wait == 0 && p.th != nil {
+			// No Retry-After: the throttle paused for its default (doubling).
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
+			if pause, perr := p.th.PauseAt(pctx, received); perr == nil {
+				wait = pause
+			}
+			cancel()
+		}
 		p.emit(Event{Kind: EventRateLimited, Job: j, Wait: wait})
-		p.done.release(j, wait)
+		p.done.release(j, wait, took)
 	case err == nil:
 		p.done.complete(j, res, took)
 	case p.handlerCtx.Err() != nil:
@@ -747,11 +783,11 @@ func (p *pool) runJob(d *dispatch) {
 		// and the tenant pays for it. The job is retried as after a failure,
 		// with the next attempt's number, so a provider that deduplicates by
 		// it never takes the next run for this one.
-		p.done.fail(j, fmt.Errorf("batchq: the worker shut down and cancelled the call after ShutdownTimeout: %w", err), received)
+		p.done.fail(j, fmt.Errorf("batchq: the worker shut down and cancelled the call after ShutdownTimeout: %w", err), took)
 	case ctx.Err() != nil && p.leaseLost(j):
 		p.emit(Event{Kind: EventFinished, Job: j, Outcome: "lease_lost", Duration: took})
 	default:
-		p.done.fail(j, err, received)
+		p.done.fail(j, err, took)
 	}
 }
 
@@ -764,10 +800,19 @@ func (p *pool) pastDeadline(d *dispatch) bool {
 	if time.Now().Before(d.job.Deadline) {
 		return false
 	}
-	p.settle(d)
 	p.log.Info("deadline passed before the job started; handing it back to expire", "job", d.job.ID)
-	p.done.release(d.job, 0)
+	p.handBack(d)
 	return true
+}
+
+// handBack returns a claimed job that was not started to its tenant's
+// queue, without using an attempt. If the throttle counted its call (a
+// probe's claim, or its handler was admitted), the admission is taken back:
+// the call was not made, and a probe's answer must not be waited for.
+func (p *pool) handBack(d *dispatch) {
+	p.settle(d)
+	p.notSent(p.handlerCtx, d.sentAt, d.job.Cost)
+	p.done.release(d.job, 0, 0)
 }
 
 // call runs the handler, turning a panic into a permanent failure.
@@ -810,14 +855,47 @@ func (p *pool) heartbeats(ctx context.Context) {
 	interval := p.cfg.HeartbeatInterval
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var checked time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-p.leaseCheck:
+			// At most once a second: a clock far off would ask at every claim.
+			if time.Since(checked) < time.Second {
+				continue
+			}
+			checked = time.Now()
+			if !p.followQueueLease(ctx, &interval, t) {
+				continue
+			}
 		}
 		p.heartbeat(ctx, &interval, t)
 	}
+}
+
+// followQueueLease reads the queue's lease and, if it changed, spaces the
+// beats a third of it apart, since heartbeats extend leases by its new
+// length; it reports whether it changed.
+func (p *pool) followQueueLease(bg context.Context, interval *time.Duration, t *time.Ticker) bool {
+	ctx, cancel := context.WithTimeout(bg, heartbeatTry(*interval))
+	qc, err := p.c.Queue(ctx, p.cfg.Queue)
+	cancel()
+	if err != nil || max(qc.Lease/3, time.Millisecond) == *interval {
+		return false
+	}
+	*interval = max(qc.Lease/3, time.Millisecond)
+	p.beat.Store(int64(*interval))
+	p.log.Info("queue lease changed; heartbeats follow it", "lease", qc.Lease, "interval", *interval)
+	t.Reset(*interval)
+	return true
+}
+
+// heartbeatTry bounds one try of a beat: a quarter of the interval, from 1 s
+// to 10 s.
+func heartbeatTry(interval time.Duration) time.Duration {
+	return min(max(interval/4, time.Second), 10*time.Second)
 }
 
 // heartbeat is one beat of heartbeats. A try that gets no answer gives up
@@ -829,20 +907,13 @@ func (p *pool) heartbeats(ctx context.Context) {
 // the pool's dead connections, one each, to a live one. Any other error
 // waits for the next beat.
 func (p *pool) heartbeat(bg context.Context, interval *time.Duration, t *time.Ticker) {
-	try := min(max(*interval/4, time.Second), 10*time.Second)
 	if p.followLease {
 		// The queue's lease may have changed (UpdateQueue): heartbeats
 		// extend leases by its new length, so they must come a third of
 		// it apart, or a shortened lease would run out between them.
-		ctx, cancel := context.WithTimeout(bg, try)
-		qc, err := p.c.Queue(ctx, p.cfg.Queue)
-		cancel()
-		if err == nil && max(qc.Lease/3, time.Millisecond) != *interval {
-			*interval = max(qc.Lease/3, time.Millisecond)
-			p.log.Info("queue lease changed; heartbeats follow it", "lease", qc.Lease, "interval", *interval)
-			t.Reset(*interval)
-		}
+		p.followQueueLease(bg, interval, t)
 	}
+	try := heartbeatTry(*interval)
 	p.mu.Lock()
 	leases := make([]*Job, 0, len(p.running))
 	sent := make(map[int64]pgtype.UUID, len(p.running))

@@ -2,7 +2,9 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -444,6 +446,51 @@ func TestHeartbeatsFollowAShortenedLease(t *testing.T) {
 	require.Equal(t, []string{"succeeded"}, events.outcomes(id))
 }
 
+// A job claimed after the lease was shortened, before the heartbeats read
+// the new lease, is claimed under the short lease: the claim makes them
+// read it at once, and the job runs once.
+func TestJobClaimedUnderAShortenedLeaseKeepsIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: 12 * time.Second}) // beats 4 s apart
+
+	var runs runCounter
+	var events eventLog
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, BatchSize: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+		OnEvent: events.on,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			if runs.add(j.ID); j.Tenant == "warm-up" {
+				return queue.Result{}, nil
+			}
+			select { // one and a half of the new leases
+			case <-time.After(3 * time.Second):
+			case <-ctx.Done():
+				return queue.Result{}, ctx.Err()
+			}
+			return queue.Result{}, nil
+		},
+	})
+	// The pool is up, its beats spaced for the long lease.
+	warm := b.enqueue(t, "warm-up", 1)
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, warm) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	lease := 2 * time.Second
+	_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Lease: &lease})
+	require.NoError(t, err)
+	id := b.enqueue(t, "a", 1)
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id) == 1
+	}, 20*time.Second, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, wait())
+	require.Equal(t, 1, runs.get(id), "the job lost its lease and ran again")
+	require.Equal(t, []string{"succeeded"}, events.outcomes(id))
+}
+
 // Every job the pool's maintenance finishes is reported as the jobs its
 // claims finish are: each expiry of a job deep in the backlog as
 // EventExpired, and a job whose worker died with no attempts left as
@@ -493,4 +540,208 @@ func TestMaintenanceReportsWhatItFinishes(t *testing.T) {
 	require.Len(t, expired, int(swept), "every expiry reported once")
 	require.Equal(t, "failed", finished[dead])
 	require.Equal(t, "failed", b.outcome(t, dead))
+}
+
+// Every attempt that ran reports how long: failed, retrying and released
+// after a 429 as well as succeeded (the duration histogram skips zeros).
+func TestEveryAttemptThatRanReportsItsDuration(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 2})
+	for _, tenant := range []string{"ok", "flaky", "bad", "limited"} {
+		b.enqueue(t, tenant, 1)
+	}
+	var mu sync.Mutex
+	took := map[string][]time.Duration{} // by tenant and outcome
+	var limited atomic.Bool
+	require.NoError(t, b.client.Work(b.ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 4, Drain: true,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 20 * time.Millisecond,
+		OnEvent: func(e queue.Event) {
+			if e.Kind == queue.EventFinished {
+				mu.Lock()
+				took[e.Job.Tenant+" "+e.Outcome] = append(took[e.Job.Tenant+" "+e.Outcome], e.Duration)
+				mu.Unlock()
+			}
+		},
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			time.Sleep(100 * time.Millisecond)
+			switch {
+			case j.Tenant == "flaky" && j.Attempt == 1:
+				return queue.Result{}, errors.New("503")
+			case j.Tenant == "bad":
+				return queue.Result{}, queue.Permanent(errors.New("400"))
+			case j.Tenant == "limited" && !limited.Swap(true):
+				return queue.Result{}, queue.ErrRateLimited
+			}
+			return queue.Result{}, nil
+		},
+	}))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range []string{"ok succeeded", "flaky retrying", "flaky succeeded", "bad failed",
+		"limited released", "limited succeeded"} {
+		require.Len(t, took[k], 1, "%s: %v", k, took)
+		require.GreaterOrEqual(t, took[k][0], 100*time.Millisecond, k)
+	}
+}
+
+// A 429 without Retry-After pauses the fleet for the throttle's default
+// pause, and the event and the job's hand-back say so.
+func TestRateLimitedEventSaysTheDefaultPause(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "a", 1)
+	th, err := throttle.New(throttle.Config{Store: &throttle.MemoryStore{}, Key: "k", DefaultPause: 5 * time.Second})
+	require.NoError(t, err)
+	waits := make(chan time.Duration, 1)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Throttle: th, Concurrency: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 20 * time.Millisecond,
+		OnEvent: func(e queue.Event) {
+			if e.Kind == queue.EventRateLimited {
+				select {
+				case waits <- e.Wait:
+				default:
+				}
+			}
+		},
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			return queue.Result{Response: &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}}}, nil
+		},
+	})
+	w := <-waits
+	cancel()
+	require.NoError(t, wait())
+	require.InDelta(t, 5*time.Second, w, float64(time.Second), "the event's wait")
+	require.InDelta(t, 5, b.scalar(t, `SELECT round(extract(epoch FROM run_after - now()))::bigint FROM batchq.jobs`), 1,
+		"the job waits out the pause")
+}
+
+// deadlineStore records, for every read and write of the throttle's state,
+// whether its context had a deadline.
+type deadlineStore struct {
+	throttle.MemoryStore
+	mu      sync.Mutex
+	without int
+	calls   int
+}
+
+func (s *deadlineStore) note(ctx context.Context) {
+	_, ok := ctx.Deadline()
+	s.mu.Lock()
+	s.calls++
+	if !ok {
+		s.without++
+	}
+	s.mu.Unlock()
+}
+
+func (s *deadlineStore) Update(ctx context.Context, key string, fn func(*throttle.State) error) error {
+	s.note(ctx)
+	return s.MemoryStore.Update(ctx, key, fn)
+}
+
+func (s *deadlineStore) Load(ctx context.Context, key string) (throttle.State, error) {
+	s.note(ctx)
+	return s.MemoryStore.Load(ctx, key)
+}
+
+// Every call a pool makes to the shared quota is bounded, the admission of
+// each job included: a quota connection that went away without a word must
+// cost a call, not hold every handler of the pool and the leases of its
+// jobs for as long as TCP retries.
+func TestEveryThrottleCallOfAPoolIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for range 5 {
+		b.enqueue(t, "a", 10)
+	}
+	store := &deadlineStore{}
+	th, err := throttle.New(throttle.Config{Store: store, Key: "k"})
+	require.NoError(t, err)
+	require.NoError(t, b.client.Work(b.ctx, queue.WorkerConfig{
+		Queue: b.queue, Throttle: th, Concurrency: 2, Drain: true,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 20 * time.Millisecond,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			h := http.Header{}
+			h.Set("x-ratelimit-limit-tokens", "1000")
+			h.Set("x-ratelimit-remaining-tokens", "900")
+			h.Set("x-ratelimit-reset-tokens", "1s")
+			return queue.Result{Response: &http.Response{StatusCode: http.StatusOK, Header: h}}, nil
+		},
+	}))
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	require.Greater(t, store.calls, 10, "headroom, admissions and responses")
+	require.Zero(t, store.without, "calls without a deadline, of %d", store.calls)
+}
+
+// A job claimed on a probe's admission (its tenant's quota used up, no reset
+// known) and handed back before it started takes the admission back: its
+// call was not made, so the next probe need not wait for its answer. Here
+// it waits for the only handler until its deadline passes, or until the
+// pool shuts down.
+func TestProbeNotSentIsTakenBack(t *testing.T) {
+	t.Parallel()
+	for _, variant := range []string{"deadline", "shutdown"} {
+		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{})
+			store := &throttle.MemoryStore{}
+			th, err := throttle.New(throttle.Config{Store: store, Key: "k", ProbeInterval: 50 * time.Millisecond})
+			require.NoError(t, err)
+			busy := b.enqueue(t, "t", 10)
+			ctx, cancel := context.WithCancel(b.ctx)
+			defer cancel()
+			started, release := make(chan struct{}), make(chan struct{})
+			var others atomic.Int32
+			wait := b.work(ctx, queue.WorkerConfig{
+				Queue: b.queue, Throttle: th, Concurrency: 1, BatchSize: 1,
+				PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+				Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+					if j.ID == busy {
+						close(started)
+						<-release
+					} else {
+						others.Add(1)
+					}
+					return queue.Result{}, nil
+				},
+			})
+			<-started
+			now := time.Now().Truncate(time.Microsecond)
+			require.NoError(t, store.Update(b.ctx, "k", func(s *throttle.State) error {
+				s.Tokens = throttle.Quota{Observed: true, Limit: 1000, HasLimit: true, Remaining: 0, SentAt: now, ReceivedAt: now}
+				s.Admitted = nil
+				return nil
+			}))
+			deadline := time.Now().Add(1500 * time.Millisecond)
+			res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 10, Deadline: deadline})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, res.ID) == 1
+			}, 10*time.Second, 5*time.Millisecond, "claimed on a probe")
+			if variant == "deadline" {
+				time.Sleep(time.Until(deadline) + 100*time.Millisecond)
+				close(release)
+				require.Eventually(t, func() bool {
+					return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'retrying'`, res.ID) == 1
+				}, 10*time.Second, 5*time.Millisecond)
+				cancel()
+			} else {
+				cancel()
+				time.Sleep(100 * time.Millisecond)
+				close(release)
+			}
+			require.NoError(t, wait())
+			require.Zero(t, others.Load(), "the probe's job never started")
+			require.Equal(t, int64(0), b.scalar(t, `SELECT attempt FROM batchq.jobs WHERE id = $1`, res.ID))
+			st, err := store.Load(b.ctx, "k")
+			require.NoError(t, err)
+			require.True(t, st.ProbeSent.IsZero(), "a probe never sent is counted as out: %v", st.ProbeSent)
+			require.Empty(t, st.Admitted)
+		})
+	}
 }

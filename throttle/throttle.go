@@ -271,6 +271,24 @@ func (t *Throttle) HeadroomAt(ctx context.Context, now time.Time, p Priority) (c
 	return calls, tokens, err
 }
 
+// PauseAt returns how long after now every start stays stopped by a 429
+// (the provider's Retry-After, or the default pause when it gave none); 0
+// when no pause is on. It counts nothing.
+func (t *Throttle) PauseAt(ctx context.Context, now time.Time) (time.Duration, error) {
+	t.init()
+	pause := func(s *State) time.Duration { return max(s.PausedUntil.Sub(now), 0) }
+	if l, ok := t.store.(Loader); ok {
+		s, err := l.Load(ctx, t.key)
+		if err != nil {
+			return 0, fmt.Errorf("batchq: throttle: load quota %q: %w", t.key, err)
+		}
+		return pause(&s), nil
+	}
+	var d time.Duration
+	err := t.update(ctx, func(s *State) { d = pause(s) })
+	return d, err
+}
+
 func (t *Throttle) update(ctx context.Context, fn func(*State)) error {
 	t.init()
 	err := t.store.Update(ctx, t.key, func(s *State) error { fn(s); return nil })

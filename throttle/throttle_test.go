@@ -271,6 +271,30 @@ func TestTooManyRequestsSentIsOneEpisodePerPause(t *testing.T) {
 	require.Equal(t, 2*pause, th.CanStartAt(sent.Add(100*time.Millisecond), 1, throttle.Interactive).Wait)
 }
 
+func TestPauseAtSaysWhatIsLeftOfThePause(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, store := range []throttle.Store{nil, &throttle.MemoryStore{}} {
+		th, err := throttle.New(throttle.Config{DefaultPause: 3 * time.Second, Store: store, Key: "k"})
+		require.NoError(t, err)
+		d, err := th.PauseAt(ctx, at(0))
+		require.NoError(t, err)
+		require.Zero(t, d, "no 429 yet")
+		require.NoError(t, th.TooManyRequestsContext(ctx, at(time.Second), 0))
+		d, err = th.PauseAt(ctx, at(time.Second))
+		require.NoError(t, err)
+		require.Equal(t, 3*time.Second, d, "the default pause")
+		d, err = th.PauseAt(ctx, at(3*time.Second))
+		require.NoError(t, err)
+		require.Equal(t, time.Second, d)
+		d, err = th.PauseAt(ctx, at(5*time.Second))
+		require.NoError(t, err)
+		require.Zero(t, d, "over")
+		require.Equal(t, throttle.Decision{OK: true, At: at(5 * time.Second)}, th.CanStartAt(at(5*time.Second), 1, throttle.Batch),
+			"PauseAt counts nothing")
+	}
+}
+
 func TestObserveResponseTooManyRequestsRetryAfter(t *testing.T) {
 	t.Parallel()
 	th, err := throttle.New(throttle.Config{})
