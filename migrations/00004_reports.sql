@@ -81,10 +81,12 @@ SELECT NULL::text             AS queue,
        NULL::bigint           AS failed,
        NULL::bigint           AS expired,
        NULL::bigint           AS cancelled,
+       NULL::bigint           AS discarded,
        NULL::bigint           AS succeeded_tokens,
        NULL::bigint           AS failed_tokens,
        NULL::bigint           AS expired_tokens,
        NULL::bigint           AS cancelled_tokens,
+       NULL::bigint           AS discarded_tokens,
        NULL::bigint           AS actual_tokens,
        NULL::bigint           AS served_tokens,
        NULL::interval         AS wait_p50,
@@ -113,10 +115,12 @@ WITH w AS (
            count(*) FILTER (WHERE o.outcome = 'failed')    AS failed,
            count(*) FILTER (WHERE o.outcome = 'expired')   AS expired,
            count(*) FILTER (WHERE o.outcome = 'cancelled') AS cancelled,
+           count(*) FILTER (WHERE o.outcome = 'discarded') AS discarded,
            coalesce(sum(coalesce(o.actual_cost, o.estimated_cost)) FILTER (WHERE o.outcome = 'succeeded'), 0)::bigint AS succeeded_tokens,
            coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome = 'failed'), 0)::bigint    AS failed_tokens,
            coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome = 'expired'), 0)::bigint   AS expired_tokens,
            coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome = 'cancelled'), 0)::bigint AS cancelled_tokens,
+           coalesce(sum(o.estimated_cost) FILTER (WHERE o.outcome = 'discarded'), 0)::bigint AS discarded_tokens,
            coalesce(sum(o.actual_cost), 0)::bigint AS actual_tokens,
            -- What the ledger was charged: every attempt at the estimate (a
            -- release hands its attempt back with its charge), the last
@@ -138,8 +142,8 @@ WITH w AS (
     SELECT s.*, s.weight / max(s.weight) OVER (PARTITION BY s.queue) AS rel
     FROM s
 )
-SELECT r.queue, r.tenant, r.jobs, r.succeeded, r.failed, r.expired, r.cancelled,
-       r.succeeded_tokens, r.failed_tokens, r.expired_tokens, r.cancelled_tokens,
+SELECT r.queue, r.tenant, r.jobs, r.succeeded, r.failed, r.expired, r.cancelled, r.discarded,
+       r.succeeded_tokens, r.failed_tokens, r.expired_tokens, r.cancelled_tokens, r.discarded_tokens,
        r.actual_tokens, r.served_tokens, r.wait_p50, r.wait_p95, r.weight,
        r.served_tokens::double precision / nullif(sum(r.served_tokens) OVER (PARTITION BY r.queue), 0) AS token_share,
        r.rel / sum(r.rel) OVER (PARTITION BY r.queue) AS weight_share

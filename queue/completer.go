@@ -142,9 +142,13 @@ func (d *completer) flush(batch []finishOp) {
 		for i, f := range fails {
 			outcome := "lease_lost"
 			if retrying, ok := res[f.job.run()]; ok {
-				outcome = "failed"
-				if retrying {
+				switch {
+				case retrying:
 					outcome = "retrying"
+				case f.opts.Final:
+					outcome = "discarded"
+				default:
+					outcome = "failed"
 				}
 			} else if err != nil {
 				outcome = "unrecorded"

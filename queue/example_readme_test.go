@@ -54,7 +54,7 @@ func readmeWork(ctx context.Context, client *queue.Client) error {
 		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.openai.com/v1/chat/completions", bytes.NewReader(j.Payload))
 			if err != nil {
-				return queue.Result{}, queue.Permanent(err)
+				return queue.Result{}, queue.Permanent(err) // discarded: retrying will not help
 			}
 			req.Header.Set("Authorization", "Bearer "+os.Getenv("OPENAI_API_KEY"))
 			resp, err := http.DefaultClient.Do(req)

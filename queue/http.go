@@ -38,7 +38,8 @@ type HTTPConfig struct {
 //     Retry-After;
 //   - 408, 409, 5xx and network errors: retried with backoff while attempts
 //     and the deadline allow;
-//   - any other 4xx: failed, with the status and the start of the body.
+//   - any other 4xx: discarded (Permanent), with the status and the start of
+//     the body.
 //
 // Each request carries Content-Type: application/json, Idempotency-Key:
 // batchq-<job id>, Batchq-Job-Id, Batchq-Tenant and Batchq-Attempt, and

@@ -284,13 +284,16 @@ type FailOpts struct {
 	// RetryIn is how long to wait before the next attempt.
 	// 0: exponential backoff, 1s × 2^(attempt-1) up to 10m, with jitter.
 	RetryIn time.Duration
-	// Final fails the job for good, whatever attempts are left.
+	// Final gives the job up at once, whatever attempts are left: retrying
+	// would not help (a request the provider refuses as malformed, say). Its
+	// outcome is 'discarded'.
 	Final bool
 }
 
 // Fail records a failed attempt. The job is retried after a backoff while it
 // has attempts left and the retry falls before its deadline; otherwise it is
-// finished with outcome 'failed'. It reports whether the job will be retried.
+// finished with outcome 'failed', or 'discarded' if opts.Final says retrying
+// would not help. It reports whether the job will be retried.
 func (c *Client) Fail(ctx context.Context, j *Job, cause error, opts *FailOpts) (retrying bool, err error) {
 	var o FailOpts
 	if opts != nil {

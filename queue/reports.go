@@ -48,11 +48,11 @@ func (c *Client) Backlog(ctx context.Context, queue string) ([]BacklogRow, error
 type TenantUsageRow struct {
 	Queue  string
 	Tenant string
-	// Jobs counts every outcome; the four after it count each kind.
-	Jobs, Succeeded, Failed, Expired, Cancelled int64
+	// Jobs counts every outcome; the five after it count each kind.
+	Jobs, Succeeded, Failed, Expired, Cancelled, Discarded int64
 	// Tokens by outcome: succeeded jobs at their actual cost (the estimate
 	// when none was reported), the others at their estimate.
-	SucceededTokens, FailedTokens, ExpiredTokens, CancelledTokens int64
+	SucceededTokens, FailedTokens, ExpiredTokens, CancelledTokens, DiscardedTokens int64
 	// ActualTokens sums the actual costs completions reported.
 	ActualTokens int64
 	// ServedTokens is what the scheduler charged the tenant: every attempt
@@ -84,10 +84,11 @@ func (c *Client) TenantUsage(ctx context.Context, since, until time.Time, queue 
 		out[i] = TenantUsageRow{
 			Queue: deref(r.Queue), Tenant: deref(r.Tenant),
 			Jobs: deref(r.Jobs), Succeeded: deref(r.Succeeded), Failed: deref(r.Failed),
-			Expired: deref(r.Expired), Cancelled: deref(r.Cancelled),
+			Expired: deref(r.Expired), Cancelled: deref(r.Cancelled), Discarded: deref(r.Discarded),
 			SucceededTokens: deref(r.SucceededTokens), FailedTokens: deref(r.FailedTokens),
 			ExpiredTokens: deref(r.ExpiredTokens), CancelledTokens: deref(r.CancelledTokens),
-			ActualTokens: deref(r.ActualTokens), ServedTokens: deref(r.ServedTokens),
+			DiscardedTokens: deref(r.DiscardedTokens),
+			ActualTokens:    deref(r.ActualTokens), ServedTokens: deref(r.ServedTokens),
 			WaitP50: r.WaitP50, WaitP95: r.WaitP95,
 			Weight: r.Weight.Float64, TokenShare: r.TokenShare.Float64, WeightShare: r.WeightShare.Float64,
 		}

@@ -205,6 +205,25 @@ func TestTenantUsageWithHugeWeights(t *testing.T) {
 	require.Less(t, rows[2].WeightShare, 1e-300, "c weighs 1")
 }
 
+// A job given up as unfixable is counted as discarded, apart from those
+// whose attempts or deadline ran out, and charged for the attempts it made.
+func TestTenantUsageCountsDiscardedJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.addOutcomes(t,
+		outcomeRow{id: 1, queue: "q", tenant: "a", outcome: "discarded", est: 30, attempts: 1,
+			enqueued: t0, claimed: at(time.Second), finished: t0.Add(time.Minute), err: "400"},
+		outcomeRow{id: 2, queue: "q", tenant: "a", outcome: "failed", est: 10, attempts: 2,
+			enqueued: t0, claimed: at(time.Second), finished: t0.Add(time.Minute), err: "503"},
+	)
+	rows, err := b.client.TenantUsage(b.ctx, t0, t0.Add(time.Hour), "")
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	r := rows[0]
+	require.Equal(t, [6]int64{2, 1, 30, 1, 10, 50},
+		[6]int64{r.Jobs, r.Discarded, r.DiscardedTokens, r.Failed, r.FailedTokens, r.ServedTokens})
+}
+
 func TestOutcomesReport(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})

@@ -68,7 +68,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	var events struct {
-		succeeded, failed, retrying, released, rateLimited, expired, lost atomic.Int64
+		succeeded, failed, discarded, retrying, released, rateLimited, expired, lost atomic.Int64
 	}
 	onEvent := func(e queue.Event) {
 		switch e.Kind {
@@ -82,6 +82,8 @@ func TestSoak(t *testing.T) {
 				events.succeeded.Add(1)
 			case "failed":
 				events.failed.Add(1)
+			case "discarded":
+				events.discarded.Add(1)
 			case "retrying":
 				events.retrying.Add(1)
 			case "released":
@@ -222,9 +224,10 @@ func TestSoak(t *testing.T) {
 	count := func(outcome string) int64 {
 		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = $1`, outcome)
 	}
-	succeeded, failed, expired := count("succeeded"), count("failed"), count("expired")
-	require.Equal(t, total, succeeded+failed+expired)
+	succeeded, failed, discarded, expired := count("succeeded"), count("failed"), count("discarded"), count("expired")
+	require.Equal(t, total, succeeded+failed+discarded+expired)
 	require.Equal(t, events.succeeded.Load(), succeeded)
+	require.Equal(t, events.discarded.Load(), discarded)
 	require.Equal(t, failed, events.failed.Load()+b.scalar(t, `SELECT count(*) FROM batchq.outcomes
 		WHERE outcome = 'failed' AND error LIKE 'lease expired while running%'`))
 	broken, err := checkInvariants(b.ctx, b.pool)
@@ -233,7 +236,7 @@ func TestSoak(t *testing.T) {
 	// The load was as mixed as intended.
 	st := sim.stats()
 	require.Positive(t, succeeded)
-	require.Positive(t, failed)
+	require.Positive(t, discarded)
 	require.Positive(t, expired)
 	require.Positive(t, refused.Load(), "the hot tenant was never refused")
 	require.Positive(t, st.TooManyRequests, "no 429s")
@@ -256,10 +259,10 @@ func TestSoak(t *testing.T) {
 	g0, g1 := mean(first, func(s sample) float64 { return float64(s.goroutines) }), mean(last, func(s sample) float64 { return float64(s.goroutines) })
 	h0, h1 := mean(first, func(s sample) float64 { return float64(s.heap) / mib }), mean(last, func(s sample) float64 { return float64(s.heap) / mib })
 	r0, r1 := mean(first, func(s sample) float64 { return float64(s.rss) / mib }), mean(last, func(s sample) float64 { return float64(s.rss) / mib })
-	t.Logf("soak: %s, %d samples; %d jobs: %d succeeded, %d failed, %d expired; %d enqueues refused as full; "+
+	t.Logf("soak: %s, %d samples; %d jobs: %d succeeded, %d failed, %d discarded, %d expired; %d enqueues refused as full; "+
 		"%d provider calls, %d answered 429, %d 5xx; %d retries, %d releases, %d claims abandoned and rescued; "+
 		"goroutines %.0f -> %.0f, heap %.1f -> %.1f MiB, RSS %.1f -> %.1f MiB (first third -> last third after warm-up)",
-		d, len(samples), total, succeeded, failed, expired, refused.Load(), st.Requests, st.TooManyRequests, st.ServerErrors,
+		d, len(samples), total, succeeded, failed, discarded, expired, refused.Load(), st.Requests, st.TooManyRequests, st.ServerErrors,
 		events.retrying.Load(), events.released.Load(), abandoned.Load(), g0, g1, h0, h1, r0, r1)
 	require.LessOrEqual(t, g1, 1.5*g0+20, "goroutines grow")
 	require.LessOrEqual(t, h1, 2*h0+16, "the heap grows (MiB)")

@@ -169,7 +169,7 @@ func TestStaleAndCurrentFailureInOneBatchAreRecorded(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, x) == 1
 	}, 10*time.Second, 20*time.Millisecond, "x's final failure was not recorded; events: %v", events.outcomes(x))
-	require.Equal(t, "failed", b.outcome(t, x))
+	require.Equal(t, "discarded", b.outcome(t, x))
 }
 
 // A pool that claims a job again while its own earlier run of it is still

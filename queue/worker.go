@@ -21,7 +21,7 @@ import (
 
 // Handler runs one claimed job. It returns the job's result, or an error:
 // the job is retried with backoff while attempts and deadline allow, unless
-// the error is Permanent. A handler that called a provider reports the
+// the error is Permanent (then it is discarded). A handler that called a provider reports the
 // response in Result.Response, so the pool's throttle learns what is left;
 // a 429 (or an error wrapping ErrRateLimited) hands the job back without
 // using an attempt, and pauses the fleet until the provider's reset.
@@ -34,8 +34,9 @@ type Handler func(ctx context.Context, j *Job) (Result, error)
 // 429: the job goes back to its tenant's queue without using an attempt.
 var ErrRateLimited = errors.New("batchq: rate limited by the provider")
 
-// Permanent marks err as one that retrying will not fix: the job fails at
-// once, whatever attempts it has left.
+// Permanent marks err as one that retrying will not fix: the job is given up
+// at once, whatever attempts it has left, with outcome 'discarded' (where
+// 'failed' says its attempts or its deadline ran out).
 func Permanent(err error) error { return &permanentError{err} }
 
 type permanentError struct{ err error }
@@ -104,7 +105,7 @@ const (
 	// EventClaimed: Job was claimed; Wait is how long it waited since enqueue.
 	EventClaimed EventKind = iota
 	// EventFinished: Job finished with Outcome ("succeeded", "failed",
-	// "retrying", "released", "lease_lost"), its handler running for
+	// "discarded", "retrying", "released", "lease_lost"), its handler running for
 	// Duration (0 for a job handed back before it started); or its outcome
 	// could not be written ("unrecorded": the job's lease will expire and it
 	// will be rescued and run again).

@@ -578,7 +578,7 @@ func TestEveryAttemptThatRanReportsItsDuration(t *testing.T) {
 	}))
 	mu.Lock()
 	defer mu.Unlock()
-	for _, k := range []string{"ok succeeded", "flaky retrying", "flaky succeeded", "bad failed",
+	for _, k := range []string{"ok succeeded", "flaky retrying", "flaky succeeded", "bad discarded",
 		"limited released", "limited succeeded"} {
 		require.Len(t, took[k], 1, "%s: %v", k, took)
 		require.GreaterOrEqual(t, took[k][0], 100*time.Millisecond, k)

@@ -50,7 +50,7 @@ func TestWorkDrainsAndRecordsEveryOutcome(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Equal(t, int64(50), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
-	require.Equal(t, int64(5), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'failed' AND attempts = 1`))
+	require.Equal(t, int64(5), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'discarded' AND attempts = 1`))
 	require.Equal(t, int64(10), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE tenant = 'flaky' AND attempts = 2`))
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 	for id, n := range attempts {

@@ -139,12 +139,13 @@ func reportTenants(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
-	d := newDataset("queue", "tenant", "jobs", "succeeded", "failed", "expired", "cancelled",
-		"succeeded_tokens", "failed_tokens", "expired_tokens", "cancelled_tokens", "actual_tokens", "served_tokens",
-		"token_share", "weight", "weight_share", "wait_p50", "wait_p95")
+	d := newDataset("queue", "tenant", "jobs", "succeeded", "failed", "expired", "cancelled", "discarded",
+		"succeeded_tokens", "failed_tokens", "expired_tokens", "cancelled_tokens", "discarded_tokens",
+		"actual_tokens", "served_tokens", "token_share", "weight", "weight_share", "wait_p50", "wait_p95")
 	for _, r := range rows {
-		d.add(r.Queue, r.Tenant, r.Jobs, r.Succeeded, r.Failed, r.Expired, r.Cancelled,
-			r.SucceededTokens, r.FailedTokens, r.ExpiredTokens, r.CancelledTokens, r.ActualTokens, r.ServedTokens,
+		d.add(r.Queue, r.Tenant, r.Jobs, r.Succeeded, r.Failed, r.Expired, r.Cancelled, r.Discarded,
+			r.SucceededTokens, r.FailedTokens, r.ExpiredTokens, r.CancelledTokens, r.DiscardedTokens,
+			r.ActualTokens, r.ServedTokens,
 			r.TokenShare, r.Weight, r.WeightShare, r.WaitP50, r.WaitP95)
 	}
 	return writeList(c, d)

@@ -114,7 +114,9 @@ WITH input AS (
 ), written AS (
     INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
                                  deadline, enqueued_at, first_claimed_at, worker, error, payload, unique_key)
-    SELECT d.id, d.queue, d.tenant, d.kind, 'failed', d.cost, d.attempt, d.max_attempts, d.deadline,
+    SELECT d.id, d.queue, d.tenant, d.kind,
+           CASE WHEN i.final THEN 'discarded' ELSE 'failed' END::batchq.job_outcome,
+           d.cost, d.attempt, d.max_attempts, d.deadline,
            d.enqueued_at, d.first_claimed_at, d.worker, i.error, d.payload, d.unique_key
     FROM dead d JOIN input i ON i.id = d.id AND i.token = d.lease_token
 )
@@ -139,8 +141,8 @@ type FailRow struct {
 
 // Records a failed attempt of running jobs whose lease token still matches.
 // A job with attempts left whose retry time falls before its deadline waits
-// in 'retrying' until @retry_at; any other (and any marked final) is removed
-// with outcome 'failed'. Returns the id and token of each run it recorded,
+// in 'retrying' until @retry_at; any other is removed with outcome 'failed',
+// and one marked final (retrying would not help) with outcome 'discarded'. Returns the id and token of each run it recorded,
 // and what became of its job; the rest lost their lease. As in Complete, of a
 // job listed under two tokens only the run holding the lease counts.
 func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) ([]FailRow, error) {

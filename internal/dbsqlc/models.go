@@ -292,10 +292,12 @@ type BatchqTenantUsageRow struct {
 	Failed          *int64
 	Expired         *int64
 	Cancelled       *int64
+	Discarded       *int64
 	SucceededTokens *int64
 	FailedTokens    *int64
 	ExpiredTokens   *int64
 	CancelledTokens *int64
+	DiscardedTokens *int64
 	ActualTokens    *int64
 	ServedTokens    *int64
 	WaitP50         *time.Duration

@@ -262,7 +262,7 @@ func (q *Queries) ResetOutcomeRanges(ctx context.Context, db DBTX, blocks []int6
 }
 
 const tenantUsage = `-- name: TenantUsage :many
-SELECT queue, tenant, jobs, succeeded, failed, expired, cancelled, succeeded_tokens, failed_tokens, expired_tokens, cancelled_tokens, actual_tokens, served_tokens, wait_p50, wait_p95, weight, token_share, weight_share FROM batchq.tenant_usage($1::timestamptz, $2::timestamptz) u
+SELECT queue, tenant, jobs, succeeded, failed, expired, cancelled, discarded, succeeded_tokens, failed_tokens, expired_tokens, cancelled_tokens, discarded_tokens, actual_tokens, served_tokens, wait_p50, wait_p95, weight, token_share, weight_share FROM batchq.tenant_usage($1::timestamptz, $2::timestamptz) u
 WHERE $3::text IS NULL OR u.queue = $3
 ORDER BY u.queue, u.tenant
 `
@@ -292,10 +292,12 @@ func (q *Queries) TenantUsage(ctx context.Context, db DBTX, arg TenantUsageParam
 			&i.Failed,
 			&i.Expired,
 			&i.Cancelled,
+			&i.Discarded,
 			&i.SucceededTokens,
 			&i.FailedTokens,
 			&i.ExpiredTokens,
 			&i.CancelledTokens,
+			&i.DiscardedTokens,
 			&i.ActualTokens,
 			&i.ServedTokens,
 			&i.WaitP50,

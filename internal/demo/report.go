@@ -199,7 +199,7 @@ func (r *Report) Print(w io.Writer) {
 		check = "MISMATCH: jobs unaccounted for"
 	}
 	p("Jobs     %s enqueued = %s succeeded + %s failed + %s expired + %s still queued at the stop  (%s)",
-		count(r.Enqueued), count(r.Outcomes["succeeded"]), count(r.Outcomes["failed"]), count(r.Outcomes["expired"]),
+		count(r.Enqueued), count(r.Outcomes["succeeded"]), count(r.Outcomes["failed"]+r.Outcomes["discarded"]), count(r.Outcomes["expired"]),
 		count(r.Unfinished), check)
 	p("")
 	p("  tenant    role       weight  enqueued     done  expired  queued     tokens  claimed after p50 / p95")

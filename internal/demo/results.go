@@ -122,7 +122,7 @@ func buildReport(st story, d runData) *Report {
 			rep.Unfinished++
 		case "succeeded":
 			t.Done++
-		case "failed":
+		case "failed", "discarded":
 			t.Failed++
 		case "expired":
 			t.Expired++

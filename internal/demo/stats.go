@@ -26,7 +26,7 @@ type jobRecord struct {
 // spent reports whether the job reached the provider and was charged:
 // it finished after running, successfully or not.
 func (j jobRecord) spent() bool {
-	return (j.Outcome == "succeeded" || j.Outcome == "failed") && !j.Claimed.IsZero()
+	return (j.Outcome == "succeeded" || j.Outcome == "failed" || j.Outcome == "discarded") && !j.Claimed.IsZero()
 }
 
 // percentile returns the p-th percentile (0 < p ≤ 100) of ds by nearest
