@@ -120,8 +120,10 @@ type Queue[T any] struct {
 	// the current visit. A visit can span several DequeueAt calls.
 	granted bool
 	jobs    int
-	// round counts the passes of the pointer over the ring: it moves on
-	// each time the pointer wraps, and by the passes skipFutileRounds skips.
+	// round tells one pass of the pointer over the ring from the next: it
+	// moves on each time the pointer wraps, and once when skipFutileRounds
+	// skips passes (it is compared, never counted with, so it cannot
+	// overflow however many passes a skip spans).
 	round int64
 	// left holds the tenants that left the ring in the current round. One
 	// that comes back before the round ends waits for the next.
@@ -286,7 +288,7 @@ func (q *Queue[T]) skipFutileRounds() {
 			// stays below the head's cost.
 			t.deficit += skip * t.grant
 		}
-		q.round += skip
+		q.round++
 		q.left = nil
 	}
 }

@@ -893,3 +893,30 @@ func BenchmarkDequeue(b *testing.B) {
 		})
 	}
 }
+
+// A skip over futile rounds can span nearly 2^63 passes (a quantum of 1, a
+// job costing MaxInt64). A tenant that came back in the round it left still
+// waits for one round only, and the queue goes on dequeuing.
+func TestHugeSkipAfterATenantCameBackDoesNotStall(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t, drr.Config{Quantum: 1, MaxPerTenant: 10})
+	enqueue(t, q, "a", math.MaxInt64, "a0")
+	enqueue(t, q, "b", math.MaxInt64, "b0")
+	enqueue(t, q, "b", math.MaxInt64, "b1")
+	j, ok := q.DequeueAt(t0, nil)
+	require.True(t, ok)
+	require.Equal(t, "a0", j.Value)
+	enqueue(t, q, "a", math.MaxInt64, "a1") // a left in this round
+	enqueue(t, q, "c", math.MaxInt64, "c0")
+
+	done := make(chan []string)
+	go func() { done <- values(drain(q)) }()
+	select {
+	case got := <-done:
+		// c's grants began a round before a's and b1's; b is ahead of a in
+		// the ring.
+		require.Equal(t, []string{"b0", "c0", "b1", "a1"}, got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("DequeueAt did not return")
+	}
+}
