@@ -43,6 +43,9 @@ CREATE TABLE batchq.tenants (
 -- visit ceil(C / share), in round join_round + ceil(C / share) - 1, so the claim
 -- order is simply (round, pos, seq), seq numbering the tenant's jobs in arrival
 -- order. Only enqueuers and maintenance lock this row; claims never touch it.
+-- reached is the latest round any job of the tenant was keyed in, -1 for
+-- none: a tenant that rejoins the ring while the cursor is still in that
+-- round was visited in it, and joins the next (see ring_join).
 CREATE SEQUENCE batchq.ring_pos;
 
 CREATE TABLE batchq.tenant_ring (
@@ -53,6 +56,7 @@ CREATE TABLE batchq.tenant_ring (
     share      bigint NOT NULL DEFAULT 1 CHECK (share > 0),
     cum        bigint NOT NULL DEFAULT 0,
     enq_seq    bigint NOT NULL DEFAULT 0,
+    reached    bigint NOT NULL DEFAULT -1,
     PRIMARY KEY (queue, tenant)
 );
 
@@ -482,7 +486,8 @@ BEGIN
             UPDATE batchq.jobs j
             SET pos = v_pos, cum = j.cum - v.paid, round = batchq.drr_round(v_cursor, j.cum - v.paid, v.share)
             WHERE j.pos = v.pos AND j.state = 'queued';
-            UPDATE batchq.tenant_ring r SET pos = v_pos, join_round = v_cursor, cum = r.cum - v.paid
+            UPDATE batchq.tenant_ring r SET pos = v_pos, join_round = v_cursor, cum = r.cum - v.paid,
+                reached = greatest(r.reached, batchq.drr_round(v_cursor, r.cum - v.paid, v.share))
             WHERE r.queue = NEW.queue AND r.tenant = v.tenant;
             -- Its queue emptied before these jobs came, so it starts afresh, as
             -- a tenant that left the ring does: adjustments about the jobs that
@@ -549,16 +554,19 @@ CREATE FUNCTION batchq.drr_share(quantum bigint, weight double precision) RETURN
 -- order so concurrent callers cannot deadlock, and starts a new membership for
 -- each tenant that has no queued job: a new position at the end of the ring,
 -- in order of p_tenants, in the queue's cursor round, with an empty ledger.
--- A tenant whose last membership reached the cursor's round (its last job
--- was keyed in that round or later) had its visit in that round: it joins
--- the next one, as drr's tenant that comes back in the round it left. Were it
--- to join the cursor's round, at the end of the ring, a tenant that refills
--- its queue whenever its last job is claimed (a chain of jobs, each enqueueing
--- the next) would come first at every claim, and the tenants already served
--- in the round would wait for as long as it kept on. A last membership whose
--- jobs ran ahead of the cursor (a batch claim spans rounds, and the cursor
--- keeps its first) or were cancelled counts as having reached it: one round,
--- never more.
+-- A tenant that had a job keyed in the cursor's round or later (reached)
+-- had its visit in that round: it joins the next one, as drr's tenant that
+-- comes back in the round it left. Were it to join the cursor's round, at the
+-- end of the ring, a tenant that refills its queue whenever its last job is
+-- claimed (a chain of jobs, each enqueueing the next) would come first at
+-- every claim, and the tenants already served in the round would wait for as
+-- long as it kept on. reached is what the jobs were keyed in, whatever became
+-- of them: a job claimed ahead of the cursor (a batch claim spans rounds, and
+-- the cursor keeps its first), cancelled, expired or handed back counts as
+-- visited in its round, and a correction folded after the tenant's queue
+-- emptied changes nothing. One round, never more. (A re-key or fold that
+-- moves queued jobs later does not raise reached: such a tenant may then
+-- come a round early, as before this rule.)
 -- It returns a row per tenant it locked, in name order: how many elements of
 -- p_tenants name it, and the seq of its oldest queued job (head), NULL when it
 -- had none and joined now. With p_skip_locked it passes over rows another
@@ -665,10 +673,8 @@ BEGIN
     )
     UPDATE batchq.tenant_ring r
     SET pos = n.pos, cum = 0,
-        -- The old values: one whose last membership reached the cursor's
-        -- round left it in this round, and joins the next (see above).
-        join_round = CASE WHEN r.cum > 0 AND batchq.drr_round(r.join_round, r.cum, r.share) >= v_round
-                          THEN v_round + 1 ELSE v_round END,
+        -- Visited in the cursor's round already: the next (see above).
+        join_round = CASE WHEN r.reached >= v_round THEN v_round + 1 ELSE v_round END,
         share = batchq.drr_share(v_quantum,
                                  coalesce((SELECT w.weight FROM batchq.tenants w WHERE w.name = n.tenant), 1))
     FROM numbered n
@@ -944,8 +950,9 @@ BEGIN
         HAVING count(*) > 0
     ), ring AS (
         -- Each row found by its own probe, as in ring_join.
-        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq, join_round = k.join_round
-        FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq,
+        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq, join_round = k.join_round,
+                                        reached = greatest(r.reached, a.round)
+        FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq, max(i.round) AS round,
                      (SELECT x.ctid FROM batchq.tenant_ring x WHERE x.queue = p_queue AND x.tenant = i.tenant) AS rid
               FROM ins i GROUP BY i.tenant) a
         JOIN unnest(v_ring_tenant, v_ring_round) AS k (tenant, join_round) ON k.tenant = a.tenant
@@ -1114,8 +1121,9 @@ BEGIN
                   FROM upd u GROUP BY u.tenant) a
             HAVING count(*) > 0
         ), ring AS (
-            UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq
-            FROM (SELECT u.tenant, max(u.cum) AS cum, max(u.seq) AS seq FROM upd u GROUP BY u.tenant) a
+            UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq, reached = greatest(r.reached, a.round)
+            FROM (SELECT u.tenant, max(u.cum) AS cum, max(u.seq) AS seq, max(u.round) AS round
+                  FROM upd u GROUP BY u.tenant) a
             WHERE r.queue = p_queue AND r.tenant = a.tenant
         )
         SELECT count(*) INTO v_n FROM upd;

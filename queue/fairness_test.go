@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -130,6 +131,81 @@ func TestChainOfJobsGetsOneTurnARound(t *testing.T) {
 	}
 	want := slices.Repeat([]string{"backlog", "chain"}, 6)
 	require.Equal(t, want, order)
+}
+
+// Nor when it makes an enqueue that adds nothing before it queues its next
+// step: a duplicate of the running job's key, or one refused as full, in a
+// transaction that then commits.
+func TestChainOfJobsThatEnqueuesNothingFirstStillGetsOneTurnARound(t *testing.T) {
+	t.Parallel()
+	for _, variant := range []string{"duplicate", "queue full"} {
+		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Quantum: 100})
+			require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "chain", Weight: 1, MaxQueued: 1}))
+			b.enqueueN(t, "backlog", 10, 100)
+			step := 0
+			next := func(key int) queue.NewJob {
+				return queue.NewJob{Queue: b.queue, Tenant: "chain", Cost: 100, UniqueKey: fmt.Sprint("step-", key)}
+			}
+			_, err := b.client.Enqueue(b.ctx, next(step))
+			require.NoError(t, err)
+
+			var order []string
+			for range 12 {
+				jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+				require.NoError(t, err)
+				require.Len(t, jobs, 1)
+				if jobs[0].Tenant == "chain" {
+					require.NoError(t, pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+						if variant == "duplicate" {
+							res, err := b.client.EnqueueTx(b.ctx, tx, next(step)) // the running job's own key
+							require.NoError(t, err)
+							require.True(t, res.Duplicate)
+						} else {
+							_, err := b.client.EnqueueManyTx(b.ctx, tx, []queue.NewJob{next(100 + step), next(200 + step)})
+							require.ErrorIs(t, err, queue.ErrQueueFull)
+						}
+						step++
+						_, err := b.client.EnqueueTx(b.ctx, tx, next(step))
+						return err
+					}))
+				}
+				require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
+				order = append(order, jobs[0].Tenant)
+			}
+			require.Equal(t, slices.Repeat([]string{"backlog", "chain"}, 6), order)
+		})
+	}
+}
+
+// Whether a returning tenant waits a round depends on the rounds its jobs
+// were keyed in, not on corrections folded after its queue emptied: here
+// its one job cost a hundred times its estimate, which does not make it
+// wait when it comes back rounds later, folded or not.
+func TestRejoiningIgnoresCorrectionsFoldedAfterTheQueueEmptied(t *testing.T) {
+	t.Parallel()
+	for _, fold := range []bool{false, true} {
+		t.Run(fmt.Sprint("folded=", fold), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Quantum: 100})
+			b.enqueue(t, "a", 100)
+			b.enqueueN(t, "b", 10, 100)
+			jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+			require.NoError(t, err)
+			require.Equal(t, "a", jobs[0].Tenant)
+			require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{ActualCost: 10_000}))
+			order := tenantsOf(b.drainOrder(t, 3)) // b's rounds 0, 1 and 2
+			if fold {
+				_, err := b.client.Maintain(b.ctx, b.queue)
+				require.NoError(t, err)
+			}
+			b.enqueue(t, "a", 100)
+			order = append(order, tenantsOf(b.drainOrder(t, 3))...)
+			// a left in round 0 and comes back in round 2, after b's turn.
+			require.Equal(t, []string{"b", "b", "b", "a", "b", "b"}, order)
+		})
+	}
 }
 
 func countOf(ss []string, s string) int {

@@ -281,6 +281,7 @@ type BatchqTenantRing struct {
 	Share     int64
 	Cum       int64
 	EnqSeq    int64
+	Reached   int64
 }
 
 // The row type batchq.tenant_usage() returns; always empty.
