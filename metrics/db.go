@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,9 +13,11 @@ import (
 )
 
 // rank starts a ranking of the tenants when the latest is RankInterval old
-// and none runs, and waits for a running one while half the scrape's budget
-// allows; a slower one goes on in the background and a later scrape uses
-// it. It returns the latest ranking's error.
+// (or failed) and none runs, and waits for a running one while half the
+// scrape's budget allows; a slower one goes on in the background and a later
+// scrape uses it. It returns the error of a ranking that failed since the
+// last scrape, once: a ranking that failed in a blip must not mark the
+// database down until the next one, a RankInterval later.
 func (c *Collector) rank(ctx context.Context) error {
 	c.rankMu.Lock()
 	if c.ranking == nil && (c.rankedAt.IsZero() || c.now().Sub(c.rankedAt) >= c.cfg.RankInterval) {
@@ -33,7 +36,9 @@ func (c *Collector) rank(ctx context.Context) error {
 	}
 	c.rankMu.Lock()
 	defer c.rankMu.Unlock()
-	return c.rankErr
+	err := c.rankErr
+	c.rankErr = nil
+	return err
 }
 
 // runRanking reads the leaders of each queue and names them.
@@ -60,7 +65,12 @@ func (c *Collector) runRanking(done chan struct{}) {
 	}
 	c.rankMu.Lock()
 	defer c.rankMu.Unlock()
-	c.ranking, c.rankedAt, c.rankErr = nil, c.now(), err
+	c.ranking, c.rankErr = nil, err
+	if err == nil {
+		c.rankedAt = c.now()
+	} else {
+		c.rankedAt = time.Time{} // the next scrape tries again
+	}
 }
 
 // dropTenant deletes the event-fed series of a tenant no longer named.

@@ -228,3 +228,26 @@ func TestDatabaseDown(t *testing.T) {
 	require.Equal(t, 1.0, s[series("batchq_worker_errors_total", "queue", "q")], "the event-fed series are still exported")
 	require.Empty(t, s.values("batchq_queued_jobs", "queue"))
 }
+
+// batchq_database_up is 1 again at the first scrape after the database came
+// back, though the tenants are ranked only once an hour here: a ranking that
+// failed during the outage is tried again at the next scrape.
+func TestDatabaseUpAgainAtTheNextScrape(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "q")
+	proxy, viaProxy := pgtest.NewProxy(t, b.pool.Config().ConnString())
+	pool, err := pgxpool.New(b.ctx, viaProxy)
+	require.NoError(t, err)
+	defer pool.Close()
+	client, err := queue.NewClient(pool, queue.Config{})
+	require.NoError(t, err)
+	b.enqueue(t, "q", "a", 3, 10)
+	c, _ := newTestCollector(t, Config{Client: client, Queues: []string{"q"}, RankInterval: time.Hour, ScrapeTimeout: 5 * time.Second})
+
+	proxy.Cut() // the first ranking fails
+	require.Equal(t, 0.0, collect(t, c)["batchq_database_up"])
+	proxy.Restore()
+	s := collect(t, c)
+	require.Equal(t, 1.0, s["batchq_database_up"])
+	require.Equal(t, 3.0, s[series("batchq_queued_jobs", "queue", "q", "tenant", "a")], "a is ranked and named")
+}

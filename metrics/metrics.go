@@ -151,7 +151,7 @@ func New(cfg Config) (*Collector, error) {
 	c.claimedTokens = counter("batchq_claimed_tokens_total",
 		"Estimated tokens of the jobs claimed and started.", "queue", "tenant")
 	c.wait = histogram("batchq_job_wait_seconds",
-		"Time from a job's enqueue to its claim, at each claim.", waitBuckets, "queue", "tenant")
+		"Time from a job's enqueue to its claim, for each job claimed and started.", waitBuckets, "queue", "tenant")
 	c.finishedJobs = counter("batchq_finished_jobs_total",
 		"Job attempts that ended, by outcome: succeeded, failed and discarded end the job; retrying, released and lease_lost end the attempt; unrecorded could not be written, and the job will run again.",
 		"queue", "tenant", "outcome")
@@ -160,9 +160,9 @@ func New(cfg Config) (*Collector, error) {
 	c.finishedActual = counter("batchq_finished_actual_tokens_total",
 		"Actual tokens the handlers reported for the job attempts that ended, by outcome.", "queue", "tenant", "outcome")
 	c.expiredJobs = counter("batchq_expired_jobs_total",
-		"Jobs a claim found past their deadline and recorded as expired.", "queue", "tenant")
+		"Jobs a claim or the pool's maintenance found past their deadline and recorded as expired.", "queue", "tenant")
 	c.expiredTokens = counter("batchq_expired_tokens_total",
-		"Estimated tokens of the jobs a claim found expired.", "queue", "tenant")
+		"Estimated tokens of the jobs a claim or the pool's maintenance found expired.", "queue", "tenant")
 	c.queueFull = counter("batchq_queue_full_rejected_jobs_total",
 		"Jobs an enqueue could not add because the tenant's queue was full (ObserveEnqueueError).", "queue", "tenant")
 	c.perTenant = []deleter{c.claimedJobs, c.claimedTokens, c.wait, c.finishedJobs, c.finishedEst,
@@ -355,7 +355,9 @@ func (c *Collector) CallInteractive(ctx context.Context, key string, th *throttl
 	}
 	if resp != nil && resp.StatusCode == http.StatusTooManyRequests {
 		c.rateLimited.WithLabelValues(key, throttle.Interactive.String()).Inc()
-		d, _ := quotaheaders.RetryAfter(resp.Header, c.now())
+		// A date in Retry-After is on the provider's clock, as the pools
+		// read it.
+		d, _ := quotaheaders.RetryAfter(resp.Header, quotaheaders.ProviderClock(resp.Header, c.now()))
 		c.pausedSeconds.WithLabelValues(key).Add(c.announce("pause", "", key, d))
 	}
 	return resp, err

@@ -140,3 +140,37 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	require.True(t, alerts["BatchqQueueNoProgress"])
 	require.True(t, alerts["BatchqBatchStarvedByInteractive"])
 }
+
+// A rule whose summary says how long the condition lasted ("for 15
+// minutes") fires that long after it began: its widest range plus its for
+// clause, since a condition over a window holds only once the window is
+// past.
+func TestAlertRulesFireWhenTheirSummarySays(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(alertRules)
+	require.NoError(t, err)
+	var f ruleFile
+	require.NoError(t, yaml.Unmarshal(raw, &f))
+	said := regexp.MustCompile(`for (\d+) minutes`)
+	window := regexp.MustCompile(`\[(\d+[smh])\]`)
+	checked := 0
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			m := said.FindStringSubmatch(r.Annotations["summary"])
+			if m == nil {
+				continue
+			}
+			var widest time.Duration
+			for _, w := range window.FindAllStringSubmatch(r.Expr, -1) {
+				d, err := time.ParseDuration(w[1])
+				require.NoError(t, err)
+				widest = max(widest, d)
+			}
+			forDur, err := time.ParseDuration(r.For)
+			require.NoError(t, err)
+			require.Equal(t, m[1]+"m0s", (widest + forDur).String(), "%s: range %s + for %s", r.Alert, widest, forDur)
+			checked++
+		}
+	}
+	require.Positive(t, checked)
+}

@@ -102,7 +102,10 @@ type WorkerConfig struct {
 type EventKind int
 
 const (
-	// EventClaimed: Job was claimed; Wait is how long it waited since enqueue.
+	// EventClaimed: Job was claimed and its handler is starting; Wait is how
+	// long it waited from its enqueue to its claim. A claimed job handed back
+	// before it started (its deadline passed, no room in the quota, a
+	// shutdown) has none.
 	EventClaimed EventKind = iota
 	// EventFinished: Job finished with Outcome ("succeeded", "failed",
 	// "discarded", "retrying", "released", "lease_lost"), its handler running for
@@ -705,7 +708,6 @@ func (p *pool) handle() {
 
 func (p *pool) runJob(d *dispatch) {
 	j := d.job
-	p.emit(Event{Kind: EventClaimed, Job: j, Wait: d.claimed.Sub(j.EnqueuedAt)})
 	ctx, cancel := context.WithCancel(p.handlerCtx)
 	defer cancel()
 	defer p.untrack(j)
@@ -728,6 +730,7 @@ func (p *pool) runJob(d *dispatch) {
 	if p.pastDeadline(d) || !p.admitted(ctx, d) || p.pastDeadline(d) {
 		return
 	}
+	p.emit(Event{Kind: EventClaimed, Job: j, Wait: d.claimed.Sub(j.EnqueuedAt)})
 	start := time.Now()
 	res, err := p.call(ctx, j)
 	received := time.Now()
@@ -1019,6 +1022,7 @@ func (p *pool) listen(ctx context.Context) {
 		if listened {
 			backoff = firstBackoff // it was connected: a new interruption starts over
 		}
+		p.emit(Event{Kind: EventError, Err: fmt.Errorf("batchq: listen for notifications: %w", err)})
 		p.log.Warn("notifications interrupted; polling until reconnected", "err", err)
 		select {
 		case <-ctx.Done():

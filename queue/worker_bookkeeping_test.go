@@ -745,3 +745,50 @@ func TestProbeNotSentIsTakenBack(t *testing.T) {
 		})
 	}
 }
+
+// EventClaimed (the claimed-jobs metric) counts jobs whose handler started:
+// one claimed ahead and handed back when its deadline passed while it
+// waited for a handler has none.
+func TestJobHandedBackUnstartedIsNotReportedClaimed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	busy := b.enqueue(t, "t", 1)
+	var mu sync.Mutex
+	var claimed []int64
+	started, release := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 1, BatchSize: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+		OnEvent: func(e queue.Event) {
+			if e.Kind == queue.EventClaimed {
+				mu.Lock()
+				claimed = append(claimed, e.Job.ID)
+				mu.Unlock()
+			}
+		},
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			close(started)
+			<-release
+			return queue.Result{}, nil
+		},
+	})
+	<-started
+	deadline := time.Now().Add(500 * time.Millisecond)
+	late, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Deadline: deadline})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, late.ID) == 1
+	}, 10*time.Second, 5*time.Millisecond, "claimed ahead")
+	time.Sleep(time.Until(deadline) + 100*time.Millisecond)
+	close(release)
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'retrying'`, late.ID) == 1
+	}, 10*time.Second, 5*time.Millisecond, "handed back")
+	cancel()
+	require.NoError(t, wait())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int64{busy}, claimed)
+}

@@ -44,6 +44,12 @@ func metricsTopTenantsFlag() cli.Flag {
 // startMetrics serves the pool's metrics when --metrics-addr is set: it
 // wires wc.OnEvent to a collector and listens. stop shuts the server down.
 func startMetrics(c *cli.Context, client *queue.Client, wc *queue.WorkerConfig, log *slog.Logger) (stop func(), err error) {
+	// Checked whether or not metrics are served, as --reserve is: a bad
+	// value is a mistake either way.
+	top := c.Int("metrics-top-tenants")
+	if top < 1 || top > 10000 {
+		return nil, usagef("batchq: --metrics-top-tenants %d: must be in 1..10000", top)
+	}
 	addr := c.String("metrics-addr")
 	if addr == "" {
 		return func() {}, nil
@@ -51,10 +57,6 @@ func startMetrics(c *cli.Context, client *queue.Client, wc *queue.WorkerConfig, 
 	listen, err := metricsListenAddr(addr)
 	if err != nil {
 		return nil, usagef("batchq: --metrics-addr %q: %v", addr, err)
-	}
-	top := c.Int("metrics-top-tenants")
-	if top < 1 || top > 10000 {
-		return nil, usagef("batchq: --metrics-top-tenants %d: must be in 1..10000", top)
 	}
 	key := c.String("quota-key")
 	cfg := metrics.Config{Client: client, Queues: []string{wc.Queue}, TopTenants: top, Logger: log}
