@@ -428,6 +428,11 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 		return p.dispatches(jobs, time.Now()), 0, err
 	}
 
+	// The jobs claimed earlier whose handlers have not asked the throttle
+	// yet, counted before the headroom is read: a handler admitted in
+	// between is then in both (taken off twice, which only waits a little),
+	// where counted after it would be in neither, and its room claimed again.
+	pc, pt := p.unadmitted()
 	// Reads, bounded as the claim is; a shutdown cancels them.
 	readCtx, cancelRead := context.WithTimeout(ctx, dbCallTimeout)
 	defer cancelRead()
@@ -446,7 +451,6 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	// Jobs claimed earlier whose handlers have not asked the throttle yet
 	// will take this much of the room: claim only beyond it, and rather than
 	// probe, wait for them. (A limit not known is unlimited.)
-	pc, pt := p.unadmitted()
 	if pc > 0 {
 		if calls != math.MaxInt64 {
 			calls -= pc

@@ -792,3 +792,55 @@ func TestJobHandedBackUnstartedIsNotReportedClaimed(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []int64{busy}, claimed)
 }
+
+// slowLoadStore answers Load with the state as it was a while before, and
+// saves each Update a moment after it is asked: a headroom read during
+// which handlers are admitted.
+type slowLoadStore struct{ throttle.MemoryStore }
+
+func (s *slowLoadStore) Load(ctx context.Context, key string) (throttle.State, error) {
+	st, err := s.MemoryStore.Load(ctx, key)
+	time.Sleep(100 * time.Millisecond)
+	return st, err
+}
+
+func (s *slowLoadStore) Update(ctx context.Context, key string, fn func(*throttle.State) error) error {
+	time.Sleep(10 * time.Millisecond)
+	return s.MemoryStore.Update(ctx, key, fn)
+}
+
+// The claim counts the jobs its handlers have not yet had admitted before
+// it reads the headroom: a handler admitted while the headroom is read must
+// not look, in the one, like room not yet taken and, in the other, like a
+// job no longer waiting for it.
+func TestHeadroomReadWhileHandlersAreAdmittedClaimsNoMore(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	th, err := throttle.New(throttle.Config{Store: &slowLoadStore{}, Key: "k"})
+	require.NoError(t, err)
+	now := time.Now().Truncate(time.Microsecond)
+	th.ObserveSnapshotAt(now, now, quotaheaders.Tokens,
+		quotaheaders.Snapshot{Remaining: 10, Limit: 1000, HasLimit: true, Reset: time.Minute, HasReset: true})
+	b.enqueueN(t, "t", 10, 5) // room for two
+
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	hold := make(chan struct{})
+	var claims atomic.Int64
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 8, BatchSize: 8, Throttle: th,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: -1,
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+			claims.Add(1)
+			<-hold
+			return queue.Result{}, nil
+		},
+	})
+	time.Sleep(time.Second)
+	released := b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`) // a hand-back's refund
+	close(hold)
+	cancel()
+	require.NoError(t, wait())
+	require.Equal(t, int64(2), claims.Load())
+	require.Zero(t, released, "jobs claimed past the headroom were handed back")
+}
