@@ -137,17 +137,17 @@ func TestFleetDrainsAgainstProvider(t *testing.T) {
 			require.Equal(t, http.StatusOK, last.Status, "job %s", id)
 			require.Equal(t, 1, countStatus(log, http.StatusOK), "job %s succeeded twice at the provider", id)
 		case "failed":
-			require.True(t, last.Status == http.StatusBadRequest || last.Status == http.StatusServiceUnavailable, "job %s: %+v", id, last)
-			if last.Status == http.StatusServiceUnavailable {
-				require.Equal(t, 4, o.attempts, "job %s failed before its attempts ran out", id)
-			}
+			require.Equal(t, http.StatusServiceUnavailable, last.Status, "job %s: %+v", id, last)
+			require.Equal(t, 4, o.attempts, "job %s failed before its attempts ran out", id)
+		case "discarded":
+			require.Equal(t, http.StatusBadRequest, last.Status, "job %s: %+v", id, last)
 		default:
 			t.Fatalf("job %s: unexpected outcome %q", id, o.state)
 		}
 		require.Equal(t, "batchq-"+id, last.IdempotencyKey)
 	}
 	for _, id := range []string{"5", "500", "1000", "2000", "2999"} {
-		require.Equal(t, "failed", got[id].state)
+		require.Equal(t, "discarded", got[id].state)
 		require.Equal(t, 1, got[id].attempts, "a 400 is not retried")
 	}
 	st := sim.Stats()
