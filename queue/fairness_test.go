@@ -117,20 +117,28 @@ func TestChainOfJobsGetsOneTurnARound(t *testing.T) {
 	b := setup(t, queue.QueueConfig{Quantum: 100})
 	b.enqueueN(t, "backlog", 10, 100)
 	b.enqueue(t, "chain", 100)
+	order := claimsWithAChain(t, b, func() { b.enqueue(t, "chain", 100) })
+	require.Equal(t, slices.Repeat([]string{"backlog", "chain"}, 6), order)
+}
 
+// claimsWithAChain claims and completes twelve jobs one at a time and
+// returns their tenants in claim order. When it claims the chain's job it
+// calls next before completing it, as the job's handler enqueueing the next
+// step would.
+func claimsWithAChain(t *testing.T, b *testBundle, next func()) []string {
+	t.Helper()
 	var order []string
 	for range 12 {
 		jobs, err := b.client.Claim(b.ctx, b.queue, nil)
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
 		if jobs[0].Tenant == "chain" {
-			b.enqueue(t, "chain", 100)
+			next()
 		}
 		require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
 		order = append(order, jobs[0].Tenant)
 	}
-	want := slices.Repeat([]string{"backlog", "chain"}, 6)
-	require.Equal(t, want, order)
+	return order
 }
 
 // Nor when it makes an enqueue that adds nothing before it queues its next
@@ -151,29 +159,21 @@ func TestChainOfJobsThatEnqueuesNothingFirstStillGetsOneTurnARound(t *testing.T)
 			_, err := b.client.Enqueue(b.ctx, next(step))
 			require.NoError(t, err)
 
-			var order []string
-			for range 12 {
-				jobs, err := b.client.Claim(b.ctx, b.queue, nil)
-				require.NoError(t, err)
-				require.Len(t, jobs, 1)
-				if jobs[0].Tenant == "chain" {
-					require.NoError(t, pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-						if variant == "duplicate" {
-							res, err := b.client.EnqueueTx(b.ctx, tx, next(step)) // the running job's own key
-							require.NoError(t, err)
-							require.True(t, res.Duplicate)
-						} else {
-							_, err := b.client.EnqueueManyTx(b.ctx, tx, []queue.NewJob{next(100 + step), next(200 + step)})
-							require.ErrorIs(t, err, queue.ErrQueueFull)
-						}
-						step++
-						_, err := b.client.EnqueueTx(b.ctx, tx, next(step))
-						return err
-					}))
-				}
-				require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
-				order = append(order, jobs[0].Tenant)
-			}
+			order := claimsWithAChain(t, b, func() {
+				require.NoError(t, pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+					if variant == "duplicate" {
+						res, err := b.client.EnqueueTx(b.ctx, tx, next(step)) // the running job's own key
+						require.NoError(t, err)
+						require.True(t, res.Duplicate)
+					} else {
+						_, err := b.client.EnqueueManyTx(b.ctx, tx, []queue.NewJob{next(100 + step), next(200 + step)})
+						require.ErrorIs(t, err, queue.ErrQueueFull)
+					}
+					step++
+					_, err := b.client.EnqueueTx(b.ctx, tx, next(step))
+					return err
+				}))
+			})
 			require.Equal(t, slices.Repeat([]string{"backlog", "chain"}, 6), order)
 		})
 	}

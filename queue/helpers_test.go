@@ -107,6 +107,22 @@ func (b *testBundle) outcome(t testing.TB, id int64) string {
 	return o
 }
 
+// waitFinished waits, up to 20 s, until job id has its outcome row.
+func (b *testBundle) waitFinished(t testing.TB, id int64, msgAndArgs ...any) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id) == 1
+	}, 20*time.Second, 10*time.Millisecond, msgAndArgs...)
+}
+
+// waitState waits, up to 10 s, until job id is in state.
+func (b *testBundle) waitState(t testing.TB, id int64, state string, msgAndArgs ...any) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = $2`, id, state) == 1
+	}, 10*time.Second, 5*time.Millisecond, msgAndArgs...)
+}
+
 func tenantsOf(jobs []*queue.Job) []string {
 	out := make([]string, len(jobs))
 	for i, j := range jobs {

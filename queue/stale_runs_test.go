@@ -166,9 +166,7 @@ func TestStaleAndCurrentFailureInOneBatchAreRecorded(t *testing.T) {
 	b := setup(t, queue.QueueConfig{})
 	x, events := staleAndCurrentInOneBatch(t, b, errors.New("stale run failed"),
 		queue.Permanent(errors.New("current run failed")))
-	require.Eventually(t, func() bool {
-		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, x) == 1
-	}, 10*time.Second, 20*time.Millisecond, "x's final failure was not recorded; events: %v", events.outcomes(x))
+	b.waitFinished(t, x, "x's final failure was not recorded; events: %v", events.outcomes(x))
 	require.Equal(t, "discarded", b.outcome(t, x))
 }
 

@@ -403,92 +403,63 @@ func TestThrottledDrainDropsExpiredJobsWithoutMaintenance(t *testing.T) {
 }
 
 // A pool whose heartbeat interval follows the queue's lease follows a change
-// to it: after the lease is shortened, a running job still keeps it, and runs
-// once.
-func TestHeartbeatsFollowAShortenedLease(t *testing.T) {
+// to it: after the lease is shortened, a job keeps its lease and runs once,
+// whether it was running when the lease changed (the next beat reads the
+// new lease) or was claimed under the short lease before the beats read it
+// (the claim makes them read it at once). The old lease's beats come 4 s
+// apart; the jobs run for several of the new leases.
+func TestAShortenedLeaseIsKept(t *testing.T) {
 	t.Parallel()
-	b := setup(t, queue.QueueConfig{Lease: 12 * time.Second})
-	id := b.enqueue(t, "a", 1)
-
-	var runs runCounter
-	var events eventLog
-	started := make(chan struct{})
-	ctx, cancel := context.WithCancel(b.ctx)
-	defer cancel()
-	wait := b.work(ctx, queue.WorkerConfig{
-		Queue: b.queue, Concurrency: 1, BatchSize: 1,
-		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
-		OnEvent: events.on,
-		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-			if runs.add(j.ID) == 1 {
-				close(started)
+	for _, claimedAfter := range []bool{false, true} {
+		t.Run(fmt.Sprint("claimed after the change=", claimedAfter), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Lease: 12 * time.Second})
+			var runs runCounter
+			var events eventLog
+			started := make(chan struct{}, 1)
+			ctx, cancel := context.WithCancel(b.ctx)
+			defer cancel()
+			wait := b.work(ctx, queue.WorkerConfig{
+				Queue: b.queue, Concurrency: 1, BatchSize: 1,
+				PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+				OnEvent: events.on,
+				Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+					if runs.add(j.ID); j.Tenant == "warm-up" {
+						return queue.Result{}, nil
+					}
+					select {
+					case started <- struct{}{}:
+					default:
+					}
+					select {
+					case <-time.After(5 * time.Second):
+					case <-ctx.Done():
+						return queue.Result{}, ctx.Err()
+					}
+					return queue.Result{}, nil
+				},
+			})
+			var id int64
+			if claimedAfter {
+				// The pool is up, its beats spaced for the long lease.
+				b.waitFinished(t, b.enqueue(t, "warm-up", 1))
+			} else {
+				id = b.enqueue(t, "a", 1)
+				<-started
 			}
-			// Three and a half of the new leases' worth; the old lease's
-			// heartbeats come 4 s apart.
-			select {
-			case <-time.After(7 * time.Second):
-			case <-ctx.Done():
-				return queue.Result{}, ctx.Err()
+			lease := 2 * time.Second
+			_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Lease: &lease})
+			require.NoError(t, err)
+			if claimedAfter {
+				id = b.enqueue(t, "a", 1)
 			}
-			return queue.Result{}, nil
-		},
-	})
-	<-started
-	lease := 2 * time.Second
-	_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Lease: &lease})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id) == 1
-	}, 20*time.Second, 20*time.Millisecond)
-	cancel()
-	require.NoError(t, wait())
-	require.Equal(t, 1, runs.get(id), "the job lost its lease and ran again")
-	require.Equal(t, []string{"succeeded"}, events.outcomes(id))
-}
-
-// A job claimed after the lease was shortened, before the heartbeats read
-// the new lease, is claimed under the short lease: the claim makes them
-// read it at once, and the job runs once.
-func TestJobClaimedUnderAShortenedLeaseKeepsIt(t *testing.T) {
-	t.Parallel()
-	b := setup(t, queue.QueueConfig{Lease: 12 * time.Second}) // beats 4 s apart
-
-	var runs runCounter
-	var events eventLog
-	ctx, cancel := context.WithCancel(b.ctx)
-	defer cancel()
-	wait := b.work(ctx, queue.WorkerConfig{
-		Queue: b.queue, Concurrency: 1, BatchSize: 1,
-		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
-		OnEvent: events.on,
-		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-			if runs.add(j.ID); j.Tenant == "warm-up" {
-				return queue.Result{}, nil
-			}
-			select { // one and a half of the new leases
-			case <-time.After(3 * time.Second):
-			case <-ctx.Done():
-				return queue.Result{}, ctx.Err()
-			}
-			return queue.Result{}, nil
-		},
-	})
-	// The pool is up, its beats spaced for the long lease.
-	warm := b.enqueue(t, "warm-up", 1)
-	require.Eventually(t, func() bool {
-		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, warm) == 1
-	}, 10*time.Second, 10*time.Millisecond)
-	lease := 2 * time.Second
-	_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Lease: &lease})
-	require.NoError(t, err)
-	id := b.enqueue(t, "a", 1)
-	require.Eventually(t, func() bool {
-		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id) == 1
-	}, 20*time.Second, 20*time.Millisecond)
-	cancel()
-	require.NoError(t, wait())
-	require.Equal(t, 1, runs.get(id), "the job lost its lease and ran again")
-	require.Equal(t, []string{"succeeded"}, events.outcomes(id))
+			b.waitFinished(t, id)
+			cancel()
+			require.NoError(t, wait())
+			require.Equal(t, 1, runs.get(id), "the job lost its lease and ran again")
+			require.Equal(t, []string{"succeeded"}, events.outcomes(id))
+		})
+	}
 }
 
 // Every job the pool's maintenance finishes is reported as the jobs its
@@ -720,15 +691,11 @@ func TestProbeNotSentIsTakenBack(t *testing.T) {
 			deadline := time.Now().Add(1500 * time.Millisecond)
 			res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 10, Deadline: deadline})
 			require.NoError(t, err)
-			require.Eventually(t, func() bool {
-				return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, res.ID) == 1
-			}, 10*time.Second, 5*time.Millisecond, "claimed on a probe")
+			b.waitState(t, res.ID, "running", "claimed on a probe")
 			if variant == "deadline" {
 				time.Sleep(time.Until(deadline) + 100*time.Millisecond)
 				close(release)
-				require.Eventually(t, func() bool {
-					return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'retrying'`, res.ID) == 1
-				}, 10*time.Second, 5*time.Millisecond)
+				b.waitState(t, res.ID, "retrying")
 				cancel()
 			} else {
 				cancel()
@@ -778,14 +745,10 @@ func TestJobHandedBackUnstartedIsNotReportedClaimed(t *testing.T) {
 	deadline := time.Now().Add(500 * time.Millisecond)
 	late, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Deadline: deadline})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, late.ID) == 1
-	}, 10*time.Second, 5*time.Millisecond, "claimed ahead")
+	b.waitState(t, late.ID, "running", "claimed ahead")
 	time.Sleep(time.Until(deadline) + 100*time.Millisecond)
 	close(release)
-	require.Eventually(t, func() bool {
-		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'retrying'`, late.ID) == 1
-	}, 10*time.Second, 5*time.Millisecond, "handed back")
+	b.waitState(t, late.ID, "retrying", "handed back")
 	cancel()
 	require.NoError(t, wait())
 	mu.Lock()

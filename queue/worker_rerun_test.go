@@ -61,9 +61,7 @@ func TestStaleRunLeavesTheNewRunsLeaseAlone(t *testing.T) {
 		t.Fatal("the job was not claimed again")
 	}
 	close(releaseR1) // the old run returns while the new one runs
-	require.Eventually(t, func() bool {
-		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id) == 1
-	}, 20*time.Second, 20*time.Millisecond)
+	b.waitFinished(t, id)
 	cancel()
 	require.NoError(t, wait())
 
