@@ -34,9 +34,11 @@
 // outcome is that of queue.EventFinished: succeeded, failed and discarded
 // end a job (failed also counts a job whose lease ran out with no attempts
 // left, as the pool whose maintenance found it reports; discarded, one given
-// up on a Permanent error); retrying, released (handed back,
-// after a 429 or at shutdown) and lease_lost end an attempt. key is the quota key (empty for a pool without
-// a throttle); priority is batch or interactive. Wait seconds and paused
+// up on a Permanent error); retrying, released (handed back: after a 429,
+// or unstarted because its deadline passed while it was claimed ahead, the
+// quota had no room for it, or the pool shut down) and lease_lost end an
+// attempt. key is the quota key (empty for a pool without a throttle);
+// priority is batch or interactive. Wait seconds and paused
 // seconds count the union of the waits announced, so ten workers told of
 // the same pause add it once.
 //

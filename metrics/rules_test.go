@@ -144,7 +144,9 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 // A rule whose summary says how long the condition lasted ("for 15
 // minutes") fires that long after it began: its widest range plus its for
 // clause, since a condition over a window holds only once the window is
-// past.
+// past. Every part of the condition must look over that window (a bare
+// gauge would hold after the for clause alone): each series the rule reads
+// is under a range or a subquery.
 func TestAlertRulesFireWhenTheirSummarySays(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile(alertRules)
@@ -152,13 +154,17 @@ func TestAlertRulesFireWhenTheirSummarySays(t *testing.T) {
 	var f ruleFile
 	require.NoError(t, yaml.Unmarshal(raw, &f))
 	said := regexp.MustCompile(`for (\d+) minutes`)
-	window := regexp.MustCompile(`\[(\d+[smh])\]`)
+	window := regexp.MustCompile(`\[(\d+[smh])(?::\d+[smh])?\]`) // a range, or a subquery's
+	setOperator := regexp.MustCompile(`\b(?:unless|and|or)\b`)
 	checked := 0
 	for _, g := range f.Groups {
 		for _, r := range g.Rules {
 			m := said.FindStringSubmatch(r.Annotations["summary"])
 			if m == nil {
 				continue
+			}
+			for _, operand := range setOperator.Split(r.Expr, -1) {
+				require.Regexp(t, window, operand, "%s: a part of the condition that holds without a window", r.Alert)
 			}
 			var widest time.Duration
 			for _, w := range window.FindAllStringSubmatch(r.Expr, -1) {

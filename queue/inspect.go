@@ -128,9 +128,10 @@ func (c *Client) Resubmit(ctx context.Context, id int64) (Enqueued, error) {
 		return Enqueued{}, fmt.Errorf("batchq: resubmit job %d: %w", id, err)
 	}
 	switch o.Outcome {
-	case dbsqlc.BatchqJobOutcomeFailed, dbsqlc.BatchqJobOutcomeExpired, dbsqlc.BatchqJobOutcomeCancelled:
+	case dbsqlc.BatchqJobOutcomeFailed, dbsqlc.BatchqJobOutcomeDiscarded, dbsqlc.BatchqJobOutcomeExpired,
+		dbsqlc.BatchqJobOutcomeCancelled:
 	default:
-		return Enqueued{}, fmt.Errorf("batchq: resubmit job %d: it %s; only failed, expired or cancelled jobs are resubmitted", id, o.Outcome)
+		return Enqueued{}, fmt.Errorf("batchq: resubmit job %d: it %s; only failed, discarded, expired or cancelled jobs are resubmitted", id, o.Outcome)
 	}
 	return c.Enqueue(ctx, NewJob{
 		Queue:       o.Queue,

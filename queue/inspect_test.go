@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -113,7 +114,23 @@ func TestResubmitCopiesAFinishedJobOnce(t *testing.T) {
 	require.NoError(t, b.client.Cancel(b.ctx, third.ID, ""))
 	done := b.claimOneAfterEnqueue(t)
 	_, err = b.client.Resubmit(b.ctx, done)
-	require.ErrorContains(t, err, "only failed, expired or cancelled jobs")
+	require.ErrorContains(t, err, "only failed, discarded, expired or cancelled jobs")
+}
+
+// A job given up on a Permanent error (a 401 from a key since fixed, say) is
+// resubmitted as a failed one is.
+func TestResubmitADiscardedJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	id := b.enqueue(t, "acme", 10)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	_, err = b.client.Fail(b.ctx, jobs[0], queue.Permanent(errors.New("401")), &queue.FailOpts{Final: true})
+	require.NoError(t, err)
+	require.Equal(t, "discarded", b.outcome(t, id))
+	cp, err := b.client.Resubmit(b.ctx, id)
+	require.NoError(t, err)
+	require.False(t, cp.Duplicate)
 }
 
 func (b *testBundle) claimOneAfterEnqueue(t *testing.T) int64 {

@@ -33,9 +33,9 @@ func jobsCommand() *cli.Command {
 			},
 			{
 				Name:  "retry",
-				Usage: "make a job waiting to retry due now, or resubmit a failed, expired or cancelled job as a new job",
+				Usage: "make a job waiting to retry due now, or resubmit a failed, discarded, expired or cancelled job as a new job",
 				Description: `A job waiting to retry becomes due now; the next maintenance pass of a worker returns it to
-its tenant's queue. A job that failed, expired or was cancelled is enqueued again as a new job from its
+its tenant's queue. A job that failed, was discarded, expired or was cancelled is enqueued again as a new job from its
 outcome (same queue, tenant, kind, cost, attempts and payload, with the time to live it had), and the
 new job's id is printed. Resubmitting the same job again returns that copy while the copy is unfinished,
 or within the queue's --unique-for after it finished; later, it makes another copy.`,

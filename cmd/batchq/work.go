@@ -24,7 +24,7 @@ func workCommand() *cli.Command {
 Idempotency-Key: batchq-<job id>, Batchq-Job-Id, Batchq-Tenant and Batchq-Attempt.
 A 2xx answer succeeds (its body is the result, usage.total_tokens the actual cost);
 a 429 hands the job back and pauses the fleet per Retry-After; 408, 409, 5xx and
-network errors are retried with backoff; other 4xx fail. With --quota-key the
+network errors are retried with backoff; other 4xx are discarded. With --quota-key the
 workers of every process using that key pace from one shared throttle.
 SIGINT or SIGTERM stops claiming and finishes running jobs.`,
 		Flags: []cli.Flag{
@@ -54,8 +54,12 @@ func runWork(c *cli.Context) error {
 		return err
 	}
 	target, err := url.Parse(c.String("target"))
-	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-		return usagef("batchq: --target %q: must be an http or https URL", c.String("target"))
+	if err != nil {
+		// The parser's error repeats the value, which may hold a key.
+		return usagef("batchq: --target: must be an http or https URL (it does not parse as a URL)")
+	}
+	if (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return usagef("batchq: --target %q: must be an http or https URL", redact(target))
 	}
 	header, err := headersFromEnv(c.StringSlice("header-env"))
 	if err != nil {

@@ -71,6 +71,9 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--queue", "q", "--target", "ftp://x"}, `--target "ftp://x": must be an http or https URL`},
+		// A key in the value stays out of the error.
+		{[]string{"--queue", "q", "--target", "api.example.com/v1?key=sk-test"}, `--target "api.example.com/v1": must be an http or https URL`},
+		{[]string{"--queue", "q", "--target", "http://sk-test@[::1"}, `--target: must be an http or https URL (it does not parse as a URL)`},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Authorization"}, `--header-env "Authorization": must be NAME=ENVIRONMENT_VARIABLE`},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Authorization=BATCHQ_TEST_UNSET_VAR"}, "environment variable BATCHQ_TEST_UNSET_VAR is not set"},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Bad Header=BATCHQ_TEST_KEY"},

@@ -8,7 +8,7 @@
 WITH o AS (
     SELECT o.tenant,
            count(*) FILTER (WHERE o.outcome = 'succeeded') AS done,
-           count(*) FILTER (WHERE o.outcome = 'failed') AS failed,
+           count(*) FILTER (WHERE o.outcome IN ('failed', 'discarded')) AS failed,
            count(*) FILTER (WHERE o.outcome = 'expired') AS expired,
            sum(coalesce(o.actual_cost, o.estimated_cost)) FILTER (WHERE o.first_claimed_at IS NOT NULL) AS tokens,
            sum(coalesce(o.actual_cost, o.estimated_cost)) FILTER (WHERE o.first_claimed_at IS NOT NULL AND o.finished_at >= @since::timestamptz) AS recent_tokens,

@@ -67,7 +67,7 @@ const demoProgress = `-- name: DemoProgress :many
 WITH o AS (
     SELECT o.tenant,
            count(*) FILTER (WHERE o.outcome = 'succeeded') AS done,
-           count(*) FILTER (WHERE o.outcome = 'failed') AS failed,
+           count(*) FILTER (WHERE o.outcome IN ('failed', 'discarded')) AS failed,
            count(*) FILTER (WHERE o.outcome = 'expired') AS expired,
            sum(coalesce(o.actual_cost, o.estimated_cost)) FILTER (WHERE o.first_claimed_at IS NOT NULL) AS tokens,
            sum(coalesce(o.actual_cost, o.estimated_cost)) FILTER (WHERE o.first_claimed_at IS NOT NULL AND o.finished_at >= $1::timestamptz) AS recent_tokens,

@@ -45,7 +45,8 @@ TO :"app_role";
 -- Reports: the backlog and audit views, usage by tenant (batchq.tenant_usage
 -- reads the outcomes' columns below, never their payloads or results), the
 -- settings and the quota.
-GRANT SELECT ON batchq.backlog, batchq.audit, batchq.queues, batchq.tenants, batchq.quota TO :"app_role";
+GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants, batchq.quota
+TO :"app_role";
 GRANT SELECT (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts, max_attempts,
               deadline, enqueued_at, first_claimed_at, finished_at, worker, error, unique_key)
     ON batchq.outcomes TO :"app_role";
