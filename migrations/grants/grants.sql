@@ -42,9 +42,10 @@ GRANT EXECUTE ON FUNCTION
     batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[])
 TO :"app_role";
 
--- Reports: the backlog and audit views, usage by tenant (batchq.tenant_usage
--- reads the outcomes' columns below, never their payloads or results), the
--- settings and the quota.
+-- Reports: the backlog and audit views, the unfinished jobs by queue (their
+-- queue, tenant, state, cost and times; no payload), usage by tenant
+-- (batchq.tenant_usage reads the outcomes' columns below, never their
+-- payloads or results), the settings and the quota.
 GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants, batchq.quota
 TO :"app_role";
 GRANT SELECT (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts, max_attempts,
