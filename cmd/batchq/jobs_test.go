@@ -103,7 +103,7 @@ func TestRetryRefusesASucceededJob(t *testing.T) {
 		VALUES (5, 'imports', 't', 'k', 'succeeded', 1, 1, 1, now(), now(), now())`)
 	r := runCLI(t, db.url, "jobs", "retry", "5")
 	require.Equal(t, 1, r.code)
-	require.Equal(t, "batchq: resubmit job 5: it succeeded; only failed, expired or cancelled jobs are resubmitted\n", r.stderr)
+	require.Equal(t, "batchq: resubmit job 5: it succeeded; only failed, discarded, expired or cancelled jobs are resubmitted\n", r.stderr)
 	require.Zero(t, db.count(t, `SELECT count(*) FROM batchq.jobs`))
 }
 
