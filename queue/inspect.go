@@ -110,10 +110,10 @@ func (c *Client) RetryNow(ctx context.Context, id int64) error {
 // original job's id follows it.
 const ResubmitKeyPrefix = "batchq:resubmit-of:"
 
-// Resubmit enqueues a copy of a job that failed, expired or was cancelled,
-// from its outcome: same queue, tenant, kind, estimated cost, max attempts
-// and payload, with the time to live it had (its deadline less its enqueue
-// time) counted from now. The copy's unique key is ResubmitKeyPrefix and the
+// Resubmit enqueues a copy of a job that failed, was discarded, expired or
+// was cancelled, from its outcome: same queue, tenant, kind, estimated cost,
+// max attempts and payload, with the time to live it had (its deadline less
+// its enqueue time) counted from now. The copy's unique key is ResubmitKeyPrefix and the
 // original id, so resubmitting twice while the copy is unfinished (or within
 // the queue's UniqueFor after it finished) returns the copy as a Duplicate
 // instead of making another; the original's own unique key is not carried

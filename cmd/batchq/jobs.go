@@ -102,7 +102,7 @@ func jobsRetry(c *cli.Context, client *queue.Client) error {
 	if !j.Finished {
 		if err := client.RetryNow(c.Context, id); err != nil {
 			if errors.Is(err, queue.ErrNotFound) {
-				return whyNot(c, client, id, "retried", "only jobs waiting to retry, or that failed, expired or were cancelled, can be retried")
+				return whyNot(c, client, id, "retried", "only jobs waiting to retry, or that failed, were discarded, expired or were cancelled, can be retried")
 			}
 			return err
 		}
