@@ -21,10 +21,11 @@ import (
 
 // Handler runs one claimed job. It returns the job's result, or an error:
 // the job is retried with backoff while attempts and deadline allow, unless
-// the error is Permanent (then it is discarded). A handler that called a provider reports the
-// response in Result.Response, so the pool's throttle learns what is left;
-// a 429 (or an error wrapping ErrRateLimited) hands the job back without
-// using an attempt, and pauses the fleet until the provider's reset.
+// the error is Permanent (then it is discarded). A handler that called a
+// provider reports the response in Result.Response, so the pool's throttle
+// learns what is left; a 429 (or an error wrapping ErrRateLimited) hands the
+// job back without using an attempt, and pauses the fleet until the
+// provider's reset.
 //
 // The context is cancelled when the job's lease is lost or a shutdown runs
 // out of time; the handler should return promptly then.
@@ -108,10 +109,10 @@ const (
 	// shutdown) has none.
 	EventClaimed EventKind = iota
 	// EventFinished: Job finished with Outcome ("succeeded", "failed",
-	// "discarded", "retrying", "released", "lease_lost"), its handler running for
-	// Duration (0 for a job handed back before it started); or its outcome
-	// could not be written ("unrecorded": the job's lease will expire and it
-	// will be rescued and run again).
+	// "discarded", "retrying", "released", "lease_lost"), its handler
+	// running for Duration (0 for a job handed back before it started); or
+	// its outcome could not be written ("unrecorded": the job's lease will
+	// expire and it will be rescued and run again).
 	EventFinished
 	// EventExpired: Job was found past its deadline, by a claim or by the
 	// pool's maintenance (waiting, or running when its lease ran out), and
