@@ -77,6 +77,11 @@ func startMetrics(c *cli.Context, client *queue.Client, wc *queue.WorkerConfig, 
 	}
 
 	ln, err := net.Listen("tcp", listen)
+	if dnsErr := (*net.DNSError)(nil); errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		// A host that names nothing is a bad value, as a bad port is; a port
+		// in use or refused is not.
+		return nil, usagef("batchq: --metrics-addr %q: host %q is not found", addr, dnsErr.Name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("batchq: --metrics-addr: %w", err)
 	}

@@ -115,6 +115,7 @@ func TestWorkRejectsBadMetricsFlags(t *testing.T) {
 		{[]string{"--metrics-addr", "9090"}, `--metrics-addr "9090": must be HOST:PORT or :PORT`},
 		{[]string{"--metrics-addr", ":0", "--metrics-top-tenants", "0"}, "--metrics-top-tenants 0: must be in 1..10000"},
 		{[]string{"--metrics-top-tenants", "-5"}, "--metrics-top-tenants -5: must be in 1..10000"}, // without --metrics-addr
+		{[]string{"--metrics-addr", "999.1.1.1:9090"}, `--metrics-addr "999.1.1.1:9090": host "999.1.1.1" is not found`},
 	} {
 		r := runCLI(t, "", append([]string{"work", "--queue", "q", "--target", "http://x"}, tc.args...)...)
 		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
