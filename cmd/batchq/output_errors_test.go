@@ -34,15 +34,8 @@ func TestTrailingBadFormatCreatesNothing(t *testing.T) {
 // the table, written with escapes.
 func TestTableKeepsAMultiLineErrorOnItsRow(t *testing.T) {
 	t.Parallel()
-	db := newCLIDB(t)
-	db.exec(t, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
-			max_attempts, deadline, enqueued_at, finished_at, error)
-		VALUES (1, 'q', 't', 'k', 'failed', 1, 1, 1, now(), now(), now(),
-		        E'batchq: provider answered 400 Bad Request: {\n  "error": "bad"\n}')`)
-	r := runCLI(t, db.url, "report", "outcomes")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, 2, strings.Count(r.stdout, "\n"), "a header and one row")
-	require.Contains(t, r.stdout, `Bad Request: {\n  "error": "bad"\n}`)
+	out := outcomesTableWithError(t, "batchq: provider answered 400 Bad Request: {\n  \"error\": \"bad\"\n}")
+	require.Contains(t, out, `Bad Request: {\n  "error": "bad"\n}`)
 }
 
 // Other control characters are escaped too: a vertical tab or form feed
@@ -50,15 +43,22 @@ func TestTableKeepsAMultiLineErrorOnItsRow(t *testing.T) {
 // reach the operator's terminal.
 func TestTableEscapesControlCharacters(t *testing.T) {
 	t.Parallel()
+	out := outcomesTableWithError(t, "dup\vof\fjob 9 \x1b[2J\x1b]0;title\a \u0085 caf\u00e9")
+	require.Contains(t, out, `dup\x0bof\x0cjob 9 \x1b[2J\x1b]0;title\x07 \u0085 café`)
+}
+
+// outcomesTableWithError prints report outcomes of a database holding one
+// outcome, whose error is errText, and requires it on one row.
+func outcomesTableWithError(t *testing.T, errText string) string {
+	t.Helper()
 	db := newCLIDB(t)
 	db.exec(t, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
 			max_attempts, deadline, enqueued_at, finished_at, error)
-		VALUES (1, 'q', 't', 'k', 'cancelled', 1, 1, 1, now(), now(), now(),
-		        E'dup\x0bof\fjob 9 \x1b[2J\x1b]0;title\x07 \u0085 caf\u00e9')`)
+		VALUES (1, 'q', 't', 'k', 'failed', 1, 1, 1, now(), now(), now(), $1)`, errText)
 	r := runCLI(t, db.url, "report", "outcomes")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, 2, strings.Count(r.stdout, "\n"), "a header and one row")
-	require.Contains(t, r.stdout, `dup\x0bof\x0cjob 9 \x1b[2J\x1b]0;title\x07 \u0085 café`)
+	return r.stdout
 }
 
 func TestOneLine(t *testing.T) {
