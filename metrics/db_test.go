@@ -143,6 +143,25 @@ func TestTenantNamedOther(t *testing.T) {
 	require.Equal(t, 7.0, s[series("batchq_queued_jobs", "queue", "q", "tenant", other)])
 }
 
+// With a Client, a queue with fewer tenants than TopTenants names each of them
+// from its first event, before any ranking has seen it; a queue the
+// Collector does not cover counts them under "other".
+func TestEventsNameTenantsBeforeTheFirstRanking(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "q", "r")
+	c, _ := newTestCollector(t, Config{Client: b.client, Queues: []string{"q"}, TopTenants: 3})
+	on := c.OnEvent("")
+	for _, tn := range []string{"alpha", "beta", "gamma", "delta"} {
+		on(queue.Event{Kind: queue.EventClaimed, Queue: "q", Job: &queue.Job{Queue: "q", Tenant: tn, Cost: 1}})
+		on(queue.Event{Kind: queue.EventClaimed, Queue: "r", Job: &queue.Job{Queue: "r", Tenant: tn, Cost: 1}})
+	}
+	s := collect(t, c)
+	require.Equal(t, map[string]bool{"alpha": true, "beta": true, "gamma": true, "other": true},
+		s.values("batchq_claimed_jobs_total", "tenant"))
+	require.Equal(t, 1.0, s[series("batchq_claimed_jobs_total", "queue", "q", "tenant", "other")], "delta: no room")
+	require.Equal(t, 4.0, s[series("batchq_claimed_jobs_total", "queue", "r", "tenant", "other")])
+}
+
 // With thousands of tenants a scrape still has TopTenants + 1 series per
 // gauge, and their sum is the whole backlog.
 func TestManyTenantsScrapeIsBounded(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -132,8 +133,14 @@ func New(cfg Config) (*Collector, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// Events name tenants only of the queues the ranking covers: the others'
+	// are all "other".
+	var admits func(string) bool
+	if cfg.Client != nil {
+		admits = func(q string) bool { return cfg.Queues == nil || slices.Contains(cfg.Queues, q) }
+	}
 	c := &Collector{
-		cfg: cfg, log: log, labels: newTenantLabels(cfg.TopTenants), now: time.Now,
+		cfg: cfg, log: log, labels: newTenantLabels(cfg.TopTenants, admits), now: time.Now,
 		until: map[[3]string]time.Time{}, db: dbsqlc.New(),
 	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
@@ -297,20 +304,18 @@ func (c *Collector) ObserveEnqueueError(err error) {
 	if !errors.As(err, &full) {
 		return
 	}
-	c.labels.mu.RLock()
-	defer c.labels.mu.RUnlock()
-	c.queueFull.WithLabelValues(full.Queue, c.labels.labelLocked(full.Queue, full.Tenant)).Add(float64(full.Adding))
+	c.labels.record(full.Queue, full.Tenant, func(tenant string) {
+		c.queueFull.WithLabelValues(full.Queue, tenant).Add(float64(full.Adding))
+	})
 }
 
 // perTenantEvent records a job's event under its queue and tenant label,
-// holding the labels' read lock so a refresh cannot drop the tenant midway.
+// holding the labels' lock so a refresh cannot drop the tenant midway.
 func (c *Collector) perTenantEvent(e queue.Event, record func(queue, tenant string)) {
 	if e.Job == nil {
 		return
 	}
-	c.labels.mu.RLock()
-	defer c.labels.mu.RUnlock()
-	record(e.Queue, c.labels.labelLocked(e.Queue, e.Job.Tenant))
+	c.labels.record(e.Queue, e.Job.Tenant, func(tenant string) { record(e.Queue, tenant) })
 }
 
 // announce returns the seconds of a wait of d announced now that no earlier

@@ -185,7 +185,7 @@ func TestEventSeriesStayBoundedAsLeadersChange(t *testing.T) {
 
 func TestTenantLabelsKeepRecentLeavers(t *testing.T) {
 	t.Parallel()
-	l := newTenantLabels(2)
+	l := newTenantLabels(2, nil)
 	var dropped []string
 	drop := func(q, t string) { dropped = append(dropped, q+"/"+t) }
 	l.refresh(map[string][]string{"q": {"a", "b"}, "r": {"x"}}, drop)
@@ -203,6 +203,37 @@ func TestTenantLabelsKeepRecentLeavers(t *testing.T) {
 	require.Equal(t, "a", l.labelLocked("q", "a"))
 	require.Equal(t, other, l.labelLocked("nope", "a"))
 	l.mu.RUnlock()
+}
+
+// Between rankings, a tenant's first event names it while its queue has room
+// (fewer than n names), only in the queues the ranking covers; past that,
+// and for "other" or no name, events count under "other".
+func TestTenantLabelsNameNewTenantsWhileThereIsRoom(t *testing.T) {
+	t.Parallel()
+	l := newTenantLabels(2, func(q string) bool { return q == "q" })
+	label := func(q, tenant string) string {
+		var got string
+		l.record(q, tenant, func(label string) { got = label })
+		return got
+	}
+	require.Equal(t, other, label("q", other))
+	require.Equal(t, other, label("q", ""))
+	require.Equal(t, "a", label("q", "a"))
+	require.Equal(t, "b", label("q", "b"))
+	require.Equal(t, "a", label("q", "a"))
+	require.Equal(t, other, label("q", "c"), "two names: no room")
+	require.Equal(t, other, label("r", "a"), "a queue the ranking does not cover")
+	require.Equal(t, []string{"a", "b"}, l.namedIn("q"))
+
+	// A ranking keeps them as recent names; its leader takes the room.
+	l.refresh(map[string][]string{"q": {"c"}}, func(string, string) {})
+	require.Equal(t, []string{"a", "b", "c"}, l.namedIn("q"))
+	require.Equal(t, "c", label("q", "c"))
+	require.Equal(t, other, label("q", "d"))
+
+	none := newTenantLabels(2, nil)
+	none.record("q", "a", func(label string) { require.Equal(t, other, label) })
+	require.Empty(t, none.namedIn("q"))
 }
 
 // CallInteractive records the wait and tokens of admitted calls, the 429s

@@ -12,7 +12,9 @@ const other = "other"
 // tenantLabels decides which tenants get a label of their own, per queue: the
 // top n by backlog at the latest refresh, and up to n more that were among
 // the top most recently, so that a tenant's last events after its backlog is
-// gone are still counted under its name.
+// gone are still counted under its name. Between refreshes, a tenant's first
+// event names it while its queue has fewer than n names, so that a queue with
+// at most n tenants names them all, whenever they come and go.
 //
 // Whoever records a per-tenant series holds mu for reading from choosing the
 // label to recording, and refresh deletes a dropped tenant's series under the
@@ -24,10 +26,12 @@ type tenantLabels struct {
 	// last is, per queue and named tenant, the refresh at which the tenant was
 	// last among the top.
 	last map[string]map[string]uint64
+	// admits reports whether events may name tenants of a queue; nil: none.
+	admits func(queue string) bool
 }
 
-func newTenantLabels(n int) *tenantLabels {
-	return &tenantLabels{n: n, last: map[string]map[string]uint64{}}
+func newTenantLabels(n int, admits func(queue string) bool) *tenantLabels {
+	return &tenantLabels{n: n, last: map[string]map[string]uint64{}, admits: admits}
 }
 
 // labelLocked returns tenant's label in queue; mu must be held.
@@ -36,6 +40,40 @@ func (l *tenantLabels) labelLocked(queue, tenant string) string {
 		return tenant
 	}
 	return other
+}
+
+// record calls fn with tenant's label in queue, holding mu so a refresh
+// cannot drop the tenant midway; for an unnamed tenant of a queue with room,
+// it names the tenant first.
+func (l *tenantLabels) record(queue, tenant string, fn func(label string)) {
+	l.mu.RLock()
+	if !l.roomLocked(queue, tenant) {
+		defer l.mu.RUnlock()
+		fn(l.labelLocked(queue, tenant))
+		return
+	}
+	l.mu.RUnlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.roomLocked(queue, tenant) {
+		m := l.last[queue]
+		if m == nil {
+			m = map[string]uint64{}
+			l.last[queue] = m
+		}
+		m[tenant] = l.tick
+	}
+	fn(l.labelLocked(queue, tenant))
+}
+
+// roomLocked reports whether tenant is unnamed and may be named in queue
+// now; mu must be held.
+func (l *tenantLabels) roomLocked(queue, tenant string) bool {
+	if l.admits == nil || tenant == other || tenant == "" || len(l.last[queue]) >= l.n {
+		return false
+	}
+	_, named := l.last[queue][tenant]
+	return !named && l.admits(queue)
 }
 
 // named returns the named tenants of every queue, as parallel slices.
