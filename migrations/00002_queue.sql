@@ -255,29 +255,36 @@ BEGIN
         RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
                   j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
     ), taken AS (
-        -- The first row this claim took or dropped: every expired row, and every
+        -- The last row this claim took or dropped: every expired row, and every
         -- live one within the budget (claimed holds exactly those).
         SELECT o.round, o.pos, o.seq FROM ordered o
         WHERE o.expired OR o.spent <= p_budget
-        ORDER BY o.round, o.pos, o.seq
+        ORDER BY o.round DESC, o.pos DESC, o.seq DESC
         LIMIT 1
     ), reached AS MATERIALIZED (
         -- Only when the cursor is behind that row: most claims stay in the
         -- round the cursor already shows, and skip the probe and the lock.
+        -- The probe looks for a row still waiting before it: one another
+        -- transaction holds, which this claim skipped. This statement's
+        -- snapshot still shows its own rows queued, so they are left out by id
+        -- (the rows of ordered before the last taken one are all taken).
         -- Materialized so the probe runs once, not once in the filter and again
         -- in the SET.
         SELECT least(t.round, (SELECT h.round FROM batchq.jobs h
                                WHERE h.queue = p_queue AND h.state = 'queued'
                                  AND (h.round, h.pos, h.seq) < (t.round, t.pos, t.seq)
+                                 AND h.id <> ALL (ARRAY(SELECT o.id FROM ordered o))
                                ORDER BY h.round, h.pos, h.seq
                                LIMIT 1)) AS round
         FROM taken t JOIN batchq.queue_cursors c ON c.queue = p_queue AND c.round < t.round
     ), advanced AS (
         -- The cursor only tells joining tenants which round they join: the round
-        -- of the first row this claim took, or of a row still waiting before it.
-        -- Not the last row's: a claim skips rows other transactions hold (say,
-        -- maintenance re-keying a backlog) and may take rows far behind them,
-        -- and a tenant joining at that round would wait out the whole span.
+        -- of the last row this claim took, as drr, having served those jobs one
+        -- by one, would be in that round; or of a row still waiting before it.
+        -- Not the last row's when one waits: a claim skips rows other
+        -- transactions hold (say, maintenance re-keying a backlog) and may take
+        -- rows far behind them, and a tenant joining at that round would wait
+        -- out the whole span.
         -- A claim never waits for the cursor: if another claim holds it, the
         -- next claim moves it. The lock refers to m so it is taken per row
         -- reached gives, that is only when the cursor moves.
@@ -561,9 +568,9 @@ CREATE FUNCTION batchq.drr_share(quantum bigint, weight double precision) RETURN
 -- claimed (a chain of jobs, each enqueueing the next) would come first at
 -- every claim, and the tenants already served in the round would wait for as
 -- long as it kept on. reached is what the jobs were keyed in, whatever became
--- of them: a job claimed ahead of the cursor (a batch claim spans rounds, and
--- the cursor keeps its first), cancelled, expired or handed back counts as
--- visited in its round, and a correction folded after the tenant's queue
+-- of them: a job claimed ahead of the cursor (a claim that skipped rows
+-- other transactions hold keeps the cursor at theirs), cancelled, expired or
+-- handed back counts as visited in its round, and a correction folded after the tenant's queue
 -- emptied changes nothing. One round, never more. (A re-key or fold that
 -- moves queued jobs later does not raise reached: such a tenant may then
 -- come a round early, as before this rule.)

@@ -23,12 +23,26 @@ func TestClaimOrderMatchesDRR(t *testing.T) {
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Parallel()
-			runDifferential(t, seed, 250)
+			runDifferential(t, seed, 250, 1)
 		})
 	}
 }
 
-func runDifferential(t *testing.T, seed uint64, ops int) {
+// The same with claims of up to five jobs at a time: a claim of k jobs takes
+// the k jobs drr serves next, in its order.
+func TestBatchClaimOrderMatchesDRR(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Parallel()
+			runDifferential(t, 100+seed, 250, 5)
+		})
+	}
+}
+
+// runDifferential runs ops random operations, each claim taking up to
+// maxBatch jobs.
+func runDifferential(t *testing.T, seed uint64, ops, maxBatch int) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	quantum := []int64{1, 7, 100, 1000}[rng.IntN(4)]
 	bound := 3 + rng.IntN(12)
@@ -51,20 +65,30 @@ func runDifferential(t *testing.T, seed uint64, ops int) {
 	ids := map[int64]int64{} // model's job value (op index) -> database id
 	var trace []string
 	claim := func() {
-		want, ok := model.DequeueAt(now, nil)
-		got, err := b.client.Claim(b.ctx, b.queue, nil)
+		n := 1 + rng.IntN(maxBatch)
+		var want []drr.Job[int64]
+		for range n {
+			w, ok := model.DequeueAt(now, nil)
+			if !ok {
+				break
+			}
+			want = append(want, w)
+		}
+		got, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: n})
 		require.NoError(t, err)
-		if !ok {
+		if len(want) == 0 {
 			require.Empty(t, got, "trace: %v", trace)
 			trace = append(trace, "none")
 			return
 		}
-		require.Len(t, got, 1, "model dequeued %+v; trace: %v", want, trace)
-		require.Equal(t, ids[want.Value], got[0].ID,
-			"model dequeued %s cost %d, queue claimed %s cost %d; trace: %v",
-			want.Tenant, want.Cost, got[0].Tenant, got[0].Cost, trace)
-		require.NoError(t, b.client.Complete(b.ctx, got[0], queue.Result{}))
-		trace = append(trace, "claim "+want.Tenant)
+		require.Len(t, got, len(want), "model dequeued %+v; trace: %v", want, trace)
+		for i, w := range want {
+			require.Equal(t, ids[w.Value], got[i].ID,
+				"job %d of %d: model dequeued %s cost %d, queue claimed %s cost %d; trace: %v",
+				i+1, n, w.Tenant, w.Cost, got[i].Tenant, got[i].Cost, trace)
+			require.NoError(t, b.client.Complete(b.ctx, got[i], queue.Result{}))
+			trace = append(trace, "claim "+w.Tenant)
+		}
 	}
 	for op := range int64(ops) {
 		if rng.IntN(10) < 4 {

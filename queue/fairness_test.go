@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batchq/batchq/drr"
 	"github.com/batchq/batchq/queue"
 )
 
@@ -371,6 +372,44 @@ func TestJoinerIsServedInTheHeadRoundAfterAClaimSkippedLockedRows(t *testing.T) 
 	order := tenantsOf(b.drainOrder(t, 20))
 	require.Equal(t, 10, slices.Index(order, "newcomer"),
 		"after the ten jobs of the head round, not after a hundred rounds: %v", order)
+}
+
+// A claim of a batch serves several rounds at once; a tenant that joins after
+// it joins the round the batch ended in, as drr, having served those jobs one
+// by one, would have it: one turn a round from there, not a burst of the
+// rounds the batch went through.
+func TestJoinerAfterABatchClaimJoinsTheRoundItEndedIn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10})
+	model, err := drr.New[int64](drr.Config{Quantum: 10, MaxPerTenant: 1000})
+	require.NoError(t, err)
+	now := time.Now()
+	add := func(tenant string, n int) {
+		for range n {
+			id := b.enqueue(t, tenant, 10)
+			require.NoError(t, model.EnqueueAt(now, drr.Job[int64]{Tenant: tenant, Cost: 10, Value: id}))
+		}
+	}
+	add("a", 20)
+	add("b", 20)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 10}) // rounds 0..4
+	require.NoError(t, err)
+	require.Len(t, jobs, 10)
+	for _, j := range jobs {
+		want, ok := model.DequeueAt(now, nil)
+		require.True(t, ok)
+		require.Equal(t, want.Value, j.ID)
+		require.NoError(t, b.client.Complete(b.ctx, j, queue.Result{}))
+	}
+	add("c", 3)
+	var want []string
+	for range 9 {
+		w, ok := model.DequeueAt(now, nil)
+		require.True(t, ok)
+		want = append(want, w.Tenant)
+	}
+	require.Equal(t, []string{"c", "a", "b", "c", "a", "b", "c", "a", "b"}, want)
+	require.Equal(t, want, tenantsOf(b.drainOrder(t, 9)))
 }
 
 // New jobs take their place in the ring as of the round current when their
