@@ -64,7 +64,7 @@ type WorkerConfig struct {
 	// Throttle, when set, paces the pool: it claims only what the
 	// throttle's headroom at batch priority allows, asks the throttle for
 	// each job as its handler is about to send it, feeds it every response,
-	// and fails a job whose cost the quota can never grant. A job whose room
+	// and discards a job whose cost the quota can never grant. A job whose room
 	// another pool took first waits for the refill, up to 5s, then goes back
 	// to its tenant's queue. Use Client.Throttle for a state shared by the
 	// whole fleet. nil: no pacing.
@@ -498,7 +498,7 @@ func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, er
 	case err != nil:
 		return nil, 0, err
 	case d.Never:
-		// Claim it to fail it with the reason; admitted checks each job.
+		// Claim it to discard it with the reason; admitted checks each job.
 		jobs, expired, err := p.c.claim(claimCtx, p.cfg.Queue, &ClaimOpts{Limit: 1, Worker: p.cfg.Name})
 		p.expired(expired)
 		return p.dispatches(jobs, time.Time{}), 0, err
@@ -537,7 +537,8 @@ func (p *pool) notSent(ctx context.Context, at time.Time, cost int64) {
 // The claim was sized by the throttle's headroom, so this nearly always
 // admits. When another pool took the room first, the job waits for it, up
 // to admitWait, keeping its place in the fair order; past that it goes back
-// to its tenant's queue. One that can never fit fails with the reason.
+// to its tenant's queue. One that can never fit is discarded with the
+// reason (outcome 'discarded': no attempt could succeed).
 func (p *pool) admitted(ctx context.Context, d *dispatch) bool {
 	if p.th == nil || !d.sentAt.IsZero() {
 		return true
