@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -38,6 +39,7 @@ func migrateCommand() *cli.Command {
 			{
 				Name:   "status",
 				Usage:  "list migrations and whether each is applied",
+				Flags:  []cli.Flag{commandFormatFlag()},
 				Action: withProvider(migrateStatus),
 			},
 			{
@@ -159,15 +161,16 @@ func migrateStatus(c *cli.Context, p *goose.Provider) error {
 	if err != nil {
 		return fmt.Errorf("batchq: migrate status: %w", err)
 	}
-	w := newTable(c.App.Writer, "VERSION", "STATE", "APPLIED AT", "FILE")
+	d := newDataset("version", "state", "applied_at", "file")
 	for _, s := range st {
-		at := ""
+		var at *time.Time
 		if !s.AppliedAt.IsZero() {
-			at = s.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
+			t := s.AppliedAt.UTC()
+			at = &t
 		}
-		w.row(fmt.Sprint(s.Source.Version), string(s.State), at, s.Source.Path)
+		d.add(s.Source.Version, string(s.State), at, s.Source.Path)
 	}
-	return w.flush()
+	return writeList(c, d)
 }
 
 // migrateGet prints one section of a migration file as it is embedded.

@@ -24,6 +24,9 @@ func TestMigrateUpStatusDown(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `(?m)^1\s+applied\s+\S+ \S+\s+00001_schema.sql$`, r.stdout)
 	require.Regexp(t, `(?m)^2\s+applied\s+\S+ \S+\s+00002_queue.sql$`, r.stdout)
+	r = runCLI(t, url, "migrate", "status", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `"version": 1,\s+"state": "applied",\s+"applied_at": "\d{4}-\d\d-\d\dT[^"]+Z",\s+"file": "00001_schema.sql"`, r.stdout)
 
 	// Down reverts the latest migration, whichever that is now.
 	names, err := fs.Glob(migrations.FS, "*.sql")
@@ -40,7 +43,10 @@ func TestMigrateUpStatusDown(t *testing.T) {
 	require.Contains(t, r.stdout, "schema version 1")
 
 	r = runCLI(t, url, "migrate", "status")
-	require.Regexp(t, `(?m)^2\s+pending\s+00002_queue.sql$`, r.stdout)
+	require.Regexp(t, `(?m)^2\s+pending\s+-\s+00002_queue.sql$`, r.stdout)
+	r = runCLI(t, url, "--format", "csv", "migrate", "status")
+	require.Contains(t, r.stdout, "version,state,applied_at,file\n1,applied,")
+	require.Contains(t, r.stdout, "\n2,pending,,00002_queue.sql\n")
 
 	r = runCLI(t, url, "migrate", "down", "--to", "0")
 	require.Equal(t, 0, r.code, r.stderr)
