@@ -45,7 +45,9 @@ CREATE TABLE batchq.tenants (
 -- order. Only enqueuers and maintenance lock this row; claims never touch it.
 -- reached is the latest round any job of the tenant was keyed in, -1 for
 -- none: a tenant that rejoins the ring while the cursor is still in that
--- round was visited in it, and joins the next (see ring_join).
+-- round was visited in it, and joins the next (see ring_join). visited is
+-- the cursor's round when a re-key counted the membership's visit in it as
+-- made, -1 for none: the re-based ledger no longer shows it (see rekey).
 CREATE SEQUENCE batchq.ring_pos;
 
 CREATE TABLE batchq.tenant_ring (
@@ -57,6 +59,7 @@ CREATE TABLE batchq.tenant_ring (
     cum        bigint NOT NULL DEFAULT 0,
     enq_seq    bigint NOT NULL DEFAULT 0,
     reached    bigint NOT NULL DEFAULT -1,
+    visited    bigint NOT NULL DEFAULT -1,
     PRIMARY KEY (queue, tenant)
 );
 
@@ -494,7 +497,7 @@ BEGIN
             SET pos = v_pos, cum = j.cum - v.paid, round = batchq.drr_round(v_cursor, j.cum - v.paid, v.share)
             WHERE j.pos = v.pos AND j.state = 'queued';
             UPDATE batchq.tenant_ring r SET pos = v_pos, join_round = v_cursor, cum = r.cum - v.paid,
-                reached = greatest(r.reached, batchq.drr_round(v_cursor, r.cum - v.paid, v.share))
+                reached = greatest(r.reached, batchq.drr_round(v_cursor, r.cum - v.paid, v.share)), visited = -1
             WHERE r.queue = NEW.queue AND r.tenant = v.tenant;
             -- Its queue emptied before these jobs came, so it starts afresh, as
             -- a tenant that left the ring does: adjustments about the jobs that
@@ -679,7 +682,7 @@ BEGIN
         FROM joiners j
     )
     UPDATE batchq.tenant_ring r
-    SET pos = n.pos, cum = 0,
+    SET pos = n.pos, cum = 0, visited = -1,
         -- Visited in the cursor's round already: the next (see above).
         join_round = CASE WHEN r.reached >= v_round THEN v_round + 1 ELSE v_round END,
         share = batchq.drr_share(v_quantum,
@@ -1424,7 +1427,7 @@ BEGIN
     FOR UPDATE OF j;
 
     FOR v IN
-        SELECT r.queue, r.tenant, r.pos, r.join_round, r.share
+        SELECT r.queue, r.tenant, r.pos, r.join_round, r.share, r.visited
         FROM unnest(v_queues, v_tenants) AS p (queue, tenant)
         JOIN batchq.tenant_ring r ON r.queue = p.queue AND r.tenant = p.tenant
     LOOP
@@ -1443,12 +1446,17 @@ BEGIN
         -- cursor's round counts only if the tenant was served in it: its
         -- queued jobs start past what the rounds before had granted. A
         -- tenant still to come in that round (the cursor holds no position)
-        -- gets it at the new share, as drr grants on the visit.
+        -- gets it at the new share, as drr grants on the visit. A re-key
+        -- that counted the visit as made re-based the ledger to begin in
+        -- that round with the share granted whole, which hides what was
+        -- spent: visited remembers it, or a second change before the next
+        -- claim would grant the round again.
         v_start := greatest(v_cursor, v.join_round - 1);
         SELECT j.cum - j.cost INTO v_before FROM batchq.jobs j
         WHERE j.pos = v.pos AND j.state = 'queued'
         ORDER BY j.seq LIMIT 1;
-        IF v_start >= v.join_round AND v_before <= (v_start - v.join_round)::numeric * v.share THEN
+        IF v_start >= v.join_round AND v_before <= (v_start - v.join_round)::numeric * v.share
+           AND v.visited <> v_cursor THEN
             v_start := v_start - 1;
         END IF;
         v_granted := (v_start - v.join_round + 1)::numeric * v.share;
@@ -1464,7 +1472,8 @@ BEGIN
             UPDATE batchq.tenant_ring r
             SET join_round = v_start + 1 - v_k, share = v_share,
                 cum = least(greatest(r.cum - v_granted + v_k * v_share,
-                                     -9223372036854775807), 9223372036854775807)::bigint
+                                     -9223372036854775807), 9223372036854775807)::bigint,
+                visited = CASE WHEN v_start = v_cursor THEN v_cursor ELSE r.visited END
             WHERE r.queue = v.queue AND r.tenant = v.tenant;
         ELSE
             -- Nothing left to re-key: the ring keeps its ledger, and the

@@ -83,6 +83,69 @@ func TestWeightChangeTakesEffect(t *testing.T) {
 	require.InDelta(t, 80, countOf(next, "a"), 2, "after weight 4: %v", next)
 }
 
+// Two changes of a tenant's share before the next claim, after a visit that
+// left it part of its grant: the second must not grant the round again. Each
+// case against drr with the same weights and quantum; the control changes
+// nothing that the first change's re-base hid.
+func TestSecondShareChangeBeforeAClaimGrantsNoRoundAgain(t *testing.T) {
+	t.Parallel()
+	one, quarter, half := 1.0, 0.25, 0.5
+	for _, tc := range []struct {
+		name          string
+		first, second float64
+		quantum       int64 // the second change is the quantum's, when set
+	}{
+		{"weight 0.25 then 5", quarter, 5, 0},
+		{"weight 0.25 then back to 1", quarter, one, 0},
+		{"weight 0.25 then quantum 2000", quarter, 0, 2000},
+		{"control: weight 0.5 then 0.75", half, 0.75, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{Quantum: 1000})
+			weights := map[string]float64{"a": 1, "b": 1}
+			// drr's quantum is fixed; a quantum twice as large grants what
+			// twice the weights would.
+			model, err := drr.New[int64](drr.Config{
+				Quantum: 1000, MaxPerTenant: 100, Weight: func(t string) float64 { return weights[t] },
+			})
+			require.NoError(t, err)
+			now := time.Now()
+			for _, job := range []struct {
+				tenant string
+				cost   int64
+			}{{"a", 600}, {"a", 600}, {"a", 600}, {"b", 1000}, {"b", 1000}, {"b", 1000}} {
+				id := b.enqueue(t, job.tenant, job.cost)
+				require.NoError(t, model.EnqueueAt(now, drr.Job[int64]{Tenant: job.tenant, Cost: job.cost, Value: id}))
+			}
+			want := func(n int) []string {
+				var out []string
+				for range n {
+					w, ok := model.DequeueAt(now, nil)
+					require.True(t, ok)
+					out = append(out, w.Tenant)
+				}
+				return out
+			}
+			require.Equal(t, want(1), tenantsOf(b.drainOrder(t, 1))) // a: 400 of its grant left
+
+			weights["a"] = tc.first
+			require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: tc.first}))
+			if tc.quantum != 0 {
+				for tn := range weights {
+					weights[tn] *= float64(tc.quantum) / 1000
+				}
+				_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Quantum: &tc.quantum})
+				require.NoError(t, err)
+			} else {
+				weights["a"] = tc.second
+				require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: tc.second}))
+			}
+			require.Equal(t, want(5), tenantsOf(b.drainOrder(t, 5)))
+		})
+	}
+}
+
 func TestHugeCostClaimsWithoutFutileRounds(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Quantum: 1})

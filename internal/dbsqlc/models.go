@@ -282,6 +282,7 @@ type BatchqTenantRing struct {
 	Cum       int64
 	EnqSeq    int64
 	Reached   int64
+	Visited   int64
 }
 
 // The row type batchq.tenant_usage() returns; always empty.
