@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cycle.sh: what one claim of 100 jobs and its completion cost the server, for
-# batchq (fair), the bare baseline and the FIFO baseline (internal/fifo), with
-# pgbench: transactions are cycles (a claim, then a completion of what it
-# took, outcome rows included), each statement's mean latency, and WAL bytes
+# batchq (fair) and the two FIFO baselines of internal/fifo (fifo, with
+# batchq's rows; lean, with narrow ones), with pgbench: transactions are
+# cycles (a claim, then a completion of what it took, outcome rows
+# included), each statement's mean latency, and WAL bytes
 # written per job. Every run starts from a fresh seed of the same jobs; the
 # systems alternate, so drift hits them alike.
 #
@@ -37,7 +38,7 @@ if [ -n "${CYCLE_HOOK:-}" ]; then psql -q -v ON_ERROR_STOP=1 "$url" -f "$CYCLE_H
 # batchq in calls of 1,000 (so in claim order, as an import writes them).
 cat > "$tmp/seed.sql" <<SQL
 TRUNCATE batchq.jobs, batchq.outcomes, batchq.ledger_adjustments, batchq.tenant_ring,
-         batchq_fifo.jobs, batchq_fifo.outcomes;
+         batchq_fifo.jobs, batchq_fifo.outcomes, batchq_fifo.lean_jobs, batchq_fifo.lean_outcomes;
 UPDATE batchq.queue_cursors SET round = 0;
 DO \$\$
 BEGIN
@@ -50,9 +51,13 @@ BEGIN
     END LOOP;
 END
 \$\$;
-INSERT INTO batchq_fifo.jobs (tenant, cost, payload)
+INSERT INTO batchq_fifo.jobs (queue, tenant, kind, cost, deadline, payload, max_attempts)
+SELECT 'fifo', 'tenant-' || lpad((i % 100)::text, 3, '0'), 'k', 1 + (i * 7919) % 1000, now() + interval '1 day', '{}', 5
+FROM generate_series(0, $jobs - 1) i;
+INSERT INTO batchq_fifo.lean_jobs (tenant, cost, payload)
 SELECT 'tenant-' || lpad((i % 100)::text, 3, '0'), 1 + (i * 7919) % 1000, '{}' FROM generate_series(0, $jobs - 1) i;
-VACUUM ANALYZE batchq.jobs, batchq.outcomes, batchq.tenant_ring, batchq_fifo.jobs, batchq_fifo.outcomes;
+VACUUM ANALYZE batchq.jobs, batchq.outcomes, batchq.tenant_ring, batchq_fifo.jobs, batchq_fifo.outcomes,
+    batchq_fifo.lean_jobs, batchq_fifo.lean_outcomes;
 CHECKPOINT;
 SQL
 
@@ -64,29 +69,47 @@ cat > "$tmp/fair.pgb" <<SQL
 SELECT array_agg(id) AS ids, array_agg(lease_token) AS toks FROM batchq.claim('q', 100, 'w', 9223372036854775807) WHERE NOT expired \gset
 $complete
 SQL
-cat > "$tmp/bare.pgb" <<SQL
-SELECT array_agg(id) AS ids, array_agg(lease_token) AS toks FROM batchq_fifo.bare_claim('q', 100, 'w') \gset
-$complete
-SQL
-# The FIFO baseline's statements, as internal/fifo/queries.sql has them.
+# The baselines' statements, as internal/fifo/queries.sql has them.
 cat > "$tmp/fifo.pgb" <<'SQL'
 WITH c AS (
     UPDATE batchq_fifo.jobs j
+    SET state = 'running', attempt = j.attempt + 1, lease_token = (SELECT gen_random_uuid()),
+        lease_expires_at = now() + interval '5 minutes', worker = 'w', claimed_at = now(),
+        first_claimed_at = coalesce(j.first_claimed_at, now())
+    WHERE j.id = ANY (ARRAY(SELECT f.id FROM batchq_fifo.jobs f WHERE f.queue = 'fifo' AND f.state = 'queued'
+                            ORDER BY f.id LIMIT 100 FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
+              j.lease_token, j.lease_expires_at, j.enqueued_at)
+SELECT array_agg(id) AS ids, array_agg(lease_token) AS toks FROM c \gset
+WITH done AS (
+    DELETE FROM batchq_fifo.jobs j
+    WHERE j.id = ANY (:ids::bigint[])
+      AND ((j.id, j.lease_token) IN (SELECT unnest(:ids::bigint[]), unnest(:toks::uuid[]))) IS TRUE
+    RETURNING j.*)
+INSERT INTO batchq_fifo.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
+                                  deadline, enqueued_at, first_claimed_at, worker, unique_key)
+SELECT d.id, d.queue, d.tenant, d.kind, 'succeeded', d.cost, d.attempt, d.max_attempts,
+       d.deadline, d.enqueued_at, d.first_claimed_at, d.worker, d.unique_key
+FROM done d;
+SQL
+cat > "$tmp/lean.pgb" <<'SQL'
+WITH c AS (
+    UPDATE batchq_fifo.lean_jobs j
     SET state = 'running', attempt = j.attempt + 1, claimed_at = now(), lease_expires_at = now() + interval '5 minutes'
-    WHERE j.id = ANY (ARRAY(SELECT f.id FROM batchq_fifo.jobs f WHERE f.state = 'queued' ORDER BY f.id LIMIT 100
+    WHERE j.id = ANY (ARRAY(SELECT f.id FROM batchq_fifo.lean_jobs f WHERE f.state = 'queued' ORDER BY f.id LIMIT 100
                             FOR UPDATE SKIP LOCKED))
     RETURNING j.id, j.tenant, j.cost, j.payload)
 SELECT array_agg(id) AS ids FROM c \gset
 WITH done AS (
-    DELETE FROM batchq_fifo.jobs j WHERE j.id = ANY (:ids::bigint[]) AND j.state = 'running' RETURNING j.*)
-INSERT INTO batchq_fifo.outcomes (job_id, tenant, cost, attempts, enqueued_at, claimed_at)
+    DELETE FROM batchq_fifo.lean_jobs j WHERE j.id = ANY (:ids::bigint[]) AND j.state = 'running' RETURNING j.*)
+INSERT INTO batchq_fifo.lean_outcomes (job_id, tenant, cost, attempts, enqueued_at, claimed_at)
 SELECT d.id, d.tenant, d.cost, d.attempt, d.enqueued_at, d.claimed_at FROM done d;
 SQL
 
 threads=$((clients < 2 ? 1 : 2))
 printf '%-6s %-4s %10s %10s %12s %10s\n' system rep cycles/s claim_ms complete_ms wal_b/job
 for rep in $(seq "$reps"); do
-    for sys in fair bare fifo; do
+    for sys in fair fifo lean; do
         psql -q "$url" -f "$tmp/seed.sql" >/dev/null
         before=$(psql -XAtq "$url" -c "SELECT pg_current_wal_lsn()")
         out=$(pgbench -n -M prepared -c "$clients" -j "$threads" -t "$cycles" -r -f "$tmp/$sys.pgb" "$url" 2>&1) ||

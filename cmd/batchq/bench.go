@@ -180,7 +180,7 @@ func drainFlags() []cli.Flag {
 		listFlag("drain", "batch", d.Batches, "claim batch sizes to measure"),
 		intFlag("drain", "workers", d.Workers, "claimers in all, split over the processes"),
 		&cli.StringFlag{Name: "systems", Value: strings.Join(d.Systems, ","), EnvVars: benchEnv("drain", "systems"),
-			Usage: "what to drain: fair (claim and complete in batches), pool (the worker pool), bare (batchq's rows claimed without the fair claim's bookkeeping), fifo (the baseline)"},
+			Usage: "what to drain: fair (claim and complete in batches), pool (the worker pool), fifo (the baseline: FIFO with batchq's rows), lean (FIFO with the narrowest rows)"},
 	}
 }
 

@@ -159,7 +159,8 @@ const benchQueue = "bench"
 func (e *Env) reset(ctx context.Context, qc queue.QueueConfig) error {
 	// CASCADE: whatever else a later migration hangs off the queues goes too.
 	_, err := e.Pool.Exec(ctx, `TRUNCATE batchq.jobs, batchq.outcomes, batchq.ledger_adjustments,
-		batchq.tenant_ring, batchq.quota, batchq.queues, batchq_fifo.jobs, batchq_fifo.outcomes CASCADE`)
+		batchq.tenant_ring, batchq.quota, batchq.queues, batchq_fifo.jobs, batchq_fifo.outcomes,
+		batchq_fifo.lean_jobs, batchq_fifo.lean_outcomes CASCADE`)
 	if err != nil {
 		return fmt.Errorf("benchkit: reset: %w", err)
 	}

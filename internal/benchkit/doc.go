@@ -1,7 +1,8 @@
 // Package benchkit holds the workloads batchq's benchmarks run, so the Go
 // benchmarks (queue/bench_test.go) and `batchq bench` measure the same thing,
-// for batchq's fair queue and for the plain FIFO SKIP LOCKED baseline
-// (internal/fifo) side by side, in one run on the same database.
+// for batchq's fair queue and for the plain FIFO SKIP LOCKED baselines
+// (internal/fifo: one with batchq's rows, one lean) side by side, in one run
+// on the same database.
 //
 // # Building blocks
 //

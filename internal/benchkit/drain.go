@@ -58,6 +58,16 @@ func SeedFair(ctx context.Context, c *queue.Client, queueName string, b Backlog)
 
 // SeedFIFO inserts the backlog into the FIFO baseline in batches of 5,000.
 func SeedFIFO(ctx context.Context, f *fifo.Queue, b Backlog) error {
+	return seedBatches(b, func(tenants []string, costs []int64) error { return f.Insert(ctx, tenants, costs) })
+}
+
+// SeedLean inserts the backlog into the lean FIFO baseline the same way.
+func SeedLean(ctx context.Context, l *fifo.Lean, b Backlog) error {
+	return seedBatches(b, func(tenants []string, costs []int64) error { return l.Insert(ctx, tenants, costs) })
+}
+
+// seedBatches calls insert for each 5,000 jobs of the backlog, in order.
+func seedBatches(b Backlog, insert func(tenants []string, costs []int64) error) error {
 	var tenants []string
 	var costs []int64
 	var err error
@@ -67,7 +77,7 @@ func SeedFIFO(ctx context.Context, f *fifo.Queue, b Backlog) error {
 		}
 		tenants, costs = append(tenants, tenant), append(costs, cost)
 		if len(tenants) == 5000 {
-			err = f.Insert(ctx, tenants, costs)
+			err = insert(tenants, costs)
 			tenants, costs = tenants[:0], costs[:0]
 		}
 	})
@@ -75,7 +85,7 @@ func SeedFIFO(ctx context.Context, f *fifo.Queue, b Backlog) error {
 		return err
 	}
 	if len(tenants) > 0 {
-		return f.Insert(ctx, tenants, costs)
+		return insert(tenants, costs)
 	}
 	return nil
 }
@@ -118,7 +128,22 @@ func DrainFair(ctx context.Context, c *queue.Client, queueName string, workers, 
 // DrainFIFO drains the FIFO baseline the same way.
 func DrainFIFO(ctx context.Context, f *fifo.Queue, workers, batch int) (Drained, error) {
 	return drain(workers, func() (int, error) {
-		jobs, err := f.Claim(ctx, batch)
+		jobs, err := f.Claim(ctx, batch, "bench")
+		if err != nil || len(jobs) == 0 {
+			return 0, err
+		}
+		n, err := f.Complete(ctx, jobs)
+		if err == nil && n != len(jobs) {
+			err = fmt.Errorf("benchkit: %d completions lost their lease", len(jobs)-n)
+		}
+		return len(jobs), err
+	})
+}
+
+// DrainLean drains the lean FIFO baseline the same way.
+func DrainLean(ctx context.Context, l *fifo.Lean, workers, batch int) (Drained, error) {
+	return drain(workers, func() (int, error) {
+		jobs, err := l.Claim(ctx, batch)
 		if err != nil || len(jobs) == 0 {
 			return 0, err
 		}
@@ -126,23 +151,7 @@ func DrainFIFO(ctx context.Context, f *fifo.Queue, workers, batch int) (Drained,
 		for i, j := range jobs {
 			ids[i] = j.ID
 		}
-		return len(jobs), f.Complete(ctx, ids)
-	})
-}
-
-// DrainBare drains batchq's queue the same way through the bare baseline:
-// batchq's rows and completion without the fair claim's bookkeeping.
-func DrainBare(ctx context.Context, b *fifo.Bare, queueName string, workers, batch int) (Drained, error) {
-	return drain(workers, func() (int, error) {
-		jobs, err := b.Claim(ctx, queueName, batch, "bench")
-		if err != nil || len(jobs) == 0 {
-			return 0, err
-		}
-		n, err := b.Complete(ctx, jobs)
-		if err == nil && n != len(jobs) {
-			err = fmt.Errorf("benchkit: %d completions lost their lease", len(jobs)-n)
-		}
-		return len(jobs), err
+		return len(jobs), l.Complete(ctx, ids)
 	})
 }
 

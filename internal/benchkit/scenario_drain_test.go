@@ -12,8 +12,9 @@ import (
 
 // A tiny drain in real worker processes: every system and process count has
 // a row with a positive rate, each row's ratio to FIFO is its rate over
-// FIFO's, there is one bar per batchq system (not bare) and process count,
-// and one note per process count splitting the fair queue's gap at bare.
+// FIFO's, there is one bar per batchq system (not lean) and process count,
+// and one note per process count giving the fair queue against lean and
+// splitting that gap at FIFO.
 func TestBenchDrain(t *testing.T) {
 	t.Parallel()
 	env := setup(t)
@@ -47,18 +48,18 @@ func TestBenchDrain(t *testing.T) {
 	// 3 claimers over 2 processes: 1 and 2.
 	require.Equal(t, "1-2", got[len(got)-1]["claimers_per_process"])
 
-	require.Equal(t, map[string]bool{"fair": true, "pool": true, "bare": true, "fifo": true}, systems)
+	require.Equal(t, map[string]bool{"fair": true, "pool": true, "fifo": true, "lean": true}, systems)
 
 	require.Len(t, r.Bars, 2*2)
 	for _, b := range r.Bars {
 		require.Positive(t, b.Value, b.Name)
 		require.Equal(t, 0.8, b.Target)
 		require.Equal(t, b.Value >= 0.8, b.Met, b.Name)
-		require.NotContains(t, b.Name, "bare")
+		require.NotContains(t, b.Name, "lean")
 	}
 	require.Len(t, r.Notes, 2)
 	for i, n := range r.Notes {
-		require.Regexp(t, fmt.Sprintf(`^%d process\(es\), each at its best batch: fair vs bare \d+\.\d\d .*, bare vs FIFO \d+\.\d\d `, i+1), n)
+		require.Regexp(t, fmt.Sprintf(`^%d process\(es\), each at its best batch: fair vs lean FIFO \d+\.\d\d .* = fair vs FIFO \d+\.\d\d .* × FIFO vs lean \d+\.\d\d `, i+1), n)
 	}
 }
 

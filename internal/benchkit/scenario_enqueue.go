@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/batchq/batchq/internal/fifo"
 	"github.com/batchq/batchq/internal/fifo/fifodb"
 	"github.com/batchq/batchq/queue"
 )
@@ -264,7 +265,7 @@ func enqueuer(env *Env, k enqueueKey) func(ctx context.Context, tenants []string
 		// The application's transaction, holding the one INSERT.
 		return func(ctx context.Context, tenants []string, costs []int64) error {
 			return pgx.BeginFunc(ctx, env.Pool, func(tx pgx.Tx) error {
-				return fifoQ.Insert(ctx, tx, fifodb.InsertParams{Tenants: tenants, Costs: costs})
+				return fifoQ.Insert(ctx, tx, fifo.InsertParams(tenants, costs))
 			})
 		}
 	case k.system == SystemFIFO:

@@ -406,15 +406,21 @@ type claimedJob struct {
 func claimer(env *Env, system string) func(ctx context.Context, n int) ([]claimedJob, func() error, error) {
 	if system == SystemFIFO {
 		return func(ctx context.Context, n int) ([]claimedJob, func() error, error) {
-			jobs, err := env.FIFO.Claim(ctx, n)
+			jobs, err := env.FIFO.Claim(ctx, n, "bench")
 			if err != nil || len(jobs) == 0 {
 				return nil, nil, err
 			}
-			out, ids := make([]claimedJob, len(jobs)), make([]int64, len(jobs))
+			out := make([]claimedJob, len(jobs))
 			for i, j := range jobs {
-				out[i], ids[i] = claimedJob{j.Tenant, j.Cost}, j.ID
+				out[i] = claimedJob{j.Tenant, j.Cost}
 			}
-			return out, func() error { return env.FIFO.Complete(ctx, ids) }, nil
+			return out, func() error {
+				done, err := env.FIFO.Complete(ctx, jobs)
+				if err == nil && done != len(jobs) {
+					err = fmt.Errorf("benchkit: %d completions lost their lease", len(jobs)-done)
+				}
+				return err
+			}, nil
 		}
 	}
 	return func(ctx context.Context, n int) ([]claimedJob, func() error, error) {
@@ -442,7 +448,7 @@ func claimer(env *Env, system string) func(ctx context.Context, n int) ([]claime
 func smallWaits(ctx context.Context, env *Env, system string) ([]float64, error) {
 	q := `SELECT extract(epoch FROM first_claimed_at - enqueued_at)::float8 * 1000 FROM batchq.outcomes WHERE tenant <> 'big'`
 	if system == SystemFIFO {
-		q = `SELECT extract(epoch FROM claimed_at - enqueued_at)::float8 * 1000 FROM batchq_fifo.outcomes WHERE tenant <> 'big'`
+		q = `SELECT extract(epoch FROM first_claimed_at - enqueued_at)::float8 * 1000 FROM batchq_fifo.outcomes WHERE tenant <> 'big'`
 	}
 	rows, err := env.Pool.Query(ctx, q)
 	if err != nil {

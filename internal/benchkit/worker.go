@@ -30,12 +30,12 @@ const (
 	// SystemPool is batchq's fair queue drained by the worker pool
 	// (Client.Work) with a no-op handler.
 	SystemPool = "pool"
-	// SystemBare is batchq's queue drained like SystemFair through the bare
-	// baseline (fifo.Bare): the same rows and completion, claimed without
-	// the fair claim's bookkeeping.
-	SystemBare = "bare"
-	// SystemFIFO is the FIFO SKIP LOCKED baseline drained like SystemFair.
+	// SystemFIFO is the FIFO SKIP LOCKED baseline with batchq's rows
+	// (fifo.Queue), drained like SystemFair.
 	SystemFIFO = "fifo"
+	// SystemLean is the lean FIFO baseline (fifo.Lean), drained the same
+	// way: its gap to SystemFIFO is what batchq's rows cost.
+	SystemLean = "lean"
 )
 
 // Spawner returns the command that runs WorkerMain in a new OS process with
@@ -65,7 +65,7 @@ type workerLine struct {
 }
 
 // WorkerMain is one drain worker process, `batchq bench-worker`. It parses
-// args (-system fair|pool|bare|fifo, -claimers N, -batch B), connects to dbURL,
+// args (-system fair|pool|fifo|lean, -claimers N, -batch B), connects to dbURL,
 // writes {"ready":true} on stdout, waits for the line "go" on stdin, drains
 // the benchmark queue with N claimers taking B jobs at a time, and writes
 // {"jobs":…,"start_ns":…,"end_ns":…}. It stops early, with an error, when
@@ -73,7 +73,7 @@ type workerLine struct {
 func WorkerMain(ctx context.Context, dbURL string, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench-worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	system := fs.String("system", SystemFair, "fair, pool, bare or fifo")
+	system := fs.String("system", SystemFair, "fair, pool, fifo or lean")
 	claimers := fs.Int("claimers", 8, "claiming goroutines (pool: handlers)")
 	batch := fs.Int("batch", 100, "most jobs per claim")
 	if err := fs.Parse(args); err != nil {
@@ -156,20 +156,20 @@ func workerDrain(ctx context.Context, dbURL, system string, claimers, batch int)
 		return timed(func(ctx context.Context) (Drained, error) {
 			return DrainPool(ctx, client, benchQueue, claimers, batch)
 		}), pool.Close, nil
-	case SystemBare:
-		// The parent created the baselines' schema (OpenEnv).
-		b := fifo.NewBare(pool)
-		return timed(func(ctx context.Context) (Drained, error) {
-			return DrainBare(ctx, b, benchQueue, claimers, batch)
-		}), pool.Close, nil
 	case SystemFIFO:
+		// The parent created the baselines' schema (OpenEnv).
 		f := fifo.New(pool)
 		return timed(func(ctx context.Context) (Drained, error) {
 			return DrainFIFO(ctx, f, claimers, batch)
 		}), pool.Close, nil
+	case SystemLean:
+		l := fifo.NewLean(pool)
+		return timed(func(ctx context.Context) (Drained, error) {
+			return DrainLean(ctx, l, claimers, batch)
+		}), pool.Close, nil
 	}
 	pool.Close()
-	return nil, nil, fmt.Errorf("benchkit: bench-worker: -system %q: must be fair, pool, bare or fifo", system)
+	return nil, nil, fmt.Errorf("benchkit: bench-worker: -system %q: must be fair, pool, fifo or lean", system)
 }
 
 // warmPool opens n connections at once and hands them back to the pool.

@@ -1,10 +1,13 @@
-// Package fifo is the baseline batchq's benchmarks compare against: the
+// Package fifo holds the baselines batchq's benchmarks compare against: the
 // plain first-in-first-out SKIP LOCKED queue an application would otherwise
-// write, claiming and completing in batches and recording outcomes the same
-// way batchq does. It is not fair; that is the point of comparing.
+// write, claiming and completing in batches. Neither is fair; that is the
+// point of comparing.
 //
-// Bare is a second baseline, between the two: batchq's own rows claimed
-// without the fair claim's bookkeeping (see schema.sql).
+// Queue stores what batchq stores (the same job and outcome rows, batchq's
+// indexes less the ones that serve fairness), so the fair queue's gap to it
+// is what fairness costs. Lean is the narrowest FIFO that still writes an
+// outcome row per job, so the gap to it is also what batchq's rows cost.
+// schema.sql has both.
 package fifo
 
 import (
@@ -15,22 +18,24 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/batchq/batchq/internal/dbsqlc"
 	"github.com/batchq/batchq/internal/fifo/fifodb"
 )
 
 //go:embed schema.sql
 var schema string
 
-// Queue is a FIFO queue in the batchq_fifo schema.
+// Name is the queue the FIFO baseline's jobs are in.
+const Name = "fifo"
+
+// Queue is the FIFO queue with batchq's rows, in the batchq_fifo schema.
 type Queue struct {
 	pool *pgxpool.Pool
 	q    *fifodb.Queries
 }
 
-// Open creates both baselines' schema if needed (the batchq schema must be
-// migrated) and returns the FIFO queue. Worker processes that share a
-// database use New instead: creating the schema from several at once fails.
+// Open creates the baselines' schema if needed and returns the FIFO queue.
+// Worker processes that share a database use New instead: creating the
+// schema from several at once fails.
 func Open(ctx context.Context, pool *pgxpool.Pool) (*Queue, error) {
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return nil, fmt.Errorf("fifo: create schema: %w", err)
@@ -45,64 +50,65 @@ func New(pool *pgxpool.Pool) *Queue {
 
 // Insert adds jobs, one per tenant and cost, in one statement.
 func (f *Queue) Insert(ctx context.Context, tenants []string, costs []int64) error {
-	return f.q.Insert(ctx, f.pool, fifodb.InsertParams{Tenants: tenants, Costs: costs})
+	return f.q.Insert(ctx, f.pool, InsertParams(tenants, costs))
+}
+
+// InsertParams are Insert's parameters, for inserting in a transaction of
+// the caller's with fifodb.Queries.Insert.
+func InsertParams(tenants []string, costs []int64) fifodb.InsertParams {
+	return fifodb.InsertParams{Queue: Name, Tenants: tenants, Costs: costs}
 }
 
 // Job is a claimed job.
 type Job = fifodb.ClaimRow
 
-// Claim claims up to n jobs in arrival order.
-func (f *Queue) Claim(ctx context.Context, n int) ([]Job, error) {
-	return f.q.Claim(ctx, f.pool, int32(n))
+// Claim claims up to n jobs in arrival order for worker, under one lease
+// token.
+func (f *Queue) Claim(ctx context.Context, n int, worker string) ([]Job, error) {
+	return f.q.Claim(ctx, f.pool, fifodb.ClaimParams{Queue: Name, MaxJobs: int32(n), Worker: worker})
 }
 
-// Complete removes claimed jobs and writes their outcomes in one statement.
-func (f *Queue) Complete(ctx context.Context, ids []int64) error {
-	return f.q.Complete(ctx, f.pool, ids)
+// Complete removes claimed jobs whose lease their token still holds and
+// writes their outcomes, in one statement, and returns how many it finished.
+func (f *Queue) Complete(ctx context.Context, jobs []Job) (int, error) {
+	p := fifodb.CompleteParams{Ids: make([]int64, len(jobs)), Tokens: make([]pgtype.UUID, len(jobs))}
+	for i, j := range jobs {
+		p.Ids[i], p.Tokens[i] = j.ID, j.LeaseToken
+	}
+	n, err := f.q.Complete(ctx, f.pool, p)
+	return int(n), err
 }
 
-// Reset empties the queue and its outcomes.
+// Reset empties both baselines' jobs and outcomes.
 func (f *Queue) Reset(ctx context.Context) error {
 	return f.q.Reset(ctx, f.pool)
 }
 
-// Bare claims batchq's queued jobs in their fair order by one plain SKIP
-// LOCKED statement, without the budget, the expiry of jobs past their
-// deadline and the ring cursor that batchq's claim keeps, and completes them
-// with batchq's own completion. Only for measuring: the order holds only
-// while no job expires and no tenant joins.
-type Bare struct {
+// Lean is the lean FIFO queue, in the same schema.
+type Lean struct {
 	pool *pgxpool.Pool
 	q    *fifodb.Queries
-	jobs *dbsqlc.Queries
 }
 
-// NewBare returns the bare baseline in a database where Open created its
-// schema.
-func NewBare(pool *pgxpool.Pool) *Bare {
-	return &Bare{pool: pool, q: fifodb.New(), jobs: dbsqlc.New()}
+// NewLean returns the lean queue in a database where Open created its schema.
+func NewLean(pool *pgxpool.Pool) *Lean {
+	return &Lean{pool: pool, q: fifodb.New()}
 }
 
-// BareJob is a job Bare claimed.
-type BareJob = fifodb.BareClaimRow
-
-// Claim claims up to n queued jobs of queue for worker.
-func (b *Bare) Claim(ctx context.Context, queue string, n int, worker string) ([]BareJob, error) {
-	return b.q.BareClaim(ctx, b.pool, fifodb.BareClaimParams{Queue: queue, MaxJobs: int32(n), Worker: worker})
+// Insert adds jobs, one per tenant and cost, in one statement.
+func (l *Lean) Insert(ctx context.Context, tenants []string, costs []int64) error {
+	return l.q.LeanInsert(ctx, l.pool, fifodb.LeanInsertParams{Tenants: tenants, Costs: costs})
 }
 
-// Complete finishes claimed jobs as succeeded, as batchq.Client.CompleteMany
-// does, and returns how many it finished.
-func (b *Bare) Complete(ctx context.Context, jobs []BareJob) (int, error) {
-	p := dbsqlc.CompleteParams{
-		Ids:         make([]int64, len(jobs)),
-		Tokens:      make([]pgtype.UUID, len(jobs)),
-		ActualCosts: make([]int64, len(jobs)),
-		Results:     make([]string, len(jobs)),
-	}
-	for i, j := range jobs {
-		p.Ids[i], p.Tokens[i], p.ActualCosts[i] = j.ID, j.LeaseToken, -1
-	}
-	rows, err := b.jobs.Complete(ctx, b.pool, p)
-	return len(rows), err
+// LeanJob is a job Lean claimed.
+type LeanJob = fifodb.LeanClaimRow
+
+// Claim claims up to n jobs in arrival order.
+func (l *Lean) Claim(ctx context.Context, n int) ([]LeanJob, error) {
+	return l.q.LeanClaim(ctx, l.pool, int32(n))
+}
+
+// Complete removes claimed jobs and writes their outcomes in one statement.
+func (l *Lean) Complete(ctx context.Context, ids []int64) error {
+	return l.q.LeanComplete(ctx, l.pool, ids)
 }

@@ -10,6 +10,28 @@ import (
 
 type BatchqFifoJob struct {
 	ID             int64
+	Queue          string
+	Tenant         string
+	Kind           string
+	Cost           int64
+	Deadline       pgtype.Timestamptz
+	Payload        []byte
+	UniqueKey      pgtype.Text
+	State          string
+	Attempt        int32
+	MaxAttempts    int32
+	RunAfter       pgtype.Timestamptz
+	LeaseToken     pgtype.UUID
+	LeaseExpiresAt pgtype.Timestamptz
+	Worker         pgtype.Text
+	EnqueuedAt     pgtype.Timestamptz
+	FirstClaimedAt pgtype.Timestamptz
+	ClaimedAt      pgtype.Timestamptz
+	LastError      pgtype.Text
+}
+
+type BatchqFifoLeanJob struct {
+	ID             int64
 	Tenant         string
 	Cost           int64
 	Payload        []byte
@@ -20,7 +42,7 @@ type BatchqFifoJob struct {
 	ClaimedAt      pgtype.Timestamptz
 }
 
-type BatchqFifoOutcome struct {
+type BatchqFifoLeanOutcome struct {
 	JobID      int64
 	Tenant     string
 	Cost       int64
@@ -28,4 +50,25 @@ type BatchqFifoOutcome struct {
 	EnqueuedAt pgtype.Timestamptz
 	ClaimedAt  pgtype.Timestamptz
 	FinishedAt pgtype.Timestamptz
+}
+
+type BatchqFifoOutcome struct {
+	JobID          int64
+	Queue          string
+	Tenant         string
+	Kind           string
+	Outcome        string
+	EstimatedCost  int64
+	ActualCost     pgtype.Int8
+	Attempts       int32
+	MaxAttempts    int32
+	Deadline       pgtype.Timestamptz
+	EnqueuedAt     pgtype.Timestamptz
+	FirstClaimedAt pgtype.Timestamptz
+	FinishedAt     pgtype.Timestamptz
+	Worker         pgtype.Text
+	Error          pgtype.Text
+	Result         []byte
+	Payload        []byte
+	UniqueKey      pgtype.Text
 }

@@ -11,22 +11,32 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const bareClaim = `-- name: BareClaim :many
-SELECT b.id::bigint AS id, b.queue::text AS queue, b.tenant::text AS tenant, b.kind::text AS kind,
-       b.cost::bigint AS cost, b.deadline::timestamptz AS deadline, b.payload::jsonb AS payload,
-       b.attempt::integer AS attempt, b.max_attempts::integer AS max_attempts, b.lease_token::uuid AS lease_token,
-       b.lease_expires_at::timestamptz AS lease_expires_at, b.enqueued_at::timestamptz AS enqueued_at,
-       b.round::bigint AS round, b.pos::bigint AS pos, b.seq::bigint AS seq
-FROM batchq_fifo.bare_claim($1::text, $2::integer, $3::text) b
+const claim = `-- name: Claim :many
+UPDATE batchq_fifo.jobs j
+SET state = 'running',
+    attempt = j.attempt + 1,
+    lease_token = (SELECT gen_random_uuid()),
+    lease_expires_at = now() + interval '5 minutes',
+    worker = $1::text,
+    claimed_at = now(),
+    first_claimed_at = coalesce(j.first_claimed_at, now())
+WHERE j.id = ANY (ARRAY(
+    SELECT f.id FROM batchq_fifo.jobs f
+    WHERE f.queue = $2::text AND f.state = 'queued'
+    ORDER BY f.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED))
+RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
+          j.lease_token, j.lease_expires_at, j.enqueued_at
 `
 
-type BareClaimParams struct {
+type ClaimParams struct {
+	Worker  string
 	Queue   string
 	MaxJobs int32
-	Worker  string
 }
 
-type BareClaimRow struct {
+type ClaimRow struct {
 	ID             int64
 	Queue          string
 	Tenant         string
@@ -39,21 +49,18 @@ type BareClaimRow struct {
 	LeaseToken     pgtype.UUID
 	LeaseExpiresAt pgtype.Timestamptz
 	EnqueuedAt     pgtype.Timestamptz
-	Round          int64
-	Pos            int64
-	Seq            int64
 }
 
-// The casts tell sqlc the types of the function's columns.
-func (q *Queries) BareClaim(ctx context.Context, db DBTX, arg BareClaimParams) ([]BareClaimRow, error) {
-	rows, err := db.Query(ctx, bareClaim, arg.Queue, arg.MaxJobs, arg.Worker)
+// One token per claim, as batchq draws it; what a worker needs to run the job.
+func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimRow, error) {
+	rows, err := db.Query(ctx, claim, arg.Worker, arg.Queue, arg.MaxJobs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []BareClaimRow
+	var items []ClaimRow
 	for rows.Next() {
-		var i BareClaimRow
+		var i ClaimRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Queue,
@@ -67,9 +74,6 @@ func (q *Queries) BareClaim(ctx context.Context, db DBTX, arg BareClaimParams) (
 			&i.LeaseToken,
 			&i.LeaseExpiresAt,
 			&i.EnqueuedAt,
-			&i.Round,
-			&i.Pos,
-			&i.Seq,
 		); err != nil {
 			return nil, err
 		}
@@ -81,12 +85,58 @@ func (q *Queries) BareClaim(ctx context.Context, db DBTX, arg BareClaimParams) (
 	return items, nil
 }
 
-const claim = `-- name: Claim :many
-UPDATE batchq_fifo.jobs j
+const complete = `-- name: Complete :execrows
+WITH done AS (
+    DELETE FROM batchq_fifo.jobs j
+    WHERE j.id = ANY ($1::bigint[])
+      AND ((j.id, j.lease_token) IN (SELECT unnest($1::bigint[]), unnest($2::uuid[]))) IS TRUE
+    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
+)
+INSERT INTO batchq_fifo.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
+                                  deadline, enqueued_at, first_claimed_at, worker, unique_key)
+SELECT d.id, d.queue, d.tenant, d.kind, 'succeeded', d.cost, d.attempt, d.max_attempts,
+       d.deadline, d.enqueued_at, d.first_claimed_at, d.worker, d.unique_key
+FROM done d
+`
+
+type CompleteParams struct {
+	Ids    []int64
+	Tokens []pgtype.UUID
+}
+
+// Each listed (id, token) that still holds its lease: the job goes, its
+// outcome row is written, in one statement.
+func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) (int64, error) {
+	result, err := db.Exec(ctx, complete, arg.Ids, arg.Tokens)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const insert = `-- name: Insert :exec
+INSERT INTO batchq_fifo.jobs (queue, tenant, kind, cost, deadline, payload, max_attempts)
+SELECT $1::text, unnest($2::text[]), 'job', unnest($3::bigint[]), now() + interval '1 day', '{}'::jsonb, 5
+`
+
+type InsertParams struct {
+	Queue   string
+	Tenants []string
+	Costs   []int64
+}
+
+// As an import writes jobs: one statement, the queue's defaults filled in.
+func (q *Queries) Insert(ctx context.Context, db DBTX, arg InsertParams) error {
+	_, err := db.Exec(ctx, insert, arg.Queue, arg.Tenants, arg.Costs)
+	return err
+}
+
+const leanClaim = `-- name: LeanClaim :many
+UPDATE batchq_fifo.lean_jobs j
 SET state = 'running', attempt = j.attempt + 1, claimed_at = now(),
     lease_expires_at = now() + interval '5 minutes'
 WHERE j.id = ANY (ARRAY(
-    SELECT f.id FROM batchq_fifo.jobs f
+    SELECT f.id FROM batchq_fifo.lean_jobs f
     WHERE f.state = 'queued'
     ORDER BY f.id
     LIMIT $1
@@ -94,22 +144,22 @@ WHERE j.id = ANY (ARRAY(
 RETURNING j.id, j.tenant, j.cost, j.payload
 `
 
-type ClaimRow struct {
+type LeanClaimRow struct {
 	ID      int64
 	Tenant  string
 	Cost    int64
 	Payload []byte
 }
 
-func (q *Queries) Claim(ctx context.Context, db DBTX, maxJobs int32) ([]ClaimRow, error) {
-	rows, err := db.Query(ctx, claim, maxJobs)
+func (q *Queries) LeanClaim(ctx context.Context, db DBTX, maxJobs int32) ([]LeanClaimRow, error) {
+	rows, err := db.Query(ctx, leanClaim, maxJobs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ClaimRow
+	var items []LeanClaimRow
 	for rows.Next() {
-		var i ClaimRow
+		var i LeanClaimRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Tenant,
@@ -126,38 +176,38 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, maxJobs int32) ([]ClaimRow
 	return items, nil
 }
 
-const complete = `-- name: Complete :exec
+const leanComplete = `-- name: LeanComplete :exec
 WITH done AS (
-    DELETE FROM batchq_fifo.jobs j
+    DELETE FROM batchq_fifo.lean_jobs j
     WHERE j.id = ANY ($1::bigint[]) AND j.state = 'running'
     RETURNING j.id, j.tenant, j.cost, j.payload, j.state, j.attempt, j.lease_expires_at, j.enqueued_at, j.claimed_at
 )
-INSERT INTO batchq_fifo.outcomes (job_id, tenant, cost, attempts, enqueued_at, claimed_at)
+INSERT INTO batchq_fifo.lean_outcomes (job_id, tenant, cost, attempts, enqueued_at, claimed_at)
 SELECT d.id, d.tenant, d.cost, d.attempt, d.enqueued_at, d.claimed_at FROM done d
 `
 
-func (q *Queries) Complete(ctx context.Context, db DBTX, ids []int64) error {
-	_, err := db.Exec(ctx, complete, ids)
+func (q *Queries) LeanComplete(ctx context.Context, db DBTX, ids []int64) error {
+	_, err := db.Exec(ctx, leanComplete, ids)
 	return err
 }
 
-const insert = `-- name: Insert :exec
-INSERT INTO batchq_fifo.jobs (tenant, cost, payload)
+const leanInsert = `-- name: LeanInsert :exec
+INSERT INTO batchq_fifo.lean_jobs (tenant, cost, payload)
 SELECT unnest($1::text[]), unnest($2::bigint[]), '{}'::jsonb
 `
 
-type InsertParams struct {
+type LeanInsertParams struct {
 	Tenants []string
 	Costs   []int64
 }
 
-func (q *Queries) Insert(ctx context.Context, db DBTX, arg InsertParams) error {
-	_, err := db.Exec(ctx, insert, arg.Tenants, arg.Costs)
+func (q *Queries) LeanInsert(ctx context.Context, db DBTX, arg LeanInsertParams) error {
+	_, err := db.Exec(ctx, leanInsert, arg.Tenants, arg.Costs)
 	return err
 }
 
 const reset = `-- name: Reset :exec
-TRUNCATE batchq_fifo.jobs, batchq_fifo.outcomes
+TRUNCATE batchq_fifo.jobs, batchq_fifo.outcomes, batchq_fifo.lean_jobs, batchq_fifo.lean_outcomes
 `
 
 func (q *Queries) Reset(ctx context.Context, db DBTX) error {

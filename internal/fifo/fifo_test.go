@@ -1,0 +1,134 @@
+package fifo_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/fifo"
+	"github.com/batchq/batchq/internal/pgtest"
+)
+
+// columns returns a table's columns as "name type nullability", in order.
+// batchq's enum columns read as text: the baseline stores the same words.
+func columns(t *testing.T, pool *pgxpool.Pool, schema, table string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT column_name || ' ' || CASE WHEN data_type = 'USER-DEFINED' THEN 'text' ELSE data_type END
+		       || ' ' || is_nullable
+		FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position`,
+		schema, table)
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var c string
+		require.NoError(t, rows.Scan(&c))
+		out = append(out, c)
+	}
+	require.NoError(t, rows.Err())
+	require.NotEmpty(t, out, "%s.%s", schema, table)
+	return out
+}
+
+// indexes returns a table's index definitions with the schema names taken
+// out, sorted.
+func indexes(t *testing.T, pool *pgxpool.Pool, schema, table string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT replace(replace(pg_get_indexdef(i.indexrelid), $1 || '.', ''), '::job_state', '::text')
+		       || coalesce(' ' || array_to_string(c.reloptions, ','), '')
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = ($1 || '.' || $2)::regclass ORDER BY 1`, schema, table)
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var d string
+		require.NoError(t, rows.Scan(&d))
+		out = append(out, d)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// The FIFO baseline stores what batchq stores: a change to batchq's job or
+// outcome rows, or to their indexes, that the baseline does not follow would
+// make the drain's comparison one of rows instead of one of claim orders.
+func TestBaselineKeepsBatchqsRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	_, err := fifo.Open(ctx, pool)
+	require.NoError(t, err)
+
+	// Less the columns that hold a job's DRR key.
+	var want []string
+	for _, c := range columns(t, pool, "batchq", "jobs") {
+		switch strings.Fields(c)[0] {
+		case "round", "pos", "cum", "seq":
+			continue
+		}
+		want = append(want, c)
+	}
+	require.Equal(t, want, columns(t, pool, "batchq_fifo", "jobs"))
+	require.Equal(t, columns(t, pool, "batchq", "outcomes"), columns(t, pool, "batchq_fifo", "outcomes"))
+
+	require.Equal(t, indexes(t, pool, "batchq", "outcomes"), indexes(t, pool, "batchq_fifo", "outcomes"))
+	// Less the indexes that serve fairness: the claim's key is the id, and
+	// there is no tenant's queue to walk.
+	wantJobs := []string{}
+	for _, d := range indexes(t, pool, "batchq", "jobs") {
+		switch {
+		case strings.Contains(d, "jobs_tenant_queue"):
+		case strings.Contains(d, "jobs_claim"):
+			wantJobs = append(wantJobs, strings.Replace(d, "(queue, round, pos, seq)", "(queue, id)", 1))
+		default:
+			wantJobs = append(wantJobs, d)
+		}
+	}
+	require.Equal(t, wantJobs, indexes(t, pool, "batchq_fifo", "jobs"))
+}
+
+// Claims come in arrival order under one token per claim; a completion
+// finishes only the jobs its token still holds, each with one outcome row.
+func TestQueueClaimsInOrderAndCompletesByToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	f, err := fifo.Open(ctx, pool)
+	require.NoError(t, err)
+	require.NoError(t, f.Insert(ctx, []string{"a", "b", "a", "c"}, []int64{1, 2, 3, 4}))
+
+	first, err := f.Claim(ctx, 3, "w")
+	require.NoError(t, err)
+	require.Len(t, first, 3)
+	second, err := f.Claim(ctx, 3, "w")
+	require.NoError(t, err)
+	require.Len(t, second, 1)
+	require.Equal(t, "c", second[0].Tenant)
+	for _, j := range first {
+		require.Equal(t, first[0].LeaseToken, j.LeaseToken)
+		require.Less(t, j.ID, second[0].ID)
+	}
+	require.NotEqual(t, first[0].LeaseToken, second[0].LeaseToken)
+
+	// The second claim's token does not finish the first claim's jobs.
+	stale := append([]fifo.Job(nil), first...)
+	for i := range stale {
+		stale[i].LeaseToken = second[0].LeaseToken
+	}
+	n, err := f.Complete(ctx, stale)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	n, err = f.Complete(ctx, append(first, second...))
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	var outcomes, left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM batchq_fifo.outcomes WHERE outcome = 'succeeded' AND worker = 'w'
+		AND attempts = 1 AND first_claimed_at IS NOT NULL), (SELECT count(*) FROM batchq_fifo.jobs)`).Scan(&outcomes, &left))
+	require.Equal(t, 4, outcomes)
+	require.Zero(t, left)
+}
