@@ -257,29 +257,41 @@ BEGIN
         WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE NOT o.expired AND o.spent <= p_budget))
         RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
                   j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
-    ), taken AS (
-        -- The last row this claim took or dropped: every expired row, and every
-        -- live one within the budget (claimed holds exactly those).
+    ), first_taken AS (
+        -- The first and the last row this claim took or dropped: every expired
+        -- row, and every live one within the budget (claimed holds exactly
+        -- those).
+        SELECT o.round, o.pos, o.seq FROM ordered o
+        WHERE o.expired OR o.spent <= p_budget
+        ORDER BY o.round, o.pos, o.seq
+        LIMIT 1
+    ), last_taken AS (
         SELECT o.round, o.pos, o.seq FROM ordered o
         WHERE o.expired OR o.spent <= p_budget
         ORDER BY o.round DESC, o.pos DESC, o.seq DESC
         LIMIT 1
     ), reached AS MATERIALIZED (
-        -- Only when the cursor is behind that row: most claims stay in the
-        -- round the cursor already shows, and skip the probe and the lock.
-        -- The probe looks for a row still waiting before it: one another
-        -- transaction holds, which this claim skipped. This statement's
-        -- snapshot still shows its own rows queued, so they are left out by id
-        -- (the rows of ordered before the last taken one are all taken).
-        -- Materialized so the probe runs once, not once in the filter and again
-        -- in the SET.
-        SELECT least(t.round, (SELECT h.round FROM batchq.jobs h
-                               WHERE h.queue = p_queue AND h.state = 'queued'
-                                 AND (h.round, h.pos, h.seq) < (t.round, t.pos, t.seq)
-                                 AND h.id <> ALL (ARRAY(SELECT o.id FROM ordered o))
-                               ORDER BY h.round, h.pos, h.seq
-                               LIMIT 1)) AS round
-        FROM taken t JOIN batchq.queue_cursors c ON c.queue = p_queue AND c.round < t.round
+        -- Only when the cursor is behind the last row: most claims stay in
+        -- the round the cursor already shows, and skip the probe and the lock.
+        -- Not past a row still waiting before it: one this claim locked and
+        -- left (a live job over the budget, with an expired one after it), or
+        -- one before its first row that another transaction holds, which the
+        -- claim skipped (the probe finds it, or the claim's own first row, at
+        -- the head of the index). Rows others hold between the first and the
+        -- last are not looked for: that would walk every row the claim took.
+        -- Materialized so the probe runs once, not once in the filter and
+        -- again in the SET.
+        SELECT least(l.round,
+                     (SELECT min(o.round) FROM ordered o
+                      WHERE NOT (o.expired OR o.spent <= p_budget)
+                        AND (o.round, o.pos, o.seq) < (l.round, l.pos, l.seq)),
+                     (SELECT h.round FROM batchq.jobs h
+                      WHERE h.queue = p_queue AND h.state = 'queued'
+                        AND (h.round, h.pos, h.seq) < (f.round, f.pos, f.seq)
+                      ORDER BY h.round, h.pos, h.seq
+                      LIMIT 1)) AS round
+        FROM first_taken f CROSS JOIN last_taken l
+        JOIN batchq.queue_cursors c ON c.queue = p_queue AND c.round < l.round
     ), advanced AS (
         -- The cursor only tells joining tenants which round they join: the round
         -- of the last row this claim took, as drr, having served those jobs one

@@ -475,6 +475,29 @@ func TestJoinerAfterABatchClaimJoinsTheRoundItEndedIn(t *testing.T) {
 	require.Equal(t, want, tenantsOf(b.drainOrder(t, 9)))
 }
 
+// A claim stopped by its budget before the first live job, which dropped an
+// expired job behind it, took nothing of round 0: a tenant joining after it
+// joins round 0, behind the two tenants still waiting in it, as in drr.
+func TestClaimStoppedByItsBudgetLeavesTheCursorAtTheRowsItLeft(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10})
+	b.enqueue(t, "a", 10)
+	expired := b.enqueue(t, "a", 10) // round 1
+	b.enqueue(t, "a", 10)
+	b.enqueueN(t, "b", 3, 10)
+	b.expire(t, expired)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 3, Budget: 5})
+	require.NoError(t, err)
+	require.Empty(t, jobs)
+	require.Equal(t, "expired", b.outcome(t, expired))
+	require.Zero(t, b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue))
+
+	b.enqueue(t, "c", 10)
+	_, err = b.client.Maintain(b.ctx, b.queue) // a's refund: its last job moves to round 1
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "c", "a", "b", "b"}, tenantsOf(b.drainOrder(t, 10)))
+}
+
 // New jobs take their place in the ring as of the round current when their
 // enqueue commits. They were keyed when they were inserted; had they kept
 // those keys, the fifty rounds served while the transaction stayed open would

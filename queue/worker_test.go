@@ -235,7 +235,7 @@ func TestEnqueueNotifiesOnlyForATenantThatHadNothingQueued(t *testing.T) {
 	defer tx.Rollback(context.Background()) //nolint:errcheck
 	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 10})
 	require.NoError(t, err)
-	for range 10 { // one at a time: a claim moves the cursor to the round of its first job
+	for range 10 { // one at a time: the cursor follows each job
 		jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 1})
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
