@@ -78,8 +78,8 @@
 // under its own name from the ranking that made it a leader, and under
 // "other" before that, except that while a queue has fewer than TopTenants
 // names (with a Client, in the queues it covers) a tenant's first event names
-// it at once: a queue with at most TopTenants tenants names every one of
-// them from its first job, whenever the ranking runs. A tenant that drops out of the top keeps its name
+// it at once: a queue that has had at most TopTenants tenants names every
+// one of them from its first job, whenever the ranking runs. A tenant that drops out of the top keeps its name
 // (its gauges going to zero, its counters still counting its last jobs)
 // until TopTenants more recent leavers push it out, when its series are
 // deleted: at most 2 × TopTenants named tenants per queue, whatever the

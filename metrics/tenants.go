@@ -13,8 +13,9 @@ const other = "other"
 // top n by backlog at the latest refresh, and up to n more that were among
 // the top most recently, so that a tenant's last events after its backlog is
 // gone are still counted under its name. Between refreshes, a tenant's first
-// event names it while its queue has fewer than n names, so that a queue with
-// at most n tenants names them all, whenever they come and go.
+// event names it while its queue has fewer than n names, so that a queue that
+// has had at most n tenants names them all from their first events; a later
+// newcomer may wait for a refresh (names go only past 2n).
 //
 // Whoever records a per-tenant series holds mu for reading from choosing the
 // label to recording, and refresh deletes a dropped tenant's series under the
