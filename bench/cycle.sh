@@ -71,26 +71,8 @@ $complete
 SQL
 # The baselines' statements, as internal/fifo/queries.sql has them.
 cat > "$tmp/fifo.pgb" <<'SQL'
-WITH c AS (
-    UPDATE batchq_fifo.jobs j
-    SET state = 'running', attempt = j.attempt + 1, lease_token = (SELECT gen_random_uuid()),
-        lease_expires_at = now() + interval '5 minutes', worker = 'w', claimed_at = now(),
-        first_claimed_at = coalesce(j.first_claimed_at, now())
-    WHERE j.id = ANY (ARRAY(SELECT f.id FROM batchq_fifo.jobs f WHERE f.queue = 'fifo' AND f.state = 'queued'
-                            ORDER BY f.id LIMIT 100 FOR UPDATE SKIP LOCKED))
-    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
-              j.lease_token, j.lease_expires_at, j.enqueued_at)
-SELECT array_agg(id) AS ids, array_agg(lease_token) AS toks FROM c \gset
-WITH done AS (
-    DELETE FROM batchq_fifo.jobs j
-    WHERE j.id = ANY (:ids::bigint[])
-      AND ((j.id, j.lease_token) IN (SELECT unnest(:ids::bigint[]), unnest(:toks::uuid[]))) IS TRUE
-    RETURNING j.*)
-INSERT INTO batchq_fifo.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
-                                  deadline, enqueued_at, first_claimed_at, worker, unique_key)
-SELECT d.id, d.queue, d.tenant, d.kind, 'succeeded', d.cost, d.attempt, d.max_attempts,
-       d.deadline, d.enqueued_at, d.first_claimed_at, d.worker, d.unique_key
-FROM done d;
+SELECT array_agg(id) AS ids, array_agg(lease_token) AS toks FROM batchq_fifo.claim('fifo', 100, 'w') \gset
+SELECT batchq_fifo.complete(:ids::bigint[], :toks::uuid[]);
 SQL
 cat > "$tmp/lean.pgb" <<'SQL'
 WITH c AS (

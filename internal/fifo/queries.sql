@@ -4,38 +4,15 @@ INSERT INTO batchq_fifo.jobs (queue, tenant, kind, cost, deadline, payload, max_
 SELECT @queue::text, unnest(@tenants::text[]), 'job', unnest(@costs::bigint[]), now() + interval '1 day', '{}'::jsonb, 5;
 
 -- name: Claim :many
--- One token per claim, as batchq draws it; what a worker needs to run the job.
-UPDATE batchq_fifo.jobs j
-SET state = 'running',
-    attempt = j.attempt + 1,
-    lease_token = (SELECT gen_random_uuid()),
-    lease_expires_at = now() + interval '5 minutes',
-    worker = @worker::text,
-    claimed_at = now(),
-    first_claimed_at = coalesce(j.first_claimed_at, now())
-WHERE j.id = ANY (ARRAY(
-    SELECT f.id FROM batchq_fifo.jobs f
-    WHERE f.queue = @queue::text AND f.state = 'queued'
-    ORDER BY f.id
-    LIMIT @max_jobs
-    FOR UPDATE SKIP LOCKED))
-RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
-          j.lease_token, j.lease_expires_at, j.enqueued_at;
+-- The casts tell sqlc the types of the function's columns.
+SELECT c.id::bigint AS id, c.queue::text AS queue, c.tenant::text AS tenant, c.kind::text AS kind,
+       c.cost::bigint AS cost, c.deadline::timestamptz AS deadline, c.payload::jsonb AS payload,
+       c.attempt::integer AS attempt, c.max_attempts::integer AS max_attempts, c.lease_token::uuid AS lease_token,
+       c.lease_expires_at::timestamptz AS lease_expires_at, c.enqueued_at::timestamptz AS enqueued_at
+FROM batchq_fifo.claim(@queue::text, @max_jobs::integer, @worker::text) c;
 
--- name: Complete :execrows
--- Each listed (id, token) that still holds its lease: the job goes, its
--- outcome row is written, in one statement.
-WITH done AS (
-    DELETE FROM batchq_fifo.jobs j
-    WHERE j.id = ANY (@ids::bigint[])
-      AND ((j.id, j.lease_token) IN (SELECT unnest(@ids::bigint[]), unnest(@tokens::uuid[]))) IS TRUE
-    RETURNING j.*
-)
-INSERT INTO batchq_fifo.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
-                                  deadline, enqueued_at, first_claimed_at, worker, unique_key)
-SELECT d.id, d.queue, d.tenant, d.kind, 'succeeded', d.cost, d.attempt, d.max_attempts,
-       d.deadline, d.enqueued_at, d.first_claimed_at, d.worker, d.unique_key
-FROM done d;
+-- name: Complete :one
+SELECT batchq_fifo.complete(@ids::bigint[], @tokens::uuid[])::bigint AS finished;
 
 -- name: LeanInsert :exec
 INSERT INTO batchq_fifo.lean_jobs (tenant, cost, payload)

@@ -7,9 +7,15 @@
 -- cost, deadline, payload, state, attempts, retry time, lease token and
 -- expiry, worker, timestamps); the indexes are batchq's own less the ones that
 -- serve fairness (claims by id instead of by DRR key, no per-tenant queue);
--- an outcome row is batchq's audit row, with batchq's indexes. Against it,
--- what the fair queue costs more is what fairness costs: its keys, the ring,
--- the claim's bookkeeping. A test keeps both tables in step with batchq's.
+-- an outcome row is batchq's audit row, with batchq's indexes. Its claim
+-- takes jobs in arrival order, (enqueued_at, id), by an index of its own, as
+-- batchq's takes them by theirs (claimed by id alone, the primary key would
+-- serve the order too, and the planner, which prices the two alike, chose it
+-- and stepped over every running row). Claim and completion are functions
+-- with batchq's settings, so their plans are kept per session as batchq's
+-- are. Against it, what the fair queue costs more is what fairness costs: its
+-- keys, the ring, the claim's bookkeeping. A test keeps both tables in step
+-- with batchq's.
 --
 -- lean_jobs and lean_outcomes: the narrowest FIFO queue that still records
 -- an outcome per job, without deadlines, kinds, lease tokens or an audit
@@ -25,7 +31,7 @@ CREATE TABLE IF NOT EXISTS batchq_fifo.jobs (
     deadline         timestamptz NOT NULL,
     payload          jsonb  NOT NULL,
     unique_key       text,
-    state            text   NOT NULL DEFAULT 'queued',
+    state            batchq.job_state NOT NULL DEFAULT 'queued',
     attempt          integer NOT NULL DEFAULT 0,
     max_attempts     integer NOT NULL CHECK (max_attempts > 0),
     run_after        timestamptz,
@@ -36,9 +42,9 @@ CREATE TABLE IF NOT EXISTS batchq_fifo.jobs (
     first_claimed_at timestamptz,
     claimed_at       timestamptz,
     last_error       text
-) WITH (fillfactor = 90);
+) WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 
-CREATE INDEX IF NOT EXISTS jobs_claim ON batchq_fifo.jobs (queue, id) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS jobs_claim ON batchq_fifo.jobs (queue, enqueued_at, id) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS jobs_lease ON batchq_fifo.jobs (lease_expires_at) WHERE state = 'running';
 CREATE INDEX IF NOT EXISTS jobs_retry ON batchq_fifo.jobs (queue, run_after) WHERE state = 'retrying';
 CREATE INDEX IF NOT EXISTS jobs_deadline ON batchq_fifo.jobs (queue, deadline) WHERE state <> 'running';
@@ -49,7 +55,7 @@ CREATE TABLE IF NOT EXISTS batchq_fifo.outcomes (
     queue            text   NOT NULL,
     tenant           text   NOT NULL,
     kind             text   NOT NULL,
-    outcome          text   NOT NULL,
+    outcome          batchq.job_outcome NOT NULL,
     estimated_cost   bigint NOT NULL,
     actual_cost      bigint,
     attempts         integer NOT NULL,
@@ -70,6 +76,67 @@ CREATE INDEX IF NOT EXISTS outcomes_finished ON batchq_fifo.outcomes USING brin 
 CREATE INDEX IF NOT EXISTS outcomes_unique ON batchq_fifo.outcomes (queue, unique_key, finished_at)
     WHERE unique_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS outcomes_tenant ON batchq_fifo.outcomes (tenant, finished_at);
+
+-- claim claims up to p_max_jobs queued jobs of a queue in arrival order for
+-- p_worker, under one lease token, and returns what a worker needs.
+CREATE OR REPLACE FUNCTION batchq_fifo.claim(p_queue text, p_max_jobs integer, p_worker text)
+RETURNS TABLE (id bigint, queue text, tenant text, kind text, cost bigint, deadline timestamptz, payload jsonb,
+               attempt integer, max_attempts integer, lease_token uuid, lease_expires_at timestamptz,
+               enqueued_at timestamptz)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+AS $$
+BEGIN
+    RETURN QUERY
+    UPDATE batchq_fifo.jobs j
+    SET state = 'running',
+        attempt = j.attempt + 1,
+        lease_token = (SELECT gen_random_uuid()),
+        lease_expires_at = now() + interval '5 minutes',
+        worker = p_worker,
+        claimed_at = now(),
+        first_claimed_at = coalesce(j.first_claimed_at, now())
+    WHERE j.id = ANY (ARRAY(
+        SELECT f.id FROM batchq_fifo.jobs f
+        WHERE f.queue = p_queue AND f.state = 'queued'
+        ORDER BY f.enqueued_at, f.id
+        LIMIT p_max_jobs
+        FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
+              j.lease_token, j.lease_expires_at, j.enqueued_at;
+END
+$$;
+
+-- complete finishes each listed (id, token) whose token still holds the job's
+-- lease: the job goes, its outcome row is written, in one statement. It
+-- returns how many it finished.
+CREATE OR REPLACE FUNCTION batchq_fifo.complete(p_ids bigint[], p_tokens uuid[]) RETURNS bigint
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    WITH done AS (
+        DELETE FROM batchq_fifo.jobs j
+        WHERE j.id = ANY (p_ids)
+          AND ((j.id, j.lease_token) IN (SELECT i.id, i.token FROM unnest(p_ids, p_tokens) AS i (id, token))) IS TRUE
+        RETURNING j.*
+    )
+    INSERT INTO batchq_fifo.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
+                                      deadline, enqueued_at, first_claimed_at, worker, unique_key)
+    SELECT d.id, d.queue, d.tenant, d.kind, 'succeeded', d.cost, d.attempt, d.max_attempts,
+           d.deadline, d.enqueued_at, d.first_claimed_at, d.worker, d.unique_key
+    FROM done d;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END
+$$;
 
 CREATE TABLE IF NOT EXISTS batchq_fifo.lean_jobs (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

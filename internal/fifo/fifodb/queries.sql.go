@@ -12,28 +12,17 @@ import (
 )
 
 const claim = `-- name: Claim :many
-UPDATE batchq_fifo.jobs j
-SET state = 'running',
-    attempt = j.attempt + 1,
-    lease_token = (SELECT gen_random_uuid()),
-    lease_expires_at = now() + interval '5 minutes',
-    worker = $1::text,
-    claimed_at = now(),
-    first_claimed_at = coalesce(j.first_claimed_at, now())
-WHERE j.id = ANY (ARRAY(
-    SELECT f.id FROM batchq_fifo.jobs f
-    WHERE f.queue = $2::text AND f.state = 'queued'
-    ORDER BY f.id
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED))
-RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
-          j.lease_token, j.lease_expires_at, j.enqueued_at
+SELECT c.id::bigint AS id, c.queue::text AS queue, c.tenant::text AS tenant, c.kind::text AS kind,
+       c.cost::bigint AS cost, c.deadline::timestamptz AS deadline, c.payload::jsonb AS payload,
+       c.attempt::integer AS attempt, c.max_attempts::integer AS max_attempts, c.lease_token::uuid AS lease_token,
+       c.lease_expires_at::timestamptz AS lease_expires_at, c.enqueued_at::timestamptz AS enqueued_at
+FROM batchq_fifo.claim($1::text, $2::integer, $3::text) c
 `
 
 type ClaimParams struct {
-	Worker  string
 	Queue   string
 	MaxJobs int32
+	Worker  string
 }
 
 type ClaimRow struct {
@@ -51,9 +40,9 @@ type ClaimRow struct {
 	EnqueuedAt     pgtype.Timestamptz
 }
 
-// One token per claim, as batchq draws it; what a worker needs to run the job.
+// The casts tell sqlc the types of the function's columns.
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimRow, error) {
-	rows, err := db.Query(ctx, claim, arg.Worker, arg.Queue, arg.MaxJobs)
+	rows, err := db.Query(ctx, claim, arg.Queue, arg.MaxJobs, arg.Worker)
 	if err != nil {
 		return nil, err
 	}
@@ -85,18 +74,8 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 	return items, nil
 }
 
-const complete = `-- name: Complete :execrows
-WITH done AS (
-    DELETE FROM batchq_fifo.jobs j
-    WHERE j.id = ANY ($1::bigint[])
-      AND ((j.id, j.lease_token) IN (SELECT unnest($1::bigint[]), unnest($2::uuid[]))) IS TRUE
-    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
-)
-INSERT INTO batchq_fifo.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
-                                  deadline, enqueued_at, first_claimed_at, worker, unique_key)
-SELECT d.id, d.queue, d.tenant, d.kind, 'succeeded', d.cost, d.attempt, d.max_attempts,
-       d.deadline, d.enqueued_at, d.first_claimed_at, d.worker, d.unique_key
-FROM done d
+const complete = `-- name: Complete :one
+SELECT batchq_fifo.complete($1::bigint[], $2::uuid[])::bigint AS finished
 `
 
 type CompleteParams struct {
@@ -104,14 +83,11 @@ type CompleteParams struct {
 	Tokens []pgtype.UUID
 }
 
-// Each listed (id, token) that still holds its lease: the job goes, its
-// outcome row is written, in one statement.
 func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) (int64, error) {
-	result, err := db.Exec(ctx, complete, arg.Ids, arg.Tokens)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := db.QueryRow(ctx, complete, arg.Ids, arg.Tokens)
+	var finished int64
+	err := row.Scan(&finished)
+	return finished, err
 }
 
 const insert = `-- name: Insert :exec
