@@ -258,23 +258,26 @@ BEGIN
         RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
                   j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
     ), first_taken AS (
-        -- The first and the last row this claim took or dropped: every expired
-        -- row, and every live one within the budget (claimed holds exactly
-        -- those).
+        -- The first row this claim took or dropped: every expired row, and
+        -- every live one within the budget (claimed holds exactly those).
         SELECT o.round, o.pos, o.seq FROM ordered o
         WHERE o.expired OR o.spent <= p_budget
         ORDER BY o.round, o.pos, o.seq
         LIMIT 1
     ), last_taken AS (
+        -- The last row it claimed. Not a dropped expired row: drr drops those
+        -- at their tenant's visit, rounds before their keys say, so their
+        -- rounds are no sign of where the ring is. A claim that only drops
+        -- moves nothing.
         SELECT o.round, o.pos, o.seq FROM ordered o
-        WHERE o.expired OR o.spent <= p_budget
+        WHERE NOT o.expired AND o.spent <= p_budget
         ORDER BY o.round DESC, o.pos DESC, o.seq DESC
         LIMIT 1
     ), reached AS MATERIALIZED (
         -- Only when the cursor is behind the last row: most claims stay in
         -- the round the cursor already shows, and skip the probe and the lock.
         -- Not past a row still waiting before it: one this claim locked and
-        -- left (a live job over the budget, with an expired one after it), or
+        -- left (a live job over the budget, before expired ones it dropped), or
         -- one before its first row that another transaction holds, which the
         -- claim skipped (the probe finds it, or the claim's own first row, at
         -- the head of the index). Rows others hold between the first and the

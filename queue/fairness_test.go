@@ -498,6 +498,29 @@ func TestClaimStoppedByItsBudgetLeavesTheCursorAtTheRowsItLeft(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "c", "a", "b", "b"}, tenantsOf(b.drainOrder(t, 10)))
 }
 
+// Expired jobs a claim drops are no sign of where the ring is: drr drops them
+// at their tenant's visit, rounds before their keys. A claim of one job's
+// budget that takes b's first job and drops a's three expired ones (keyed in
+// rounds 0..2) leaves the ring in round 0, and a tenant joining then is
+// served next, as in drr.
+func TestDroppedExpiredJobsDoNotMoveTheCursor(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10})
+	for range 3 {
+		b.expire(t, b.enqueue(t, "a", 10))
+	}
+	b.enqueueN(t, "b", 4, 10)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 10, Budget: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"b"}, tenantsOf(jobs))
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'a'`))
+	require.Zero(t, b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue))
+
+	b.enqueueN(t, "c", 2, 10)
+	require.Equal(t, []string{"c", "b", "c", "b", "b"}, tenantsOf(b.drainOrder(t, 10)))
+}
+
 // New jobs take their place in the ring as of the round current when their
 // enqueue commits. They were keyed when they were inserted; had they kept
 // those keys, the fifty rounds served while the transaction stayed open would
