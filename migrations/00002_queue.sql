@@ -259,7 +259,8 @@ BEGIN
                   j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
     ), first_taken AS (
         -- The first row this claim took or dropped: every expired row, and
-        -- every live one within the budget (claimed holds exactly those).
+        -- every live one within the budget (expired and claimed hold exactly
+        -- those).
         SELECT o.round, o.pos, o.seq FROM ordered o
         WHERE o.expired OR o.spent <= p_budget
         ORDER BY o.round, o.pos, o.seq
@@ -279,9 +280,10 @@ BEGIN
         -- Not past a row still waiting before it: one this claim locked and
         -- left (a live job over the budget, before expired ones it dropped), or
         -- one before its first row that another transaction holds, which the
-        -- claim skipped (the probe finds it, or the claim's own first row, at
-        -- the head of the index). Rows others hold between the first and the
-        -- last are not looked for: that would walk every row the claim took.
+        -- claim skipped (the probe walks the index from its head to the
+        -- claim's first row; what it meets there is queued and not taken).
+        -- Rows others hold between the first and the last are not looked
+        -- for: that would walk every row the claim took.
         -- Materialized so the probe runs once, not once in the filter and
         -- again in the SET.
         SELECT least(l.round,
@@ -297,8 +299,9 @@ BEGIN
         JOIN batchq.queue_cursors c ON c.queue = p_queue AND c.round < l.round
     ), advanced AS (
         -- The cursor only tells joining tenants which round they join: the round
-        -- of the last row this claim took, as drr, having served those jobs one
-        -- by one, would be in that round; or of a row still waiting before it.
+        -- of the last row this claim claimed, as drr, having served those jobs
+        -- one by one, would be in that round; or of a row still waiting before
+        -- it.
         -- Not the last row's when one waits: a claim skips rows other
         -- transactions hold (say, maintenance re-keying a backlog) and may take
         -- rows far behind them, and a tenant joining at that round would wait
