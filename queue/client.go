@@ -66,6 +66,10 @@ type Client struct {
 	statsCheckedAt time.Time // the last check for stale statistics
 
 	clock dbClock // the database's clock, which shared quota rows keep
+
+	// beforeFinishWrite, when set (by tests only), runs before a worker
+	// pool's completer writes each batch.
+	beforeFinishWrite func()
 }
 
 // NewClient returns a Client over pool. The pool's database must be migrated

@@ -16,13 +16,17 @@ import (
 // finishes many jobs and when idle a job is recorded at once. A write that
 // fails (the database restarting, say) is retried with backoff; if it never
 // succeeds the jobs' leases expire and they are rescued, so nothing is lost,
-// and their events say "unrecorded".
+// and their events say "unrecorded". Each job's run is passed to written once
+// its finish is written or given up: until then the pool keeps its lease, so
+// a finish that waits (behind a slow batch, or for the database) is not
+// rescued and run again meanwhile.
 type completer struct {
-	c      *Client
-	emit   func(Event)
-	log    *slog.Logger
-	ops    chan finishOp
-	closed chan struct{}
+	c       *Client
+	emit    func(Event)
+	log     *slog.Logger
+	written func(*Job)
+	ops     chan finishOp
+	closed  chan struct{}
 
 	abandonOnce sync.Once
 	abandoned   chan struct{} // closed: stop retrying failed writes
@@ -48,8 +52,8 @@ type finishOp struct {
 // maxFinishBatch bounds the jobs one statement finishes.
 const maxFinishBatch = 500
 
-func newCompleter(c *Client, emit func(Event), log *slog.Logger) *completer {
-	return &completer{c: c, emit: emit, log: log, ops: make(chan finishOp, 1024),
+func newCompleter(c *Client, emit func(Event), log *slog.Logger, written func(*Job)) *completer {
+	return &completer{c: c, emit: emit, log: log, written: written, ops: make(chan finishOp, 1024),
 		closed: make(chan struct{}), abandoned: make(chan struct{})}
 }
 
@@ -95,7 +99,13 @@ func (d *completer) run() {
 				break more
 			}
 		}
+		if h := d.c.beforeFinishWrite; h != nil {
+			h()
+		}
 		d.flush(batch)
+		for _, o := range batch {
+			d.written(o.job)
+		}
 	}
 }
 

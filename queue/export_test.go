@@ -5,3 +5,8 @@ import "time"
 // SetClock sets the clock c's quota store takes for this process's: a test
 // runs two clients as two workers whose clocks disagree.
 func SetClock(c *Client, now func() time.Time) { c.clock.now = now }
+
+// SetBeforeFinishWrite makes the worker pools of c run f before their
+// completer writes each batch: a test holds a finish back, as a slow
+// database or a long batch ahead of it would.
+func SetBeforeFinishWrite(c *Client, f func()) { c.beforeFinishWrite = f }

@@ -257,7 +257,7 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 		cancelHandler: hcancel,
 	}
 	p.beat.Store(int64(cfg.HeartbeatInterval))
-	p.done = newCompleter(c, p.emit, p.log)
+	p.done = newCompleter(c, p.emit, p.log, p.untrack)
 	return p, nil
 }
 
@@ -320,7 +320,6 @@ func (p *pool) fetch(ctx context.Context) error {
 	var ready []*dispatch
 	defer func() {
 		for _, d := range ready {
-			p.untrack(d.job)
 			p.handBack(d)
 		}
 	}()
@@ -716,7 +715,10 @@ func (p *pool) runJob(d *dispatch) {
 	j := d.job
 	ctx, cancel := context.WithCancel(p.handlerCtx)
 	defer cancel()
-	defer p.untrack(j)
+	// The run stays tracked, its lease kept, until the completer has written
+	// what became of it (every path below hands the job to p.done, which
+	// untracks it then), except where no finish is written: its lease was
+	// lost.
 	p.mu.Lock()
 	lostWaiting := p.leaseLostLocked(j)
 	if !lostWaiting {
@@ -727,6 +729,7 @@ func (p *pool) runJob(d *dispatch) {
 		// The lease was lost while the job waited for a handler: the
 		// heartbeat found it so, or this pool claimed the job again under
 		// another token. Another run holds it now.
+		p.untrack(j)
 		p.settle(d)
 		p.notSent(ctx, d.sentAt, j.Cost)
 		p.emit(Event{Kind: EventFinished, Job: j, Outcome: "lease_lost"})
@@ -795,6 +798,7 @@ func (p *pool) runJob(d *dispatch) {
 		// it never takes the next run for this one.
 		p.done.fail(j, fmt.Errorf("batchq: the worker shut down and cancelled the call after ShutdownTimeout: %w", err), took)
 	case ctx.Err() != nil && p.leaseLost(j):
+		p.untrack(j)
 		p.emit(Event{Kind: EventFinished, Job: j, Outcome: "lease_lost", Duration: took})
 	default:
 		p.done.fail(j, err, took)

@@ -72,6 +72,49 @@ func (l *eventLog) outcomes(id int64) []string {
 	return append([]string(nil), l.finished[id]...)
 }
 
+// A job whose handler has returned keeps its lease until the completer has
+// written its finish: here the write is held back for three leases' worth,
+// and the job, which succeeded, is not rescued and run again meanwhile.
+func TestFinishedJobKeepsItsLeaseUntilItsFinishIsWritten(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: time.Second})
+	x := b.enqueue(t, "x", 1)
+	var runs runCounter
+	var events eventLog
+	var hold atomic.Bool
+	hold.Store(true)
+	held := make(chan struct{}, 1)
+	queue.SetBeforeFinishWrite(b.client, func() {
+		for hold.Load() {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	ctx, cancel := context.WithCancel(b.ctx)
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 2, BatchSize: 1,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownTimeout: time.Second,
+		OnEvent: events.on,
+		Handler: func(context.Context, *queue.Job) (queue.Result, error) {
+			runs.add(x)
+			return queue.Result{}, nil
+		},
+	})
+	defer func() { cancel(); require.NoError(t, wait()) }()
+	<-held                      // x's handler returned; its completion waits
+	time.Sleep(3 * time.Second) // three leases
+	hold.Store(false)
+	b.waitFinished(t, x)
+	require.Equal(t, 1, runs.get(x), "x succeeded once; it must not run again")
+	require.Equal(t, "succeeded", b.outcome(t, x))
+	require.Eventually(t, func() bool { return len(events.outcomes(x)) > 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, []string{"succeeded"}, events.outcomes(x))
+}
+
 // A job the pool claimed ahead of its handlers (BatchSize) keeps its lease
 // while it waits for one: here the only handler is busy for three leases'
 // worth, and the job behind it still runs once, on its first attempt.
