@@ -185,7 +185,7 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 	}
 
 	var wait time.Duration
-	short, probe := false, false
+	short, probe, reserveOnly := false, false, true
 	for _, u := range units {
 		v := view(u.q, pol, s.Admitted, u.unit, now)
 		if !v.known {
@@ -196,23 +196,42 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 			continue
 		}
 		short = true
+		if u.cost > v.avail || u.q.HasReset {
+			reserveOnly = false
+		}
 		if w, ok := v.waitFor(need, now); ok {
 			wait = max(wait, w)
 		} else {
 			probe = true
 		}
 	}
+	// A probe spends what is short. Short of the limit, the quota is used up
+	// and a probe every interval learns when it comes back. Short only of
+	// the reserve, of a quota whose provider sends no reset time at all, a
+	// probe spends the reserve and nothing would ever end the shortage, so
+	// one goes only every MaxPause: enough to find a refill nothing else
+	// reports, little of the reserve. (After a window rolled over, the
+	// answers of the calls already out usually come first.)
+	interval := pol.probeInterval
+	if reserveOnly {
+		interval = max(interval, pol.maxPause)
+	}
 
 	probing := false
 	switch {
 	case !short:
-		s.ProbeAt, s.ProbeSent = time.Time{}, time.Time{}
+		// Only a batch call that fits says the quota is no longer short for
+		// batch work; an interactive one fits the reserve too, and must not
+		// end the wait for an outstanding probe's answer.
+		if p == Batch {
+			s.ProbeAt, s.ProbeSent = time.Time{}, time.Time{}
+		}
 	case wait > 0:
 		// Something known will refill; ask again then.
 		return Decision{Wait: wait}, nil
 	case probe && s.ProbeAt.IsZero():
-		s.ProbeAt = ceilMicro(now.Add(pol.probeInterval))
-		return Decision{Wait: pol.probeInterval}, nil
+		s.ProbeAt = ceilMicro(now.Add(interval))
+		return Decision{Wait: interval}, nil
 	case now.Before(s.ProbeAt):
 		return Decision{Wait: waitFor(s.ProbeAt.Sub(now))}, nil
 	case !s.ProbeSent.IsZero() && now.Before(s.ProbeSent.Add(pol.maxPause)):
@@ -224,7 +243,7 @@ func decide(s *State, pol policy, now time.Time, cost int64, p Priority) (d Deci
 	default:
 		// The probe: one call through; the next one an interval later, once
 		// this one has answered.
-		s.ProbeAt = ceilMicro(now.Add(pol.probeInterval))
+		s.ProbeAt = ceilMicro(now.Add(interval))
 		probing = true
 	}
 	at := s.admit(now, 1, cost)
@@ -383,6 +402,9 @@ func bucketLevel(q *Quota, rate float64, reorder time.Duration, log []Admission,
 		level -= float64(a.cost(unit))
 	}
 	refill(now)
+	if level >= 1<<63 { // a limit near the largest int64: float64 rounds it up
+		return math.MaxInt64
+	}
 	return int64(math.Floor(level))
 }
 

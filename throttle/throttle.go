@@ -118,7 +118,10 @@ type Config struct {
 	// ProbeInterval is how long to wait, when a unit is short and nothing
 	// says when it will refill, before letting one call through to learn
 	// more; and then between such calls, each of which also waits for the
-	// one before it to answer (for up to MaxPause). Default 1s.
+	// one before it to answer (for up to MaxPause). When a batch call is
+	// short only of the reserve of a unit whose provider sends no reset
+	// time, the wait is MaxPause instead: each such call spends the reserve.
+	// Default 1s.
 	ProbeInterval time.Duration
 
 	// DefaultPause is how long a 429 without Retry-After stops every start.

@@ -372,6 +372,77 @@ func TestProbesAfterARolloverWaitForTheirAnswer(t *testing.T) {
 	require.Equal(t, int64(500_000), admitted, "one probe beyond what batch may use, no more")
 }
 
+// Interactive calls fit the reserve, so one that fits says nothing of the
+// batch shortage: it must not end the wait for a batch probe's answer. Mixed
+// in at any pace, they leave batch work at its share plus one probe.
+func TestInteractiveCallsDoNotEndTheWaitForAProbe(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for _, every := range []time.Duration{1500 * time.Millisecond, 2 * time.Second, 3 * time.Second} {
+		th, err := throttle.New(throttle.Config{Reserve: 0.2})
+		require.NoError(t, err)
+		th.ObserveSnapshotAt(t0, t0, quotaheaders.Tokens,
+			quotaheaders.Snapshot{Remaining: 600_000, Limit: 600_000, HasLimit: true, Reset: time.Minute, HasReset: true})
+		var batch, interactive int64
+		for d := 61 * time.Second; d < 75*time.Second; d += 10 * time.Millisecond {
+			if d >= 63*time.Second && (d-63*time.Second)%every == 0 && th.CanStartAt(at(d), 100, throttle.Interactive).OK {
+				interactive += 100
+			}
+			if th.CanStartAt(at(d), 50_000, throttle.Batch).OK {
+				batch += 50_000
+			}
+		}
+		require.Equal(t, int64(500_000), batch, "interactive every %v: batch gets its share and one probe", every)
+		require.Positive(t, interactive, "interactive every %v", every)
+	}
+}
+
+// A provider that never says when its quota refills (minute windows named,
+// no reset sent): batch work short only of the reserve probes once a
+// MaxPause, not once a ProbeInterval, so it does not spend the reserve call
+// by call.
+func TestProbesIntoTheReserveOfAQuotaWithoutResetsAreRare(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{Reserve: 0.2})
+	require.NoError(t, err)
+	remaining := 20 // of 100: exactly the reserve
+	resp := func() *http.Response {
+		h := http.Header{}
+		h.Set("x-ratelimit-limit-req-minute", "100")
+		h.Set("x-ratelimit-remaining-req-minute", strconv.Itoa(remaining))
+		return &http.Response{StatusCode: http.StatusOK, Header: h}
+	}
+	th.ObserveResponseAt(at(0), at(0), resp())
+	batch := 0
+	for ms := 0; ms < 60_000 && remaining > 0; ms += 100 {
+		now := at(time.Duration(ms) * time.Millisecond)
+		if d := th.CanStartAt(now, 1, throttle.Batch); d.OK {
+			batch++
+			remaining--
+			th.ObserveResponseAt(d.At, now.Add(50*time.Millisecond), resp())
+		}
+	}
+	require.LessOrEqual(t, batch, 1, "a minute: at most one probe into the reserve")
+	require.True(t, th.CanStartAt(at(time.Minute), 1, throttle.Interactive).OK, "the reserve is there for interactive calls")
+}
+
+// A token bucket whose limit is near the largest int64 reports that much
+// headroom when full, not none (float64 rounds the level past int64's range).
+func TestHugeBucketHasHeadroom(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{Refill: throttle.TokenBucket})
+	require.NoError(t, err)
+	h := http.Header{}
+	h.Set("x-ratelimit-limit-tokens", "9223372036854775807")
+	h.Set("x-ratelimit-remaining-tokens", "0")
+	h.Set("x-ratelimit-reset-tokens", "1m")
+	th.ObserveResponseAt(at(0), at(0), &http.Response{StatusCode: http.StatusOK, Header: h})
+	_, tokens, err := th.HeadroomAt(context.Background(), at(2*time.Minute), throttle.Batch)
+	require.NoError(t, err)
+	require.Greater(t, tokens, int64(math.MaxInt64/2))
+}
+
 // A call admitted and then not sent (its job went to another worker) is
 // taken back: it no longer counts, and if it was a probe, the next probe
 // need not wait for an answer that will never come.
