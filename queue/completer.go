@@ -167,18 +167,17 @@ func (d *completer) flush(batch []finishOp) {
 		}
 	}
 	if len(rel) > 0 {
-		var lost []int64
+		var released map[run]bool
 		err := d.retry("release", func(ctx context.Context) (err error) {
-			lost, err = d.c.releaseMany(ctx, rel, delays)
+			released, err = d.c.releaseMany(ctx, rel, delays)
 			return err
 		})
-		lostSet := set(lost)
 		for i, j := range rel {
 			outcome := "released"
 			switch {
 			case err != nil:
 				outcome = "unrecorded"
-			case lostSet[j.ID]:
+			case !released[j.run()]:
 				outcome = "lease_lost"
 			}
 			d.emit(Event{Kind: EventFinished, Job: j, Outcome: outcome, Duration: relTook[i]})
@@ -266,12 +265,4 @@ func (d *completer) retry(what string, write func(context.Context) error) error 
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
-}
-
-func set(ids []int64) map[int64]bool {
-	m := make(map[int64]bool, len(ids))
-	for _, id := range ids {
-		m[id] = true
-	}
-	return m
 }

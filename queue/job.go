@@ -375,30 +375,36 @@ func Backoff(attempt int) time.Duration {
 // rejoins its tenant's queue at the tail after delay. It never ran, so its
 // tenant is charged for it once, not twice.
 func (c *Client) Release(ctx context.Context, j *Job, delay time.Duration) error {
-	lost, err := c.releaseMany(ctx, []*Job{j}, []time.Duration{delay})
+	released, err := c.releaseMany(ctx, []*Job{j}, []time.Duration{delay})
 	if err != nil {
 		return err
 	}
-	if len(lost) > 0 {
+	if !released[j.run()] {
 		return fmt.Errorf("%w: job %d", ErrLeaseLost, j.ID)
 	}
 	return nil
 }
 
 // releaseMany releases jobs, each after its delay, in one statement, and
-// returns the ids whose lease was lost.
-func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Duration) (lost []int64, err error) {
+// returns the runs it released; the rest lost their lease. (By run, not by
+// id: a stale run listed beside the current run of the same job lost its
+// lease though the job was released.)
+func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Duration) (released map[run]bool, err error) {
 	p := dbsqlc.ReleaseParams{}
 	for i, j := range jobs {
 		p.Ids = append(p.Ids, j.ID)
 		p.Tokens = append(p.Tokens, j.token)
 		p.DelaysUs = append(p.DelaysUs, max(delays[i], 0).Microseconds())
 	}
-	ids, err := c.q.Release(ctx, c.pool, p)
+	rows, err := c.q.Release(ctx, c.pool, p)
 	if err != nil {
 		return nil, fmt.Errorf("batchq: release %d jobs: %w", len(jobs), err)
 	}
-	return missing(p.Ids, ids), nil
+	released = make(map[run]bool, len(rows))
+	for _, r := range rows {
+		released[run{r.ID, r.LeaseToken}] = true
+	}
+	return released, nil
 }
 
 // Heartbeat extends the leases of running jobs by their queue's lease length.
@@ -410,31 +416,45 @@ func (c *Client) Heartbeat(ctx context.Context, jobs ...*Job) error {
 		return err
 	}
 	if len(lost) > 0 {
-		return fmt.Errorf("%w: jobs %v", ErrLeaseLost, lost)
+		ids := make([]int64, len(lost))
+		for i, r := range lost {
+			ids[i] = r.id
+		}
+		return fmt.Errorf("%w: jobs %v", ErrLeaseLost, ids)
 	}
 	return nil
 }
 
-func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost []int64, err error) {
+// heartbeat extends the leases of jobs' runs and returns, once each, the
+// runs whose lease was lost. By run, not by id: a stale run listed beside
+// the current run of the same job lost its lease though the job's was
+// extended.
+func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost []run, err error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
 	p := dbsqlc.HeartbeatParams{Ids: make([]int64, len(jobs)), Tokens: make([]pgtype.UUID, len(jobs))}
-	byID := make(map[int64]*Job, len(jobs))
 	for i, j := range jobs {
 		p.Ids[i], p.Tokens[i] = j.ID, j.token
-		byID[j.ID] = j
 	}
 	rows, err := c.q.Heartbeat(ctx, c.pool, p)
 	if err != nil {
 		return nil, fmt.Errorf("batchq: heartbeat: %w", err)
 	}
-	got := make([]int64, len(rows))
-	for i, r := range rows {
-		byID[r.ID].LeaseExpiresAt = r.LeaseExpiresAt
-		got[i] = r.ID
+	extended := make(map[run]time.Time, len(rows))
+	for _, r := range rows {
+		extended[run{r.ID, r.LeaseToken}] = r.LeaseExpiresAt
 	}
-	return missing(p.Ids, got), nil
+	seen := make(map[run]bool, len(jobs))
+	for _, j := range jobs {
+		if at, ok := extended[j.run()]; ok {
+			j.LeaseExpiresAt = at
+		} else if !seen[j.run()] {
+			lost = append(lost, j.run())
+		}
+		seen[j.run()] = true
+	}
+	return lost, nil
 }
 
 // Cancel finishes a job that has not started (queued, or waiting to retry)
@@ -453,23 +473,4 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
 		return fmt.Errorf("batchq: cancel job %d: %w", id, err)
 	}
 	return nil
-}
-
-// missing returns, once each, the ids of want that got lacks.
-func missing(want, got []int64) []int64 {
-	if len(got) == len(want) {
-		return nil
-	}
-	seen := make(map[int64]bool, len(got))
-	for _, id := range got {
-		seen[id] = true
-	}
-	var out []int64
-	for _, id := range want {
-		if !seen[id] {
-			seen[id] = true // named once
-			out = append(out, id)
-		}
-	}
-	return out
 }

@@ -170,6 +170,34 @@ func TestStaleAndCurrentFailureInOneBatchAreRecorded(t *testing.T) {
 	require.Equal(t, "discarded", b.outcome(t, x))
 }
 
+// The same for releases (two 429s): the current run's release hands the job
+// back, and the stale run's, refused, is reported as lease_lost, not as a
+// second release.
+func TestStaleAndCurrentReleaseInOneBatchAreToldApart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	x, events := staleAndCurrentInOneBatch(t, b, queue.ErrRateLimited, queue.ErrRateLimited)
+	require.Eventually(t, func() bool { return len(events.outcomes(x)) >= 2 }, 10*time.Second, 20*time.Millisecond)
+	got := events.outcomes(x)[:2]
+	slices.Sort(got)
+	require.Equal(t, []string{"lease_lost", "released"}, got, "release events of x's two runs")
+}
+
+// Heartbeat with a stale run listed beside the current run of the same job:
+// the stale one lost its lease, and the current one's lease is extended.
+func TestHeartbeatTellsAStaleRunFromTheCurrentOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	_, runs := runsOf(t, b, 2)
+	stale, current := runs[0], runs[1]
+	before := current.LeaseExpiresAt
+	time.Sleep(20 * time.Millisecond)
+	require.ErrorIs(t, b.client.Heartbeat(b.ctx, current, stale), queue.ErrLeaseLost)
+	require.True(t, current.LeaseExpiresAt.After(before), "the current run's lease was extended")
+	require.NoError(t, b.client.Heartbeat(b.ctx, current))
+	require.ErrorIs(t, b.client.Heartbeat(b.ctx, stale), queue.ErrLeaseLost)
+}
+
 // A pool that claims a job again while its own earlier run of it is still
 // going (the job was rescued while the process stalled, before a heartbeat
 // could notice) cancels that earlier run, so the job does not run twice at

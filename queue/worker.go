@@ -930,15 +930,13 @@ func (p *pool) heartbeat(bg context.Context, interval *time.Duration, t *time.Ti
 	try := heartbeatTry(*interval)
 	p.mu.Lock()
 	leases := make([]*Job, 0, len(p.running))
-	sent := make(map[int64]pgtype.UUID, len(p.running))
 	for _, r := range p.running {
 		if r.lease != nil {
 			leases = append(leases, &Job{ID: r.lease.ID, token: r.lease.token})
-			sent[r.lease.ID] = r.lease.token
 		}
 	}
 	p.mu.Unlock()
-	var lost []int64
+	var lost []run
 	for {
 		ctx, cancel := context.WithTimeout(bg, try)
 		var err error
@@ -958,11 +956,11 @@ func (p *pool) heartbeat(bg context.Context, interval *time.Duration, t *time.Ti
 		}
 	}
 	p.mu.Lock()
-	for _, id := range lost {
+	for _, l := range lost {
 		// Only the run the heartbeat was about: the job may have been
 		// handed back and claimed again, under a new token, meanwhile.
-		if r, ok := p.running[id]; ok && r.lease != nil && r.lease.token == sent[id] {
-			p.log.Warn("lease lost; cancelling the handler", "job", id)
+		if r, ok := p.running[l.id]; ok && r.lease != nil && r.lease.token == l.token {
+			p.log.Warn("lease lost; cancelling the handler", "job", l.id)
 			r.lease = nil
 			r.cancel()
 		}

@@ -54,12 +54,13 @@ SELECT d.id, d.lease_token::uuid, false AS retrying FROM dead d;
 -- queue at the tail. A released job never ran, so, as for a job that expired
 -- before it ran, its cost goes back to the tenant's ledger for the jobs
 -- behind its old place: rejoining charges it once more, and the tenant pays
--- for it once. Returns the ids released; the rest lost their lease.
+-- for it once. Returns the runs (id, token) released; the rest lost their
+-- lease.
 WITH input AS (
     SELECT i.id, (@tokens::uuid[])[i.n] AS token, (@delays_us::bigint[])[i.n] AS delay_us
     FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
 ), target AS (
-    SELECT j.id, i.delay_us FROM batchq.jobs j JOIN input i ON i.id = j.id
+    SELECT j.id, i.token, i.delay_us FROM batchq.jobs j JOIN input i ON i.id = j.id
     WHERE j.id = ANY (@ids::bigint[]) AND j.lease_token = i.token
     ORDER BY j.id -- every statement that waits on job rows locks them in id order
     FOR UPDATE OF j
@@ -69,16 +70,16 @@ WITH input AS (
         attempt = j.attempt - 1, lease_token = NULL, lease_expires_at = NULL, worker = NULL
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.queue, j.tenant, j.pos, j.seq, j.cost
+    RETURNING j.id, t.token, j.queue, j.tenant, j.pos, j.seq, j.cost
 ), refunds AS (
     INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
     SELECT r.queue, r.tenant, r.pos, r.seq, -r.cost FROM released r
 )
-SELECT r.id FROM released r;
+SELECT r.id, r.token::uuid AS lease_token FROM released r;
 
 -- name: Heartbeat :many
 -- Extends the leases of running jobs whose token still matches by the
--- queue's lease length. Returns the ids extended.
+-- queue's lease length. Returns the runs (id, token) extended.
 WITH input AS (
     SELECT i.id, (@tokens::uuid[])[i.n] AS token
     FROM unnest(@ids::bigint[]) WITH ORDINALITY AS i (id, n)
@@ -92,7 +93,7 @@ UPDATE batchq.jobs j
 SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = j.queue)
 FROM target t
 WHERE j.id = t.id
-RETURNING j.id, j.lease_expires_at::timestamptz AS lease_expires_at;
+RETURNING j.id, j.lease_token, j.lease_expires_at::timestamptz AS lease_expires_at;
 
 -- name: Cancel :one
 -- Removes a job that has not started (queued or retrying) with outcome

@@ -185,7 +185,7 @@ UPDATE batchq.jobs j
 SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = j.queue)
 FROM target t
 WHERE j.id = t.id
-RETURNING j.id, j.lease_expires_at::timestamptz AS lease_expires_at
+RETURNING j.id, j.lease_token, j.lease_expires_at::timestamptz AS lease_expires_at
 `
 
 type HeartbeatParams struct {
@@ -195,11 +195,12 @@ type HeartbeatParams struct {
 
 type HeartbeatRow struct {
 	ID             int64
+	LeaseToken     pgtype.UUID
 	LeaseExpiresAt time.Time
 }
 
 // Extends the leases of running jobs whose token still matches by the
-// queue's lease length. Returns the ids extended.
+// queue's lease length. Returns the runs (id, token) extended.
 func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) ([]HeartbeatRow, error) {
 	rows, err := db.Query(ctx, heartbeat, arg.Tokens, arg.Ids)
 	if err != nil {
@@ -209,7 +210,7 @@ func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) (
 	var items []HeartbeatRow
 	for rows.Next() {
 		var i HeartbeatRow
-		if err := rows.Scan(&i.ID, &i.LeaseExpiresAt); err != nil {
+		if err := rows.Scan(&i.ID, &i.LeaseToken, &i.LeaseExpiresAt); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -225,7 +226,7 @@ WITH input AS (
     SELECT i.id, ($1::uuid[])[i.n] AS token, ($2::bigint[])[i.n] AS delay_us
     FROM unnest($3::bigint[]) WITH ORDINALITY AS i (id, n)
 ), target AS (
-    SELECT j.id, i.delay_us FROM batchq.jobs j JOIN input i ON i.id = j.id
+    SELECT j.id, i.token, i.delay_us FROM batchq.jobs j JOIN input i ON i.id = j.id
     WHERE j.id = ANY ($3::bigint[]) AND j.lease_token = i.token
     ORDER BY j.id -- every statement that waits on job rows locks them in id order
     FOR UPDATE OF j
@@ -235,18 +236,23 @@ WITH input AS (
         attempt = j.attempt - 1, lease_token = NULL, lease_expires_at = NULL, worker = NULL
     FROM target t
     WHERE j.id = t.id
-    RETURNING j.id, j.queue, j.tenant, j.pos, j.seq, j.cost
+    RETURNING j.id, t.token, j.queue, j.tenant, j.pos, j.seq, j.cost
 ), refunds AS (
     INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
     SELECT r.queue, r.tenant, r.pos, r.seq, -r.cost FROM released r
 )
-SELECT r.id FROM released r
+SELECT r.id, r.token::uuid AS lease_token FROM released r
 `
 
 type ReleaseParams struct {
 	Tokens   []pgtype.UUID
 	DelaysUs []int64
 	Ids      []int64
+}
+
+type ReleaseRow struct {
+	ID         int64
+	LeaseToken pgtype.UUID
 }
 
 // Hands running jobs back without using an attempt (the provider refused to
@@ -256,20 +262,21 @@ type ReleaseParams struct {
 // queue at the tail. A released job never ran, so, as for a job that expired
 // before it ran, its cost goes back to the tenant's ledger for the jobs
 // behind its old place: rejoining charges it once more, and the tenant pays
-// for it once. Returns the ids released; the rest lost their lease.
-func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) ([]int64, error) {
+// for it once. Returns the runs (id, token) released; the rest lost their
+// lease.
+func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) ([]ReleaseRow, error) {
 	rows, err := db.Query(ctx, release, arg.Tokens, arg.DelaysUs, arg.Ids)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []int64
+	var items []ReleaseRow
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var i ReleaseRow
+		if err := rows.Scan(&i.ID, &i.LeaseToken); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
