@@ -144,12 +144,18 @@ type policy struct {
 	reorder       time.Duration
 }
 
-// reserveOf is how much of limit a call of priority p may not use.
+// reserveOf is how much of limit a call of priority p may not use:
+// ceil(limit × reserve), where a product a rounding error puts just above a
+// whole number (100 × 0.07 is 7.000000000000001) counts as that number.
 func (pol policy) reserveOf(limit int64, p Priority) int64 {
 	if p == Interactive || limit <= 0 {
 		return 0
 	}
-	return int64(math.Ceil(float64(limit) * pol.reserve))
+	r := float64(limit) * pol.reserve
+	if f := math.Floor(r); r-f <= 1e-9*max(1, r) {
+		r = f
+	}
+	return int64(math.Ceil(r))
 }
 
 // decide answers one call and, if it may start, counts it. never is set when

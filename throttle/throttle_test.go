@@ -443,6 +443,18 @@ func TestHugeBucketHasHeadroom(t *testing.T) {
 	require.Greater(t, tokens, int64(math.MaxInt64/2))
 }
 
+// The reserve is ceil(limit × Reserve) in exact arithmetic: 100 × 0.07 is 7,
+// though float64 makes it 7.000000000000001.
+func TestReserveIsNotRoundedUpByFloatError(t *testing.T) {
+	t.Parallel()
+	th, err := throttle.New(throttle.Config{Reserve: 0.07})
+	require.NoError(t, err)
+	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Requests, quotaheaders.Snapshot{Remaining: 100, Limit: 100, HasLimit: true})
+	calls, _, err := th.HeadroomAt(context.Background(), at(time.Second), throttle.Batch)
+	require.NoError(t, err)
+	require.Equal(t, int64(93), calls)
+}
+
 // A call admitted and then not sent (its job went to another worker) is
 // taken back: it no longer counts, and if it was a probe, the next probe
 // need not wait for an answer that will never come.
