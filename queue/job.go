@@ -51,7 +51,11 @@ type ClaimOpts struct {
 }
 
 // Claim claims up to opts.Limit queued jobs of a queue in fair order.
-// It returns no jobs, and no error, when none is ready.
+// It returns no jobs, and no error, when none is ready. A claim that drops
+// expired jobs claims again for their places; if a later statement fails,
+// the jobs already claimed come back with the error, each holding its
+// lease: finish or release them, or they wait for their lease to expire and
+// the rescue, which costs each an attempt.
 func (c *Client) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]*Job, error) {
 	jobs, _, err := c.claim(ctx, queue, opts)
 	return jobs, err
