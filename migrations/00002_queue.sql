@@ -961,6 +961,10 @@ BEGIN
                s.max_attempts, s.round, s.pos, s.cum, s.seq
         FROM src s
         WHERE s.unique_key IS NOT NULL
+        -- In key order: a key another transaction is inserting is waited for,
+        -- and two calls of no tenant in common (so not ordered by the ring
+        -- rows) that share keys would otherwise wait for each other's.
+        ORDER BY s.unique_key COLLATE "C"
         ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
         RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round
     ), ins AS (

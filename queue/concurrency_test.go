@@ -378,6 +378,42 @@ func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
 }
 
 // waitForLockWaiters waits until n sessions of the test's database wait on a
+// Two bulk enqueues for tenants of their own that share unique keys, listed
+// in opposite orders, never deadlock: keyed jobs go in in key order.
+func TestEnqueuesSharingKeysInOppositeOrdersNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	const n = 200
+	for round := range 10 {
+		jobs := func(tenant string, reversed bool) []queue.NewJob {
+			out := make([]queue.NewJob, n)
+			for i := range out {
+				k := i
+				if reversed {
+					k = n - 1 - i
+				}
+				out[i] = queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 1, UniqueKey: fmt.Sprintf("r%d-k%d", round, k)}
+			}
+			return out
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		for i, tenant := range []string{"x", "y"} {
+			wg.Go(func() {
+				<-start
+				_, errs[i] = b.client.EnqueueMany(b.ctx, jobs(tenant, i == 1))
+			})
+		}
+		close(start)
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err, "round %d", round)
+		}
+		require.Equal(t, int64(n*(round+1)), b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "each key once")
+	}
+}
+
 // lock.
 func waitForLockWaiters(t *testing.T, b *testBundle, n int) {
 	t.Helper()
