@@ -50,32 +50,9 @@ CREATE INDEX IF NOT EXISTS jobs_retry ON batchq_fifo.jobs (queue, run_after) WHE
 CREATE INDEX IF NOT EXISTS jobs_deadline ON batchq_fifo.jobs (queue, deadline) WHERE state <> 'running';
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique ON batchq_fifo.jobs (queue, unique_key) WHERE unique_key IS NOT NULL;
 
-CREATE TABLE IF NOT EXISTS batchq_fifo.outcomes (
-    job_id           bigint PRIMARY KEY,
-    queue            text   NOT NULL,
-    tenant           text   NOT NULL,
-    kind             text   NOT NULL,
-    outcome          batchq.job_outcome NOT NULL,
-    estimated_cost   bigint NOT NULL,
-    actual_cost      bigint,
-    attempts         integer NOT NULL,
-    max_attempts     integer NOT NULL,
-    deadline         timestamptz NOT NULL,
-    enqueued_at      timestamptz NOT NULL,
-    first_claimed_at timestamptz,
-    finished_at      timestamptz NOT NULL DEFAULT now(),
-    worker           text,
-    error            text,
-    result           jsonb,
-    payload          jsonb,
-    unique_key       text
-);
-
-CREATE INDEX IF NOT EXISTS outcomes_finished ON batchq_fifo.outcomes USING brin (finished_at)
-    WITH (pages_per_range = 32, autosummarize = on);
-CREATE INDEX IF NOT EXISTS outcomes_unique ON batchq_fifo.outcomes (queue, unique_key, finished_at)
-    WHERE unique_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS outcomes_tenant ON batchq_fifo.outcomes (tenant, finished_at);
+-- batchq's outcome row, with its defaults, constraints, indexes and their
+-- options.
+CREATE TABLE IF NOT EXISTS batchq_fifo.outcomes (LIKE batchq.outcomes INCLUDING ALL);
 
 -- claim claims up to p_max_jobs queued jobs of a queue in arrival order for
 -- p_worker, under one lease token, and returns what a worker needs.
