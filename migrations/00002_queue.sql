@@ -277,21 +277,26 @@ BEGIN
     ), reached AS MATERIALIZED (
         -- Only when the cursor is behind the last row: most claims stay in
         -- the round the cursor already shows, and skip the probe and the lock.
-        -- Not past a row still waiting before it: one this claim locked and
-        -- left (a live job over the budget, before expired ones it dropped), or
-        -- one before its first row that another transaction holds, which the
-        -- claim skipped (the probe walks the index from its head to the
-        -- claim's first row; what it meets there is queued and not taken).
+        -- Not past a row still waiting before the claim's first row, in a
+        -- round the cursor has not passed: one another transaction holds,
+        -- which the claim skipped (what the probe meets is queued and not
+        -- taken). Every row the claim locked and left, live jobs over the
+        -- budget, comes after its last claimed row: spent grows along the
+        -- claim order.
+        -- The probe walks the index from the cursor's round, not from its
+        -- head: with no VACUUM since, the head holds an entry for every job
+        -- claimed, dead or not, and walking them in every claim that moves
+        -- the cursor was a tenth of the fleet's claims (8 claimers,
+        -- bench/claim_variants.sh). A row waiting in a round the cursor
+        -- has passed is behind it already, and the next claim takes it.
         -- Rows others hold between the first and the last are not looked
         -- for: that would walk every row the claim took.
         -- Materialized so the probe runs once, not once in the filter and
         -- again in the SET.
         SELECT least(l.round,
-                     (SELECT min(o.round) FROM ordered o
-                      WHERE NOT (o.expired OR o.spent <= p_budget)
-                        AND (o.round, o.pos, o.seq) < (l.round, l.pos, l.seq)),
                      (SELECT h.round FROM batchq.jobs h
                       WHERE h.queue = p_queue AND h.state = 'queued'
+                        AND h.round >= c.round
                         AND (h.round, h.pos, h.seq) < (f.round, f.pos, f.seq)
                       ORDER BY h.round, h.pos, h.seq
                       LIMIT 1)) AS round
@@ -332,10 +337,11 @@ $$;
 -- token still holds the job's lease removes the job, writes its outcome and,
 -- when the actual cost differs from the estimate, records the difference in
 -- the tenant's ledger. p_actual_costs holds -1 for "as estimated" and
--- p_results '' for no result. Returns the id and token of each run it
--- finished; the rest lost their lease. A job listed under two tokens (a
--- rescued run and the current one) is finished by the one that holds the
--- lease.
+-- p_results '' for no result; either array may be NULL, for none at all.
+-- Returns the id and token of each listed run it did not finish, whose lease
+-- was lost: usually none, so a completion sends nothing back. A job listed
+-- under two tokens (a rescued run and the current one) is finished by the
+-- one that holds the lease.
 --
 -- It waits on job rows (a heartbeat may hold one), so it must take them in id
 -- order (see apply_adjustments), and it does so without a locking step of its
@@ -384,7 +390,8 @@ BEGIN
         FROM finished f
         WHERE f.actual_cost IS NOT NULL AND f.actual_cost <> f.cost
     )
-    SELECT d.id, d.lease_token FROM done d;
+    SELECT i.id, i.token FROM input i
+    WHERE NOT EXISTS (SELECT FROM done d WHERE d.id = i.id AND d.lease_token = i.token);
 END
 $$;
 -- +goose StatementEnd
