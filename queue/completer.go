@@ -194,9 +194,9 @@ func (d *completer) completeAll(done []Completion) (lost, written map[run]bool) 
 	lost, written = map[run]bool{}, map[run]bool{}
 	var write func(part []Completion)
 	write = func(part []Completion) {
-		var finished map[run]bool
+		var lostRuns map[run]bool
 		err := d.retry("complete", func(ctx context.Context) (err error) {
-			finished, err = d.c.completeRuns(ctx, part)
+			lostRuns, err = d.c.completeRuns(ctx, part)
 			return err
 		})
 		if isDataError(err) && len(part) > 1 {
@@ -219,7 +219,7 @@ func (d *completer) completeAll(done []Completion) (lost, written map[run]bool) 
 		}
 		for _, c := range part {
 			written[c.Job.run()] = true
-			if !finished[c.Job.run()] {
+			if lostRuns[c.Job.run()] {
 				lost[c.Job.run()] = true
 			}
 		}

@@ -424,6 +424,41 @@ func TestCompleteManyInAnyOrderFinishesEachJobOnce(t *testing.T) {
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "the job whose lease was lost stays")
 }
 
+// A completion of several jobs records each job's own actual cost and result,
+// and none for the jobs that reported none, wherever they stand in the batch.
+func TestCompleteManyRecordsEachJobsOwnCostAndResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for _, tenant := range []string{"a", "b", "c", "d"} {
+		b.enqueue(t, tenant, 10)
+	}
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 4})
+	require.NoError(t, err)
+	require.Len(t, jobs, 4)
+	slices.SortFunc(jobs, func(x, y *queue.Job) int { return cmp.Compare(x.ID, y.ID) })
+	lost, err := b.client.CompleteMany(b.ctx, []queue.Completion{
+		{Job: jobs[3]},
+		{Job: jobs[2], Result: queue.Result{Output: []byte(`{"c":1}`)}},
+		{Job: jobs[1], Result: queue.Result{ActualCost: 77}},
+		{Job: jobs[0]},
+	})
+	require.NoError(t, err)
+	require.Empty(t, lost)
+	got := map[int64]string{}
+	rows, err := b.pool.Query(b.ctx, `SELECT job_id, coalesce(actual_cost::text, '-') || ' ' || coalesce(result::text, '-') FROM batchq.outcomes`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		var s string
+		require.NoError(t, rows.Scan(&id, &s))
+		got[id] = s
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[int64]string{
+		jobs[0].ID: "- -", jobs[1].ID: "77 -", jobs[2].ID: `- {"c": 1}`, jobs[3].ID: "- -",
+	}, got)
+}
+
 // waitForLockWait waits until a backend running a statement like pattern
 // waits on a lock.
 func waitForLockWait(t *testing.T, b *testBundle, pattern string) {

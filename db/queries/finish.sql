@@ -1,7 +1,7 @@
 -- name: Complete :many
 -- Finishes running jobs whose lease token still matches as succeeded; see
 -- batchq.complete in migrations/00002_queue.sql. Returns the id and token of
--- each run it finished; the rest lost their lease.
+-- each listed run it did not finish: those lost their lease.
 SELECT c.id::bigint AS id, c.lease_token::uuid AS lease_token
 FROM batchq.complete(@ids::bigint[], @tokens::uuid[], @actual_costs::bigint[], @results::text[]) c;
 

@@ -63,7 +63,7 @@ type CompleteRow struct {
 
 // Finishes running jobs whose lease token still matches as succeeded; see
 // batchq.complete in migrations/00002_queue.sql. Returns the id and token of
-// each run it finished; the rest lost their lease.
+// each listed run it did not finish: those lost their lease.
 func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) ([]CompleteRow, error) {
 	rows, err := db.Query(ctx, complete,
 		arg.Ids,
