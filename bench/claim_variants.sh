@@ -1,31 +1,36 @@
 #!/usr/bin/env bash
-# claim_variants.sh: what the parts of batchq.claim that keep the ring's
-# cursor cost a claim of 100. It loads, beside batchq.claim as migrated,
-# variants of it made from migrations/00002_queue.sql:
+# claim_variants.sh: what the parts of batchq.claim cost a claim of 100. It
+# loads, beside batchq.claim as migrated, variants of it:
 #
 #   base      the claim as it is
-#   nocursor  without the cursor's upkeep (first_taken .. advanced)
-#   noupdate  without only the cursor's UPDATE (advanced)
-#   advisory  the cursor taken by pg_try_advisory_xact_lock, not a row lock
+#   nocursor  without the cursor's upkeep (its read, the probe, the UPDATE)
+#   noupdate  without only the cursor's UPDATE
+#   floor     the least a claim of batchq's rows can be: one UPDATE of the
+#             rows a SKIP LOCKED scan of the claim index locked, as the FIFO
+#             baseline claims, with no budget, no expiry and no cursor
 #
-# seeds one backlog, and runs them in turn, ROUNDS times, CYCLES claims of
-# 100 and their completions each (pgbench -M prepared, one client), so the
+# The first three are made from migrations/00002_queue.sql by cutting lines
+# by their text, and the script fails if that text is gone. It seeds one
+# backlog and runs the variants in turn, ROUNDS times, CYCLES claims of 100
+# and their completions per client each (pgbench -M prepared), so the
 # host's drift and the index's growing dead entries hit them alike. It
-# prints each run's mean claim latency and each variant's mean over all.
+# prints each run's cycles a second and mean claim latency, and each
+# variant's means over all.
 #
-# usage: bench/claim_variants.sh [rounds] [cycles]
-#   defaults 10 20; run from the repository root after make build; needs
+# usage: bench/claim_variants.sh [rounds] [cycles] [clients]
+#   defaults 10 20 1; run from the repository root after make build; needs
 #   psql and pgbench. It works in a database of its own,
 #   batchq_cycle_variants_<pid>, on the server of ADMIN_URL (default as in
 #   bench/cycle.sh), and drops it afterwards.
 set -euo pipefail
-rounds=${1:-10} cycles=${2:-20}
+rounds=${1:-10} cycles=${2:-20} clients=${3:-1}
 admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 db=batchq_cycle_variants_$$
 url=${admin%/*}/$db
 case $admin in *\?*) url=${admin%%\?*}; url=${url%/*}/$db?${admin#*\?} ;; esac
-variants="base nocursor noupdate advisory"
-jobs=$(( (4 * rounds * cycles * 100 / 1000 + 2) * 1000 ))
+variants="base nocursor noupdate floor"
+jobs=$(( (4 * rounds * cycles * clients * 100 / 1000 + 2) * 1000 ))
+threads=$((clients < 2 ? 1 : 2))
 tmp=$(mktemp -d)
 cleanup() { rm -rf "$tmp"; psql -q "$admin" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
@@ -34,23 +39,48 @@ psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
 DATABASE_URL=$url bin/batchq migrate up >/dev/null
 DATABASE_URL=$url bin/batchq queues create --max-per-tenant 100000000 q >/dev/null
 
-# The function as migrated, renamed; each variant cuts or swaps lines of it
-# by their text, and fails if that text is gone.
+# The function as migrated, renamed.
 awk '/^CREATE FUNCTION batchq.claim\(/ {on = 1} on {print} on && /^\$\$;/ {exit}' \
     migrations/00002_queue.sql > "$tmp/claim.sql"
-grep -q '), first_taken AS (' "$tmp/claim.sql" && grep -q '), advanced AS (' "$tmp/claim.sql" &&
-    grep -q 'FOR NO KEY UPDATE SKIP LOCKED)' "$tmp/claim.sql" ||
+grep -q '^    -- Most claims stay in the round the cursor already shows.$' "$tmp/claim.sql" &&
+    grep -q '^    IF v_reached > v_cursor THEN$' "$tmp/claim.sql" ||
     { echo "claim_variants.sh: batchq.claim no longer has the parts this cuts" >&2; exit 1; }
 variant() { sed "s/^CREATE FUNCTION batchq.claim(/CREATE FUNCTION batchq.claim_$1(/" "$tmp/claim.sql"; }
 {
     variant base
-    # Everything from the first cursor CTE to the final SELECT goes.
-    variant nocursor | awk '/^    \), first_taken AS \(/ {skip = 1; print "    )"} /^    SELECT c.id, false AS expired/ {skip = 0} !skip'
-    variant noupdate | awk '/^    \), advanced AS \(/ {skip = 1; print "    )"} /^    SELECT c.id, false AS expired/ {skip = 0} !skip'
-    variant advisory | awk '
-        /AND cur.queue = \(SELECT l.queue FROM batchq.queue_cursors l/ {
-            print "          AND pg_try_advisory_xact_lock(1650811249, hashtext(p_queue))"; skip = 2; next }
-        skip > 0 {skip--; next} {print}'
+    # From the cursor's read to the function's end.
+    variant nocursor | awk '/^    -- Most claims stay in the round/ {skip = 1} /^END$/ {skip = 0} !skip'
+    # The UPDATE's IF block.
+    variant noupdate | awk '/^    IF v_reached > v_cursor THEN$/ {skip = 1} !skip {print} skip && /^    END IF;$/ {skip = 0}'
+    cat <<'SQL'
+CREATE FUNCTION batchq.claim_floor(p_queue text, p_max_jobs integer, p_worker text, p_budget bigint)
+RETURNS SETOF batchq.claim_results
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+AS $$
+BEGIN
+    RETURN QUERY
+    UPDATE batchq.jobs j
+    SET state = 'running',
+        attempt = j.attempt + 1,
+        lease_token = (SELECT gen_random_uuid()),
+        lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = p_queue),
+        worker = p_worker,
+        claimed_at = now(),
+        first_claimed_at = coalesce(j.first_claimed_at, now())
+    WHERE j.id = ANY (ARRAY(
+        SELECT c.id FROM batchq.jobs c
+        WHERE c.queue = p_queue AND c.state = 'queued'
+        ORDER BY c.round, c.pos, c.seq
+        LIMIT p_max_jobs
+        FOR UPDATE SKIP LOCKED))
+    RETURNING j.id, false, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
+              j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq;
+END
+$$;
+SQL
 } > "$tmp/variants.sql"
 psql -q -v ON_ERROR_STOP=1 "$url" -f "$tmp/variants.sql" >/dev/null
 
@@ -62,7 +92,7 @@ BEGIN
             array_agg('tenant-' || lpad((i % 100)::text, 3, '0') ORDER BY i), array_fill('k'::text, ARRAY[1000]),
             array_agg((1 + (i * 7919) % 1000)::bigint ORDER BY i), array_fill(now() + interval '1 day', ARRAY[1000]),
             array_fill(5, ARRAY[1000]), array_fill('{}'::jsonb, ARRAY[1000]), array_fill(NULL::text, ARRAY[1000]))
-        FROM generate_series(b * 1000, b * 1000 + 999) i;
+        FROM generate_series(b::bigint * 1000, b::bigint * 1000 + 999) i;
     END LOOP;
 END
 \$\$;
@@ -73,17 +103,22 @@ SQL
 for v in $variants; do
     cat > "$tmp/$v.pgb" <<SQL
 SELECT array_agg(id) AS ids, array_agg(lease_token) AS toks FROM batchq.claim_$v('q', 100, 'w', 9223372036854775807) WHERE NOT expired \gset
-SELECT count(*) FROM batchq.complete(:ids::bigint[], :toks::uuid[],
-    array_fill(-1::bigint, ARRAY[cardinality(:ids::bigint[])]), array_fill(''::text, ARRAY[cardinality(:ids::bigint[])]));
+SELECT count(*) FROM batchq.complete(:ids::bigint[], :toks::uuid[], NULL, NULL);
 SQL
 done
 
-printf '%-5s %-9s %10s\n' round variant claim_ms
+printf '%-5s %-9s %10s %10s\n' round variant cycles/s claim_ms
 for r in $(seq "$rounds"); do
     for v in $variants; do
-        out=$(pgbench -n -M prepared -c 1 -t "$cycles" -r -f "$tmp/$v.pgb" "$url" 2>&1) || { echo "$out" >&2; exit 1; }
-        echo "$out" | awk -v r="$r" -v v="$v" '/^ +[0-9.]+ +[0-9]+ +SELECT/ {printf "%-5s %-9s %10.3f\n", r, v, $1; exit}'
+        out=$(pgbench -n -M prepared -c "$clients" -j "$threads" -t "$cycles" -r -f "$tmp/$v.pgb" "$url" 2>&1) ||
+            { echo "$out" >&2; exit 1; }
+        echo "$out" | awk -v r="$r" -v v="$v" '
+            /^tps = / {tps = $3}
+            /^ +[0-9.]+ +[0-9]+ +SELECT/ && !claim {claim = $1}
+            END {printf "%-5s %-9s %10.1f %10.3f\n", r, v, tps, claim}'
     done
 done | tee "$tmp/runs.txt"
 echo
-awk '{ if ($1 != "round") { s[$2] += $3; n[$2]++ } } END { for (v in s) printf "mean %-9s %10.3f ms\n", v, s[v] / n[v] }' "$tmp/runs.txt" | sort
+awk '$1 != "round" { t[$2] += $3; c[$2] += $4; n[$2]++ }
+     END { for (v in t) printf "mean %-9s %10.1f cycles/s %10.3f ms a claim\n", v, t[v] / n[v], c[v] / n[v] }' \
+    "$tmp/runs.txt" | sort

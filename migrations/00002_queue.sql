@@ -195,20 +195,50 @@ COMMENT ON VIEW batchq.claim_results IS 'The row type batchq.claim() returns; al
 -- Expired jobs among them are removed with outcome 'expired' instead, their
 -- cost handed back to their tenant's ledger, and returned with expired = true
 -- so the caller can claim again for their places. Rows other claimers hold
--- are skipped; the whole claim is one range scan of the claim index from its
--- head. Rows come back in no particular order, each with its key (round,
--- pos, seq), whose order is the claim order: the caller sorts them (sorting
--- the whole rows here was about a thirteenth of a claim of 100, in
--- bench/cycle.sh). The jobs of one claim share a lease token, drawn once
--- per claim: a run is a job and the claim that took it, and a claim takes a
--- job at most once, so (id, token) still names one run.
+-- are skipped: the claim locks its rows in one range scan of the claim index
+-- from its head. Rows come back in no particular order, each with its key
+-- (round, pos, seq), whose order is the claim order: the caller sorts them
+-- (sorting the whole rows here was about a thirteenth of a claim of 100, in
+-- bench/cycle.sh). The jobs of one claim share a lease token, drawn once per
+-- claim: a run is a job and the claim that took it, and a claim takes a job
+-- at most once, so (id, token) still names one run.
 --
--- A function rather than a statement the client prepares, for its plan: a
+-- It also keeps the ring's cursor, the round joining tenants join: the round
+-- of the last row it claimed, as drr, having served those jobs one by one,
+-- would be in that round. Not a dropped expired row's: drr drops those at
+-- their tenant's visit, rounds before their keys say, so their rounds are no
+-- sign of where the ring is, and a claim that only drops moves nothing. Not
+-- past a row still waiting before the claim's first row in a round the
+-- cursor has not passed: one another transaction holds, which the claim
+-- skipped (say, maintenance re-keying a backlog): the claim may have taken
+-- rows far behind it, and a tenant joining at their round would wait out
+-- the whole span. The probe for such rows walks the index from the cursor's
+-- round, not from its head: with no VACUUM since, the head holds an entry
+-- for every job claimed, and walking them in every claim that moves the
+-- cursor cost the fleet a tenth of its claims (8 claimers,
+-- bench/claim_variants.sh). A row waiting in a round the cursor has passed
+-- is behind it already, and the next claim takes it. Rows others hold
+-- between the claim's first and last are not looked for: that would walk
+-- every row it took. Every row it locked and left (live jobs over the
+-- budget) comes after its last claimed row, since spent grows along the
+-- claim order. A claim never waits for the cursor: if another claim holds
+-- it, the next claim moves it.
+--
+-- Statements in turn, not one statement of CTEs: the CTEs kept every step's
+-- rows in a tuplestore and scanned them again for the next, and kept the
+-- cursor in every claim; statements pass a few arrays and skip what a claim
+-- does not need (dropping, when nothing expired; the probe and the lock,
+-- when the cursor already shows the round). In cycles of a claim of 100 and
+-- its completion (bench/claim_variants.sh), 7-8% more cycles a second, with
+-- one client and with eight. Each statement reads with a snapshot of its
+-- own; the rows the first one locked stay as they were.
+--
+-- A function rather than statements the client prepares, for their plans: a
 -- prepared statement whose LIMIT is a parameter is planned anew on every
 -- execution (the generic plan, priced for a tenth of the table, never beats
--- a custom one), and planning these CTEs is a fifth of a claim of 100. Here
--- the plan is made once per session. It is the same plan at any queue size,
--- index access throughout, so it is forced (seqscan off, as in enqueue: a
+-- a custom one), and planning was a fifth of a claim of 100. Here the plans
+-- are made once per session. They are the same plans at any queue size,
+-- index access throughout, so they are forced (seqscan off, as in enqueue: a
 -- plan made while the queue was empty must not scan it once it is not), and
 -- JIT is off, since a generic plan's price grows with the table.
 -- +goose StatementBegin
@@ -219,116 +249,91 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET jit = off
 AS $$
+DECLARE
+    v_take bigint[];       -- live jobs within the budget
+    v_drop bigint[];       -- expired jobs
+    v_last_round bigint;   -- the round of the last job it claims
+    v_first_round bigint;  -- the key of the first row it locked: when it
+    v_first_pos bigint;    -- claims anything, that row is claimed or dropped
+    v_first_seq bigint;    -- (only a live row over the budget is left)
+    v_cursor bigint;
+    v_reached bigint;
 BEGIN
+    SELECT array_agg(o.id) FILTER (WHERE NOT o.expired AND o.spent <= p_budget),
+           array_agg(o.id) FILTER (WHERE o.expired),
+           max(o.round) FILTER (WHERE NOT o.expired AND o.spent <= p_budget),
+           min(o.round) FILTER (WHERE o.n = 1), min(o.pos) FILTER (WHERE o.n = 1), min(o.seq) FILTER (WHERE o.n = 1)
+    INTO v_take, v_drop, v_last_round, v_first_round, v_first_pos, v_first_seq
+    FROM (SELECT c.id, c.round, c.pos, c.seq, c.expired,
+                 sum(CASE WHEN c.expired THEN 0 ELSE c.cost END) OVER w AS spent,
+                 row_number() OVER w AS n
+          FROM (SELECT j.id, j.cost, j.round, j.pos, j.seq, j.deadline <= now() AS expired
+                FROM batchq.jobs j
+                WHERE j.queue = p_queue AND j.state = 'queued'
+                ORDER BY j.round, j.pos, j.seq
+                LIMIT p_max_jobs
+                FOR UPDATE SKIP LOCKED) c
+          WINDOW w AS (ORDER BY c.round, c.pos, c.seq)) o;
+
+    IF v_drop IS NOT NULL THEN
+        RETURN QUERY
+        WITH expired AS (
+            DELETE FROM batchq.jobs j
+            WHERE j.id = ANY (v_drop)
+            RETURNING j.*
+        ), expired_outcomes AS (
+            INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
+                                         max_attempts, deadline, enqueued_at, first_claimed_at, error, payload,
+                                         unique_key)
+            SELECT e.id, e.queue, e.tenant, e.kind, 'expired', e.cost, e.attempt, e.max_attempts, e.deadline,
+                   e.enqueued_at, e.first_claimed_at, 'deadline passed before the job was claimed', e.payload,
+                   e.unique_key
+            FROM expired e
+        ), expired_refunds AS (
+            INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+            SELECT e.queue, e.tenant, e.pos, e.seq, -e.cost FROM expired e
+        )
+        SELECT e.id, true, e.queue, e.tenant, e.kind, e.cost, e.deadline, e.payload, e.attempt,
+               e.max_attempts, '00000000-0000-0000-0000-000000000000'::uuid, e.deadline, e.enqueued_at,
+               e.round, e.pos, e.seq
+        FROM expired e;
+    END IF;
+
+    IF v_take IS NULL THEN
+        RETURN;
+    END IF;
     RETURN QUERY
-    WITH cand AS (
-        SELECT j.id, j.cost, j.round, j.pos, j.seq, j.deadline <= now() AS expired
-        FROM batchq.jobs j
-        WHERE j.queue = p_queue AND j.state = 'queued'
-        ORDER BY j.round, j.pos, j.seq
-        LIMIT p_max_jobs
-        FOR UPDATE SKIP LOCKED
-    ), ordered AS (
-        SELECT c.id, c.round, c.pos, c.seq, c.expired,
-               sum(CASE WHEN c.expired THEN 0 ELSE c.cost END) OVER (ORDER BY c.round, c.pos, c.seq) AS spent
-        FROM cand c
-    ), expired AS (
-        DELETE FROM batchq.jobs j
-        WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE o.expired))
-        RETURNING j.*
-    ), expired_outcomes AS (
-        INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
-                                     max_attempts, deadline, enqueued_at, first_claimed_at, error, payload, unique_key)
-        SELECT e.id, e.queue, e.tenant, e.kind, 'expired', e.cost, e.attempt, e.max_attempts, e.deadline,
-               e.enqueued_at, e.first_claimed_at, 'deadline passed before the job was claimed', e.payload, e.unique_key
-        FROM expired e
-    ), expired_refunds AS (
-        INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
-        SELECT e.queue, e.tenant, e.pos, e.seq, -e.cost FROM expired e
-    ), claimed AS (
-        UPDATE batchq.jobs j
-        SET state = 'running',
-            attempt = j.attempt + 1,
-            lease_token = (SELECT gen_random_uuid()),
-            lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = p_queue),
-            worker = p_worker,
-            claimed_at = now(),
-            first_claimed_at = coalesce(j.first_claimed_at, now())
-        WHERE j.id = ANY (ARRAY(SELECT o.id FROM ordered o WHERE NOT o.expired AND o.spent <= p_budget))
-        RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
-                  j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq
-    ), first_taken AS (
-        -- The first row this claim took or dropped: every expired row, and
-        -- every live one within the budget (expired and claimed hold exactly
-        -- those).
-        SELECT o.round, o.pos, o.seq FROM ordered o
-        WHERE o.expired OR o.spent <= p_budget
-        ORDER BY o.round, o.pos, o.seq
-        LIMIT 1
-    ), last_taken AS (
-        -- The last row it claimed. Not a dropped expired row: drr drops those
-        -- at their tenant's visit, rounds before their keys say, so their
-        -- rounds are no sign of where the ring is. A claim that only drops
-        -- moves nothing.
-        SELECT o.round, o.pos, o.seq FROM ordered o
-        WHERE NOT o.expired AND o.spent <= p_budget
-        ORDER BY o.round DESC, o.pos DESC, o.seq DESC
-        LIMIT 1
-    ), reached AS MATERIALIZED (
-        -- Only when the cursor is behind the last row: most claims stay in
-        -- the round the cursor already shows, and skip the probe and the lock.
-        -- Not past a row still waiting before the claim's first row, in a
-        -- round the cursor has not passed: one another transaction holds,
-        -- which the claim skipped (what the probe meets is queued and not
-        -- taken). Every row the claim locked and left, live jobs over the
-        -- budget, comes after its last claimed row: spent grows along the
-        -- claim order.
-        -- The probe walks the index from the cursor's round, not from its
-        -- head: with no VACUUM since, the head holds an entry for every job
-        -- claimed, dead or not, and walking them in every claim that moves
-        -- the cursor was a tenth of the fleet's claims (8 claimers,
-        -- bench/claim_variants.sh). A row waiting in a round the cursor
-        -- has passed is behind it already, and the next claim takes it.
-        -- Rows others hold between the first and the last are not looked
-        -- for: that would walk every row the claim took.
-        -- Materialized so the probe runs once, not once in the filter and
-        -- again in the SET.
-        SELECT least(l.round,
-                     (SELECT h.round FROM batchq.jobs h
-                      WHERE h.queue = p_queue AND h.state = 'queued'
-                        AND h.round >= c.round
-                        AND (h.round, h.pos, h.seq) < (f.round, f.pos, f.seq)
-                      ORDER BY h.round, h.pos, h.seq
-                      LIMIT 1)) AS round
-        FROM first_taken f CROSS JOIN last_taken l
-        JOIN batchq.queue_cursors c ON c.queue = p_queue AND c.round < l.round
-    ), advanced AS (
-        -- The cursor only tells joining tenants which round they join: the round
-        -- of the last row this claim claimed, as drr, having served those jobs
-        -- one by one, would be in that round; or of a row still waiting before
-        -- it.
-        -- Not the last row's when one waits: a claim skips rows other
-        -- transactions hold (say, maintenance re-keying a backlog) and may take
-        -- rows far behind them, and a tenant joining at that round would wait
-        -- out the whole span.
-        -- A claim never waits for the cursor: if another claim holds it, the
-        -- next claim moves it. The lock refers to m so it is taken per row
-        -- reached gives, that is only when the cursor moves.
-        UPDATE batchq.queue_cursors cur SET round = m.round
-        FROM reached m
-        WHERE cur.queue = p_queue AND cur.round < m.round
+    UPDATE batchq.jobs j
+    SET state = 'running',
+        attempt = j.attempt + 1,
+        lease_token = (SELECT gen_random_uuid()),
+        lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = p_queue),
+        worker = p_worker,
+        claimed_at = now(),
+        first_claimed_at = coalesce(j.first_claimed_at, now())
+    WHERE j.id = ANY (v_take)
+    RETURNING j.id, false, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
+              j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq;
+
+    -- Most claims stay in the round the cursor already shows.
+    SELECT c.round INTO v_cursor FROM batchq.queue_cursors c WHERE c.queue = p_queue;
+    IF v_cursor IS NULL OR v_cursor >= v_last_round THEN
+        RETURN;
+    END IF;
+    v_reached := least(v_last_round,
+                       (SELECT h.round FROM batchq.jobs h
+                        WHERE h.queue = p_queue AND h.state = 'queued'
+                          AND h.round >= v_cursor
+                          AND (h.round, h.pos, h.seq) < (v_first_round, v_first_pos, v_first_seq)
+                        ORDER BY h.round, h.pos, h.seq
+                        LIMIT 1));
+    IF v_reached > v_cursor THEN
+        UPDATE batchq.queue_cursors cur SET round = v_reached
+        WHERE cur.queue = p_queue AND cur.round < v_reached
           AND cur.queue = (SELECT l.queue FROM batchq.queue_cursors l
-                           WHERE l.queue = p_queue AND l.round < m.round
-                           FOR NO KEY UPDATE SKIP LOCKED)
-    )
-    SELECT c.id, false AS expired, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt,
-           c.max_attempts, c.lease_token, c.lease_expires_at, c.enqueued_at, c.round, c.pos, c.seq
-    FROM claimed c
-    UNION ALL
-    SELECT e.id, true, e.queue, e.tenant, e.kind, e.cost, e.deadline, e.payload, e.attempt,
-           e.max_attempts, '00000000-0000-0000-0000-000000000000'::uuid, e.deadline, e.enqueued_at,
-           e.round, e.pos, e.seq
-    FROM expired e;
+                           WHERE l.queue = p_queue AND l.round < v_reached
+                           FOR NO KEY UPDATE SKIP LOCKED);
+    END IF;
 END
 $$;
 -- +goose StatementEnd
