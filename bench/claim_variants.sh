@@ -9,8 +9,8 @@
 #             rows a SKIP LOCKED scan of the claim index locked, as the FIFO
 #             baseline claims, with no budget, no expiry and no cursor
 #
-# The first three are made from migrations/00002_queue.sql by cutting lines
-# by their text, and the script fails if that text is gone. It seeds one
+# All four are made from migrations/00002_queue.sql, by cutting or swapping
+# lines by their text, and the script fails if that text is gone. It seeds one
 # backlog and runs the variants in turn, ROUNDS times, CYCLES claims of 100
 # and their completions per client each (pgbench -M prepared), so the
 # host's drift and the index's growing dead entries hit them alike. It
@@ -43,7 +43,8 @@ DATABASE_URL=$url bin/batchq queues create --max-per-tenant 100000000 q >/dev/nu
 awk '/^CREATE FUNCTION batchq.claim\(/ {on = 1} on {print} on && /^\$\$;/ {exit}' \
     migrations/00002_queue.sql > "$tmp/claim.sql"
 grep -q '^    -- Most claims stay in the round the cursor already shows.$' "$tmp/claim.sql" &&
-    grep -q '^    IF v_reached > v_cursor THEN$' "$tmp/claim.sql" ||
+    grep -q '^    IF v_reached > v_cursor THEN$' "$tmp/claim.sql" &&
+    grep -q '^    WHERE j.id = ANY (v_take)$' "$tmp/claim.sql" ||
     { echo "claim_variants.sh: batchq.claim no longer has the parts this cuts" >&2; exit 1; }
 variant() { sed "s/^CREATE FUNCTION batchq.claim(/CREATE FUNCTION batchq.claim_$1(/" "$tmp/claim.sql"; }
 {
@@ -52,35 +53,23 @@ variant() { sed "s/^CREATE FUNCTION batchq.claim(/CREATE FUNCTION batchq.claim_$
     variant nocursor | awk '/^    -- Most claims stay in the round/ {skip = 1} /^END$/ {skip = 0} !skip'
     # The UPDATE's IF block.
     variant noupdate | awk '/^    IF v_reached > v_cursor THEN$/ {skip = 1} !skip {print} skip && /^    END IF;$/ {skip = 0}'
-    cat <<'SQL'
-CREATE FUNCTION batchq.claim_floor(p_queue text, p_max_jobs integer, p_worker text, p_budget bigint)
-RETURNS SETOF batchq.claim_results
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
-SET jit = off
-AS $$
-BEGIN
-    RETURN QUERY
-    UPDATE batchq.jobs j
-    SET state = 'running',
-        attempt = j.attempt + 1,
-        lease_token = (SELECT gen_random_uuid()),
-        lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = p_queue),
-        worker = p_worker,
-        claimed_at = now(),
-        first_claimed_at = coalesce(j.first_claimed_at, now())
-    WHERE j.id = ANY (ARRAY(
-        SELECT c.id FROM batchq.jobs c
-        WHERE c.queue = p_queue AND c.state = 'queued'
-        ORDER BY c.round, c.pos, c.seq
-        LIMIT p_max_jobs
-        FOR UPDATE SKIP LOCKED))
-    RETURNING j.id, false, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.attempt, j.max_attempts,
-              j.lease_token, j.lease_expires_at, j.enqueued_at, j.round, j.pos, j.seq;
-END
-$$;
-SQL
+    # The claim's heading and its own UPDATE, fed by the scan instead of the
+    # first statement's arrays.
+    variant floor | awk '{print} /^AS \$\$$/ {print "BEGIN"; exit}'
+    awk -v q="'" '/^    RETURN QUERY$/ {held = $0; next}
+         held != "" && /^    UPDATE batchq.jobs j$/ {on = 1; print held}
+         {held = ""}
+         on && /^    WHERE j.id = ANY \(v_take\)$/ {
+             print "    WHERE j.id = ANY (ARRAY("
+             print "        SELECT c.id FROM batchq.jobs c"
+             print "        WHERE c.queue = p_queue AND c.state = " q "queued" q
+             print "        ORDER BY c.round, c.pos, c.seq"
+             print "        LIMIT p_max_jobs"
+             print "        FOR UPDATE SKIP LOCKED))"
+             next }
+         on {print}
+         on && /;$/ {exit}' "$tmp/claim.sql"
+    printf 'END\n$$;\n'
 } > "$tmp/variants.sql"
 psql -q -v ON_ERROR_STOP=1 "$url" -f "$tmp/variants.sql" >/dev/null
 
