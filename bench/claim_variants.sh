@@ -23,6 +23,7 @@
 #   batchq_cycle_variants_<pid>, on the server of ADMIN_URL (default as in
 #   bench/cycle.sh), and drops it afterwards.
 set -euo pipefail
+. "$(dirname "$0")/seed.sh"
 rounds=${1:-10} cycles=${2:-20} clients=${3:-1}
 admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 db=batchq_cycle_variants_$$
@@ -73,21 +74,13 @@ variant() { sed "s/^CREATE FUNCTION batchq.claim(/CREATE FUNCTION batchq.claim_$
 } > "$tmp/variants.sql"
 psql -q -v ON_ERROR_STOP=1 "$url" -f "$tmp/variants.sql" >/dev/null
 
-psql -q -v ON_ERROR_STOP=1 "$url" >/dev/null <<SQL
-DO \$\$
-BEGIN
-    FOR b IN 0..($jobs / 1000 - 1) LOOP
-        PERFORM batchq.enqueue('q',
-            array_agg('tenant-' || lpad((i % 100)::text, 3, '0') ORDER BY i), array_fill('k'::text, ARRAY[1000]),
-            array_agg((1 + (i * 7919) % 1000)::bigint ORDER BY i), array_fill(now() + interval '1 day', ARRAY[1000]),
-            array_fill(5, ARRAY[1000]), array_fill('{}'::jsonb, ARRAY[1000]), array_fill(NULL::text, ARRAY[1000]))
-        FROM generate_series(b::bigint * 1000, b::bigint * 1000 + 999) i;
-    END LOOP;
-END
-\$\$;
+{
+    batchq_seed_sql "$jobs"
+    cat <<SQL
 VACUUM ANALYZE batchq.jobs, batchq.outcomes, batchq.tenant_ring, batchq.queue_cursors;
 CHECKPOINT;
 SQL
+} | psql -q -v ON_ERROR_STOP=1 "$url" >/dev/null
 
 for v in $variants; do
     cat > "$tmp/$v.pgb" <<SQL

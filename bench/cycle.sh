@@ -18,6 +18,7 @@
 # the seed and the runs: set CYCLE_HOOK to a file of SQL run once after the
 # schema is created (say, DROP INDEX batchq.outcomes_tenant).
 set -euo pipefail
+. "$(dirname "$0")/seed.sh"
 clients=${1:-1} cycles=${2:-480} reps=${3:-3}
 admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 db=batchq_cycle_$$
@@ -36,21 +37,14 @@ if [ -n "${CYCLE_HOOK:-}" ]; then psql -q -v ON_ERROR_STOP=1 "$url" -f "$CYCLE_H
 
 # The same jobs for every system: 100 tenants, costs 1..1000, enqueued by
 # batchq in calls of 1,000 (so in claim order, as an import writes them).
-cat > "$tmp/seed.sql" <<SQL
+{
+    cat <<SQL
 TRUNCATE batchq.jobs, batchq.outcomes, batchq.ledger_adjustments, batchq.tenant_ring,
          batchq_fifo.jobs, batchq_fifo.outcomes, batchq_fifo.lean_jobs, batchq_fifo.lean_outcomes;
 UPDATE batchq.queue_cursors SET round = 0;
-DO \$\$
-BEGIN
-    FOR b IN 0..($jobs / 1000 - 1) LOOP
-        PERFORM batchq.enqueue('q',
-            array_agg('tenant-' || lpad((i % 100)::text, 3, '0') ORDER BY i), array_fill('k'::text, ARRAY[1000]),
-            array_agg((1 + (i * 7919) % 1000)::bigint ORDER BY i), array_fill(now() + interval '1 day', ARRAY[1000]),
-            array_fill(5, ARRAY[1000]), array_fill('{}'::jsonb, ARRAY[1000]), array_fill(NULL::text, ARRAY[1000]))
-        FROM generate_series(b * 1000, b * 1000 + 999) i;
-    END LOOP;
-END
-\$\$;
+SQL
+    batchq_seed_sql "$jobs"
+    cat <<SQL
 INSERT INTO batchq_fifo.jobs (queue, tenant, kind, cost, deadline, payload, max_attempts)
 SELECT 'fifo', 'tenant-' || lpad((i % 100)::text, 3, '0'), 'k', 1 + (i * 7919) % 1000, now() + interval '1 day', '{}', 5
 FROM generate_series(0, $jobs - 1) i;
@@ -60,6 +54,7 @@ VACUUM ANALYZE batchq.jobs, batchq.outcomes, batchq.tenant_ring, batchq_fifo.job
     batchq_fifo.lean_jobs, batchq_fifo.lean_outcomes;
 CHECKPOINT;
 SQL
+} > "$tmp/seed.sql"
 
 # A completion passes its arrays as batchq's client does: cast once, into
 # batchq.complete's parameters; no actual costs or results (NULL arrays).
