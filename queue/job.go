@@ -207,11 +207,11 @@ func (c *Client) completeRuns(ctx context.Context, done []Completion) (map[run]b
 	if err != nil {
 		return nil, fmt.Errorf("batchq: complete %d jobs: %w", len(done), err)
 	}
-	var lost map[run]bool
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	lost := make(map[run]bool, len(rows))
 	for _, r := range rows {
-		if lost == nil {
-			lost = make(map[run]bool, len(rows))
-		}
 		lost[run{r.ID, r.LeaseToken}] = true
 	}
 	return lost, nil
