@@ -48,7 +48,8 @@ generate: $(SQLC) ## regenerate internal/dbsqlc from migrations/ and db/queries/
 	$(SQLC) generate
 
 .PHONY: verify
-verify: $(SQLC) ## fail if generated code is stale, code is unformatted, or go vet complains
+verify: $(SQLC) ## fail if a released migration changed, generated code is stale, code is unformatted, or go vet complains
+	$(GO) test -count=1 -run '^TestReleasedMigrationsAreUnchanged$$' ./migrations/
 	$(SQLC) diff
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
