@@ -28,12 +28,14 @@ func TestBadSettingsNameFieldAndRule(t *testing.T) {
 		{"huge name", queue.Tenant{Name: strings.Repeat("é", 129), Weight: 1}, "name", "at most 256 bytes (got 258)"},
 		{"non-UTF-8 name", queue.Tenant{Name: "acme\xc3\x28", Weight: 1}, "name", "must be valid UTF-8"},
 		{"NUL in name", queue.Tenant{Name: "ac\x00me", Weight: 1}, "name", "control characters"},
-		{"NaN weight", queue.Tenant{Name: "t", Weight: math.NaN()}, "weight", "must be a finite number > 0 (got NaN)"},
+		{"NaN weight", queue.Tenant{Name: "t", Weight: math.NaN()}, "weight", "must be in 0.001..1000000 (got NaN)"},
 		{"infinite weight", queue.Tenant{Name: "t", Weight: math.Inf(1)}, "weight", "(got +Inf)"},
 		{"negative infinite weight", queue.Tenant{Name: "t", Weight: math.Inf(-1)}, "weight", "(got -Inf)"},
 		{"negative weight", queue.Tenant{Name: "t", Weight: -2}, "weight", "(got -2)"},
-		{"zero weight", queue.Tenant{Name: "t", Weight: 0}, "weight", "must be a finite number > 0 (got 0)"},
-		{"negative zero weight", queue.Tenant{Name: "t", Weight: math.Copysign(0, -1)}, "weight", "must be a finite number > 0"},
+		{"zero weight", queue.Tenant{Name: "t", Weight: 0}, "weight", "must be in 0.001..1000000 (got 0)"},
+		{"negative zero weight", queue.Tenant{Name: "t", Weight: math.Copysign(0, -1)}, "weight", "must be in 0.001..1000000"},
+		{"weight below the range", queue.Tenant{Name: "t", Weight: 0.000999}, "weight", "(got 0.000999)"},
+		{"weight above the range", queue.Tenant{Name: "t", Weight: 1e306}, "weight", "must be in 0.001..1000000 (got 1e+306)"},
 		{"negative bound", queue.Tenant{Name: "t", Weight: 1, MaxQueued: -1}, "max_queued", "must be in 0..2147483647, 0 meaning the queue's bound (got -1)"},
 		{"bound past int32", queue.Tenant{Name: "t", Weight: 1, MaxQueued: math.MaxInt32 + 1}, "max_queued", "must be in 0..2147483647, 0 meaning the queue's bound (got 2147483648)"},
 	}
@@ -54,7 +56,7 @@ func TestBadSettingsNameFieldAndRule(t *testing.T) {
 		{"empty name", queue.QueueConfig{Name: "-"}, "name", "starting with a letter or digit"},
 		{"huge name", queue.QueueConfig{Name: strings.Repeat("q", 129)}, "name", "must be 1-128 characters"},
 		{"non-UTF-8 name", queue.QueueConfig{Name: "q\xff"}, "name", "must be 1-128 characters"},
-		{"negative quantum", queue.QueueConfig{Name: "x", Quantum: -1}, "quantum", "must be in 1..1000000000000 (got -1)"},
+		{"negative quantum", queue.QueueConfig{Name: "x", Quantum: -1}, "quantum", "must be in 1..1000000000 (got -1)"},
 		{"quantum too large", queue.QueueConfig{Name: "x", Quantum: queue.MaxCost + 1}, "quantum", "must be in 1.."},
 		{"negative bound", queue.QueueConfig{Name: "x", MaxPerTenant: -3}, "max_per_tenant", "must be in 1..2147483647 (got -3)"},
 		{"bound too large", queue.QueueConfig{Name: "x", MaxPerTenant: 3_000_000_000}, "max_per_tenant", "must be in 1..2147483647 (got 3000000000)"},
@@ -116,7 +118,7 @@ func TestBadJobsWriteNothing(t *testing.T) {
 		{"unique key not UTF-8", func(j *queue.NewJob) { j.UniqueKey = "\x80" }, "unique_key", "valid UTF-8"},
 		{"tenant of DEL", func(j *queue.NewJob) { j.Tenant = "\x7f" }, "tenant", "control characters"},
 		{"cost far below zero", func(j *queue.NewJob) { j.Cost = math.MinInt64 }, "cost", "(got -9223372036854775808)"},
-		{"cost at the int64 limit", func(j *queue.NewJob) { j.Cost = math.MaxInt64 }, "cost", "must be in 1..1000000000000"},
+		{"cost at the int64 limit", func(j *queue.NewJob) { j.Cost = math.MaxInt64 }, "cost", "must be in 1..1000000000"},
 		{"deadline now", func(j *queue.NewJob) { j.Deadline = time.Now() }, "deadline", "must be in the future"},
 		{"deadline past year 9999", func(j *queue.NewJob) { j.Deadline = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "deadline", "before year 10000"},
 		{"attempts past the limit", func(j *queue.NewJob) { j.MaxAttempts = 1001 }, "max_attempts", "(got 1001)"},
@@ -124,7 +126,7 @@ func TestBadJobsWriteNothing(t *testing.T) {
 		{"payload NaN", func(j *queue.NewJob) { j.Payload = []byte(`{"x": NaN}`) }, "payload", "valid JSON"},
 		{"payload one byte over", func(j *queue.NewJob) {
 			j.Payload = []byte(`"` + strings.Repeat("x", queue.DefaultMaxPayloadBytes-1) + `"`)
-		}, "payload", "at most 1048576 bytes (got 1048577)"},
+		}, "payload", "at most 1048576 bytes as jsonb text (got 1048577)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,16 +218,17 @@ func TestPayloadBoundedAsPrinted(t *testing.T) {
 	var inv *queue.InvalidJobError
 	require.ErrorAs(t, err, &inv)
 	require.Equal(t, "payload", inv.Field)
-	require.Contains(t, inv.Rule, "as PostgreSQL prints them")
+	require.Contains(t, inv.Rule, "bytes as jsonb text")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 
 	// Within the bound as printed: accepted, and claimed.
 	small, err := queue.NewClient(b.pool, queue.Config{MaxPayloadBytes: 130})
 	require.NoError(t, err)
 	_, err = small.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Payload: []byte(`{"n":1e100,"f":-0.25,"z":0}`)})
-	require.NoError(t, err, "124 bytes as printed: 1e100 is 101 digits")
+	require.NoError(t, err, "128 bytes as printed: 1e100 is 101 digits")
 	_, err = small.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: 1, Payload: []byte(`{"n":1e130}`)})
-	require.ErrorAs(t, err, &inv, "137 bytes as printed, 11 as written")
+	require.ErrorAs(t, err, &inv, "138 bytes as printed, 11 as written")
+	require.Equal(t, "must be at most 130 bytes as jsonb text (got 138)", inv.Rule)
 	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -28,27 +29,38 @@ const (
 	DefaultMaxAttempts                = 5
 )
 
-// Limits on what a job may carry.
+// Limits on what a job and a setting may hold: the same as the SQL
+// functions' (db/functions/rules.sql), so a job is refused alike from Go and
+// from SQL. Within them no key, ledger or round of the fair order can
+// overflow (docs/design/fair-order.md, "Ranges").
 const (
-	// MaxCost is the largest estimated cost a job may have (a trillion
-	// tokens), so a tenant's cumulative ledger cannot overflow.
-	MaxCost int64 = 1_000_000_000_000
-	// DefaultMaxPayloadBytes bounds a job's JSON payload unless
-	// Config.MaxPayloadBytes says otherwise.
+	// MaxCost is the largest estimated (or actual) cost a job may have, and
+	// the largest quantum: a billion tokens.
+	MaxCost int64 = 1_000_000_000
+	// MinWeight and MaxWeight bound a tenant's weight.
+	MinWeight = 0.001
+	MaxWeight = 1_000_000
+	// DefaultMaxPayloadBytes bounds a job's payload, as PostgreSQL prints it
+	// (jsonb as text): the database's limit, which Config.MaxPayloadBytes may
+	// lower.
 	DefaultMaxPayloadBytes = 1 << 20
 	// DefaultMaxResultBytes bounds the result stored with an outcome unless
-	// Config.MaxResultBytes says otherwise.
+	// Config.MaxResultBytes says otherwise; MaxResultBytes is the database's
+	// limit.
 	DefaultMaxResultBytes = 64 << 10
+	MaxResultBytes        = 1 << 20
 	maxNameBytes          = 256
 	maxAttemptsLimit      = 1000
 )
 
 // Config configures a Client. The zero value is ready to use.
 type Config struct {
-	// MaxPayloadBytes bounds a job's payload. 0: DefaultMaxPayloadBytes.
+	// MaxPayloadBytes bounds a job's payload, as jsonb text; at most
+	// DefaultMaxPayloadBytes, the database's limit. 0: that limit.
 	MaxPayloadBytes int
-	// MaxResultBytes bounds a stored result; a larger one is kept as a
-	// truncated summary. 0: DefaultMaxResultBytes.
+	// MaxResultBytes bounds a stored result, as jsonb text; a larger one is
+	// kept as a truncated summary. At most MaxResultBytes, the database's
+	// limit. 0: DefaultMaxResultBytes.
 	MaxResultBytes int
 	// Logger receives what maintenance and workers have to say.
 	// nil: slog.Default().
@@ -78,8 +90,13 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if pool == nil {
 		return nil, errors.New("batchq: NewClient: pool is nil")
 	}
-	if cfg.MaxPayloadBytes < 0 || cfg.MaxResultBytes < 0 {
-		return nil, errors.New("batchq: NewClient: MaxPayloadBytes and MaxResultBytes must be >= 0")
+	if cfg.MaxPayloadBytes < 0 || cfg.MaxPayloadBytes > DefaultMaxPayloadBytes {
+		return nil, fmt.Errorf("batchq: NewClient: MaxPayloadBytes must be in 0..%d, the database's limit (got %d)",
+			DefaultMaxPayloadBytes, cfg.MaxPayloadBytes)
+	}
+	if cfg.MaxResultBytes < 0 || cfg.MaxResultBytes > MaxResultBytes {
+		return nil, fmt.Errorf("batchq: NewClient: MaxResultBytes must be in 0..%d, the database's limit (got %d)",
+			MaxResultBytes, cfg.MaxResultBytes)
 	}
 	if cfg.MaxPayloadBytes == 0 {
 		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
@@ -101,8 +118,8 @@ func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 // them from the database, so all schedule with the same numbers.
 type QueueConfig struct {
 	Name string // 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit
-	// Quantum is the cost a tenant of weight 1 is granted per round.
-	// 0: DefaultQuantum.
+	// Quantum is the cost a tenant of weight 1 is granted per round,
+	// 1..MaxCost. 0: DefaultQuantum.
 	Quantum int64
 	// MaxPerTenant bounds each tenant's queued jobs, unless the tenant has a
 	// bound of its own. 0: DefaultMaxPerTenant.
@@ -143,7 +160,7 @@ func (qc *QueueConfig) withDefaults() {
 func (qc QueueConfig) validate() error {
 	switch {
 	case !queueName.MatchString(qc.Name):
-		return &SettingError{"name", fmt.Sprintf("must be 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit (got %q)", qc.Name)}
+		return &SettingError{"name", fmt.Sprintf("must be 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit (got %s)", quote(qc.Name))}
 	case qc.Quantum <= 0 || qc.Quantum > MaxCost:
 		return &SettingError{"quantum", fmt.Sprintf("must be in 1..%d (got %d)", MaxCost, qc.Quantum)}
 	case qc.MaxPerTenant <= 0 || qc.MaxPerTenant > math.MaxInt32:
@@ -187,7 +204,7 @@ func (c *Client) CreateQueue(ctx context.Context, qc QueueConfig) error {
 		UniqueFor:    qc.UniqueFor,
 	})
 	if isUniqueViolation(err) {
-		return fmt.Errorf("%w: %q", ErrQueueExists, qc.Name)
+		return fmt.Errorf("%w: %s", ErrQueueExists, quote(qc.Name))
 	}
 	if err != nil {
 		return fmt.Errorf("batchq: create queue %q: %w", qc.Name, err)
@@ -215,7 +232,7 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (Q
 		// a concurrent one committed would write the old values back.
 		row, err := c.q.LockQueue(ctx, tx, name)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q", ErrUnknownQueue, name)
+			return unknownQueue(name)
 		}
 		if err != nil {
 			return err
@@ -280,16 +297,24 @@ func (c *Client) rekeyQueue(ctx context.Context, tx pgx.Tx, name string) error {
 	if err != nil {
 		return err
 	}
-	return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: slices.Repeat([]string{name}, len(tenants)), Tenants: tenants})
+	return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queue: name, Tenants: tenants})
 }
 
-// rekeyTenant re-keys a tenant in every queue where it has queued jobs.
+// rekeyTenant re-keys a tenant in every queue where it has queued jobs, in
+// queue name order (bytewise, as EnqueueMany takes queues), so that
+// concurrent changes and enqueues lock ring rows in one order.
 func (c *Client) rekeyTenant(ctx context.Context, tx pgx.Tx, name string) error {
 	queues, err := c.q.TenantQueues(ctx, tx, name)
 	if err != nil {
 		return err
 	}
-	return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queues: queues, Tenants: slices.Repeat([]string{name}, len(queues))})
+	slices.Sort(queues)
+	for _, q := range queues {
+		if err := c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queue: q, Tenants: []string{name}}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // settingsChanged tells enqueues still open that a weight or quantum change
@@ -318,11 +343,11 @@ func (c *Client) Queue(ctx context.Context, name string) (QueueConfig, error) {
 	if !queueName.MatchString(name) {
 		// No queue can have it; the database would refuse one that is not
 		// UTF-8 with an error of its own.
-		return QueueConfig{}, fmt.Errorf("%w: %q", ErrUnknownQueue, name)
+		return QueueConfig{}, unknownQueue(name)
 	}
 	row, err := c.q.GetQueue(ctx, c.pool, name)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return QueueConfig{}, fmt.Errorf("%w: %q", ErrUnknownQueue, name)
+		return QueueConfig{}, unknownQueue(name)
 	}
 	if err != nil {
 		return QueueConfig{}, fmt.Errorf("batchq: queue %q: %w", name, err)
@@ -360,7 +385,8 @@ type Tenant struct {
 	Name string
 	// Weight scales the tenant's share of each round: a tenant of weight 3
 	// gets three times the cost per round of a tenant of weight 1. It must be
-	// finite and > 0; fractions are allowed. Tenants never set weigh 1.
+	// in MinWeight..MaxWeight; fractions are allowed. Tenants never set
+	// weigh 1.
 	Weight float64
 	// MaxQueued bounds the tenant's queued jobs in each queue, instead of the
 	// queue's MaxPerTenant. 0: the queue's bound.
@@ -371,8 +397,9 @@ func (t Tenant) validate() error {
 	if err := checkName("name", t.Name); err != nil {
 		return &SettingError{err.Field, err.Rule}
 	}
-	if math.IsNaN(t.Weight) || math.IsInf(t.Weight, 0) || t.Weight <= 0 {
-		return &SettingError{"weight", fmt.Sprintf("must be a finite number > 0 (got %v)", t.Weight)}
+	if math.IsNaN(t.Weight) || t.Weight < MinWeight || t.Weight > MaxWeight {
+		return &SettingError{"weight", fmt.Sprintf("must be in %s..%s (got %v)",
+			strconv.FormatFloat(MinWeight, 'f', -1, 64), strconv.FormatFloat(MaxWeight, 'f', -1, 64), t.Weight)}
 	}
 	if t.MaxQueued < 0 || t.MaxQueued > math.MaxInt32 {
 		return &SettingError{"max_queued", fmt.Sprintf("must be in 0..%d, 0 meaning the queue's bound (got %d)", math.MaxInt32, t.MaxQueued)}
@@ -470,7 +497,7 @@ func checkName(field, s string) *InvalidJobError {
 	}
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
-			return &InvalidJobError{Field: field, Rule: fmt.Sprintf("must not contain control characters (got %q)", s)}
+			return &InvalidJobError{Field: field, Rule: "must not contain control characters (got " + quote(s) + ")"}
 		}
 	}
 	return nil

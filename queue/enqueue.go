@@ -144,12 +144,28 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 		b := batches[name]
 		rows, err := c.q.Enqueue(ctx, tx, b.p)
 		if err != nil {
+			// The client checks every rule the database does, so the
+			// database refuses only what changed between the two: the
+			// clock, or a limit of a newer schema.
+			if r := refusal(err); r != nil {
+				if ij, ok := r.(*InvalidJobError); ok {
+					// The database counts the jobs of this queue's batch.
+					at := ij.Index
+					ij.Index = 0
+					if many && at >= 1 && at <= len(b.idx) {
+						ij.Index = b.idx[at-1] + 1
+					}
+				}
+				return nil, r
+			}
 			return nil, fmt.Errorf("batchq: enqueue into %q: %w", name, err)
 		}
 		for _, r := range rows {
 			switch deref(r.Status) {
 			case "unknown_queue":
-				return nil, fmt.Errorf("%w: %q", ErrUnknownQueue, name)
+				return nil, unknownQueue(name)
+			case "ledger_full":
+				return nil, ledgerFull(name, deref(r.Tenant))
 			case "queue_full":
 				return nil, &QueueFullError{
 					Queue: name, Tenant: deref(r.Tenant), Bound: int(deref(r.Bound)), Queued: int(deref(r.Queued)),
@@ -165,13 +181,15 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 	return out, nil
 }
 
-// validate checks j (its queue's name too, unless queueChecked) and fills in
-// what the database cannot: the default kind and payload, and a deadline
-// from a TTL. It leaves the queue's defaults to the database (zero deadline,
-// zero attempts), so every process applies the same settings.
+// validate checks j (its queue's name too, unless queueChecked) by the rules
+// the database checks (batchq.job_error), in the same order and with the
+// same words, and fills in what the database cannot: the default kind and
+// payload, and a deadline from a TTL. It leaves the queue's defaults to the
+// database (zero deadline, zero attempts), so every process applies the same
+// settings.
 func (c *Client) validate(j *NewJob, now time.Time, queueChecked bool) *InvalidJobError {
 	if !queueChecked && !queueName.MatchString(j.Queue) {
-		return &InvalidJobError{Field: "queue", Rule: fmt.Sprintf("must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - (got %q)", j.Queue)}
+		return &InvalidJobError{Field: "queue", Rule: "must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - (got " + quote(j.Queue) + ")"}
 	}
 	if err := checkName("tenant", j.Tenant); err != nil {
 		return err
@@ -195,7 +213,7 @@ func (c *Client) validate(j *NewJob, now time.Time, queueChecked bool) *InvalidJ
 	case !j.Deadline.IsZero() && !j.Deadline.After(now):
 		return &InvalidJobError{Field: "deadline", Rule: fmt.Sprintf("must be in the future (got %s, now %s)",
 			j.Deadline.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))}
-	case !j.Deadline.IsZero() && j.Deadline.Year() > 9999:
+	case !j.Deadline.IsZero() && !j.Deadline.Before(year10000):
 		return &InvalidJobError{Field: "deadline", Rule: "must be before year 10000"}
 	}
 	if j.MaxAttempts < 0 || j.MaxAttempts > maxAttemptsLimit {
@@ -212,13 +230,16 @@ func (c *Client) validate(j *NewJob, now time.Time, queueChecked bool) *InvalidJ
 	return nil
 }
 
+// year10000 is the first instant no deadline may reach.
+var year10000 = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// checkPayload checks a job's payload: JSON that jsonb can store, at most
+// MaxPayloadBytes as PostgreSQL prints it (jsonb as text), which is what the
+// database measures. An empty one is {}.
 func (c *Client) checkPayload(j *NewJob) *InvalidJobError {
 	if len(bytes.TrimSpace(j.Payload)) == 0 {
 		j.Payload = json.RawMessage(`{}`)
 		return nil
-	}
-	if len(j.Payload) > c.cfg.MaxPayloadBytes {
-		return &InvalidJobError{Field: "payload", Rule: fmt.Sprintf("must be at most %d bytes (got %d)", c.cfg.MaxPayloadBytes, len(j.Payload))}
 	}
 	if !utf8.Valid(j.Payload) {
 		return &InvalidJobError{Field: "payload", Rule: "must be valid UTF-8"}
@@ -235,32 +256,10 @@ func (c *Client) checkPayload(j *NewJob) *InvalidJobError {
 	case hugeNumber:
 		return &InvalidJobError{Field: "payload", Rule: "must not contain a number beyond PostgreSQL's numeric range (131,072 digits before the point, 16,383 after)"}
 	}
-	if n := jsonbNumbersLen(j.Payload); n > c.cfg.MaxPayloadBytes {
-		return &InvalidJobError{Field: "payload", Rule: fmt.Sprintf(
-			"must be at most %d bytes with its numbers written out as PostgreSQL prints them, in full (1e1000 is 1,001 digits; got %d)",
-			c.cfg.MaxPayloadBytes, n)}
+	if n := jsonbTextLen(j.Payload); n > c.cfg.MaxPayloadBytes {
+		return &InvalidJobError{Field: "payload", Rule: fmt.Sprintf("must be at most %d bytes as jsonb text (got %d)", c.cfg.MaxPayloadBytes, n)}
 	}
 	return nil
-}
-
-// jsonbNumbersLen is the length of valid JSON text b, that jsonb stores, with
-// every number as PostgreSQL prints it: without an exponent, every digit
-// written out. A payload of a few kilobytes can print as gigabytes
-// ("1e131071" is 131,072 digits), and a job whose payload the server cannot
-// print fails every claim that reaches it, the other tenants' included.
-func jsonbNumbersLen(b []byte) int {
-	n := len(b)
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			i, _ = stringRejects(b, i+1)
-		case c == '-' || (c >= '0' && c <= '9'):
-			end, _, printed := numberFits(b, i)
-			n += printed - (end - i)
-			i = end - 1
-		}
-	}
-	return n
 }
 
 // What jsonbRejects finds.

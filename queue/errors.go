@@ -1,8 +1,15 @@
 package queue
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var (
@@ -32,6 +39,13 @@ var (
 
 	// ErrNotFound is returned when a job id names no unfinished job.
 	ErrNotFound = errors.New("batchq: job not found")
+
+	// ErrLedgerFull is returned by the Enqueue functions when a tenant's
+	// ledger in the fair order has no room for the jobs: its cumulative cost,
+	// or the round of its last job, would pass 2^62. Only a tenant that kept
+	// jobs queued without a break for billions of tokens gets it; it clears
+	// once the tenant's queued jobs drain. Nothing of the call was written.
+	ErrLedgerFull = errors.New("batchq: ledger_full")
 )
 
 // QueueFullError says which tenant is full and how full.
@@ -44,8 +58,8 @@ type QueueFullError struct {
 }
 
 func (e *QueueFullError) Error() string {
-	return fmt.Sprintf("batchq: queue_full: tenant %q has %d queued jobs in queue %q (bound %d); %d more do not fit",
-		e.Tenant, e.Queued, e.Queue, e.Bound, e.Adding)
+	return fmt.Sprintf("batchq: queue_full: tenant %s has %d queued jobs in queue %s (bound %d); %d more do not fit",
+		quote(e.Tenant), e.Queued, quote(e.Queue), e.Bound, e.Adding)
 }
 
 // Unwrap returns ErrQueueFull.
@@ -80,3 +94,62 @@ func (e *SettingError) Error() string {
 
 // Unwrap returns ErrInvalidSettings.
 func (e *SettingError) Unwrap() error { return ErrInvalidSettings }
+
+func unknownQueue(name string) error {
+	return fmt.Errorf("%w: %s", ErrUnknownQueue, quote(name))
+}
+
+func ledgerFull(queue, tenant string) error {
+	return fmt.Errorf("%w: tenant %s in queue %s has no room left in its ledger; its queued jobs must drain before it takes more",
+		ErrLedgerFull, quote(tenant), quote(queue))
+}
+
+// quote writes s as a JSON string, as the SQL functions' errors do
+// (batchq.quote), so an error reads the same from Go and from SQL. Text that
+// is not UTF-8, which never reaches SQL, is quoted as Go quotes it, so its
+// bytes still show.
+func quote(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// refusal turns an enqueue refused by batchq's SQL functions (SQLSTATE class
+// BQ; docs/sql-api.md) into the error package queue returns for it:
+// *InvalidJobError for a broken rule (class BQ1), *QueueFullError,
+// ErrUnknownQueue and ErrLedgerFull. It returns nil for any other error.
+func refusal(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || !strings.HasPrefix(pe.Code, "BQ") {
+		return nil
+	}
+	var d struct {
+		Index  int    `json:"index"`
+		Field  string `json:"field"`
+		Rule   string `json:"rule"`
+		Queue  string `json:"queue"`
+		Tenant string `json:"tenant"`
+		Bound  int    `json:"bound"`
+		Queued int    `json:"queued"`
+		Adding int    `json:"adding"`
+	}
+	if json.Unmarshal([]byte(pe.Detail), &d) != nil {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(pe.Code, "BQ1"):
+		return &InvalidJobError{Index: d.Index, Field: d.Field, Rule: d.Rule}
+	case pe.Code == "BQ200":
+		return &QueueFullError{Queue: d.Queue, Tenant: d.Tenant, Bound: d.Bound, Queued: d.Queued, Adding: d.Adding}
+	case pe.Code == "BQ201":
+		return unknownQueue(d.Queue)
+	case pe.Code == "BQ202":
+		return ledgerFull(d.Queue, d.Tenant)
+	}
+	return nil
+}

@@ -88,6 +88,13 @@ func (b *testBundle) scalar(t testing.TB, sql string, args ...any) int64 {
 	return n
 }
 
+func (b *testBundle) scalarFloat(t testing.TB, sql string, args ...any) float64 {
+	t.Helper()
+	var f float64
+	require.NoError(t, b.pool.QueryRow(b.ctx, sql, args...).Scan(&f))
+	return f
+}
+
 func (b *testBundle) exec(t testing.TB, sql string, args ...any) {
 	t.Helper()
 	_, err := b.pool.Exec(b.ctx, sql, args...)

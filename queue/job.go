@@ -39,9 +39,13 @@ type Job struct {
 	token pgtype.UUID
 }
 
+// MaxClaim is the most jobs one claim takes; a larger ClaimOpts.Limit
+// takes this many.
+const MaxClaim = 100_000
+
 // ClaimOpts shapes a claim. nil means defaults.
 type ClaimOpts struct {
-	// Limit is the most jobs to claim. 0: 1.
+	// Limit is the most jobs to claim, at most MaxClaim. 0: 1.
 	Limit int
 	// Budget, when > 0, stops the claim before the first job that would take
 	// the claimed cost past it: what the throttle can grant now.
@@ -75,7 +79,7 @@ func (c *Client) claim(ctx context.Context, queue string, opts *ClaimOpts) (jobs
 	}
 	for {
 		rows, err := c.q.Claim(ctx, c.pool, dbsqlc.ClaimParams{
-			Queue: queue, MaxJobs: int32(min(o.Limit, math.MaxInt32)), Worker: o.Worker, Budget: o.Budget,
+			Queue: queue, MaxJobs: int32(min(o.Limit, MaxClaim)), Worker: o.Worker, Budget: o.Budget,
 		})
 		if err != nil {
 			return jobs, expired, fmt.Errorf("batchq: claim from %q: %w", queue, err)
@@ -175,46 +179,93 @@ func (c *Client) CompleteMany(ctx context.Context, done []Completion) (lost []in
 }
 
 // completeRuns is CompleteMany that returns the listed runs it did not
-// finish, nil for none.
+// finish, nil for none. Jobs of several queues are completed queue by queue,
+// in one transaction.
 func (c *Client) completeRuns(ctx context.Context, done []Completion) (map[run]bool, error) {
 	if len(done) == 0 {
 		return nil, nil
 	}
 	order := distinctRuns(len(done), func(i int) *Job { return done[i].Job })
-	p := dbsqlc.CompleteParams{
-		Ids:    make([]int64, len(order)),
-		Tokens: make([]pgtype.UUID, len(order)),
-	}
-	// Actual costs and results go only when some job has one: a nil slice
-	// is a NULL array, whose every element reads as "none".
-	for i, k := range order {
-		d := done[k]
-		p.Ids[i], p.Tokens[i] = d.Job.ID, d.Job.token
-		if d.Result.ActualCost > 0 {
-			if p.ActualCosts == nil {
-				p.ActualCosts = slices.Repeat([]int64{-1}, len(order))
-			}
-			p.ActualCosts[i] = min(d.Result.ActualCost, MaxCost)
+	var lost map[run]bool
+	err := c.byQueue(ctx, order, func(i int) string { return done[i].Job.Queue }, func(tx dbsqlc.DBTX, queue string, idx []int) error {
+		p := dbsqlc.CompleteParams{
+			Queue:  queue,
+			Ids:    make([]int64, len(idx)),
+			Tokens: make([]pgtype.UUID, len(idx)),
 		}
-		if r := c.boundResult(d.Result.Output); r != "" {
-			if p.Results == nil {
-				p.Results = make([]string, len(order))
+		// Actual costs and results go only when some job has one: a nil
+		// slice is a NULL array, whose every element reads as "none".
+		for i, k := range idx {
+			d := done[k]
+			p.Ids[i], p.Tokens[i] = d.Job.ID, d.Job.token
+			if d.Result.ActualCost > 0 {
+				if p.ActualCosts == nil {
+					p.ActualCosts = slices.Repeat([]int64{-1}, len(idx))
+				}
+				p.ActualCosts[i] = min(d.Result.ActualCost, MaxCost)
 			}
-			p.Results[i] = r
+			if r := c.boundResult(d.Result.Output); r != "" {
+				if p.Results == nil {
+					p.Results = make([]string, len(idx))
+				}
+				p.Results[i] = r
+			}
 		}
-	}
-	rows, err := c.q.Complete(ctx, c.pool, p)
+		rows, err := c.q.Complete(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if lost == nil {
+				lost = make(map[run]bool, len(rows))
+			}
+			lost[run{r.ID, r.LeaseToken}] = true
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("batchq: complete %d jobs: %w", len(done), err)
 	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	lost := make(map[run]bool, len(rows))
-	for _, r := range rows {
-		lost[run{r.ID, r.LeaseToken}] = true
-	}
 	return lost, nil
+}
+
+// byQueue runs fn once per queue named among the listed items (the indexes
+// in order, queue(i) naming each one's queue), with that queue's indexes in
+// their order: on the pool when they name one queue, as they nearly always
+// do, else queue by queue in name order in one transaction.
+func (c *Client) byQueue(ctx context.Context, order []int, queue func(int) string, fn func(tx dbsqlc.DBTX, queue string, idx []int) error) error {
+	if len(order) == 0 {
+		return nil
+	}
+	first := queue(order[0])
+	one := true
+	for _, i := range order[1:] {
+		if queue(i) != first {
+			one = false
+			break
+		}
+	}
+	if one {
+		return fn(c.pool, first, order)
+	}
+	groups := map[string][]int{}
+	var names []string
+	for _, i := range order {
+		q := queue(i)
+		if _, ok := groups[q]; !ok {
+			names = append(names, q)
+		}
+		groups[q] = append(groups[q], i)
+	}
+	slices.Sort(names)
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		for _, q := range names {
+			if err := fn(tx, q, groups[q]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // run is one claim of a job: its id and the lease token that claim drew. A
@@ -279,8 +330,7 @@ func (c *Client) boundResult(out []byte) string {
 	// json.Valid accepts bytes that are not UTF-8 inside strings, which the
 	// server refuses: such a result would fail the completion, and the job,
 	// which did its work, would run again.
-	if len(out) <= c.cfg.MaxResultBytes && json.Valid(out) && utf8.Valid(out) && jsonbRejects(out) == "" &&
-		jsonbNumbersLen(out) <= c.cfg.MaxResultBytes {
+	if json.Valid(out) && utf8.Valid(out) && jsonbRejects(out) == "" && jsonbTextLen(out) <= c.cfg.MaxResultBytes {
 		return string(out)
 	}
 	head := out
@@ -345,36 +395,43 @@ type failure struct {
 	opts  FailOpts
 }
 
-// failMany records failed attempts in one statement. The result maps each
-// run it recorded to whether its job will be retried; runs missing from it
-// lost their lease. A run listed twice is recorded once, with its first
-// failure.
+// failMany records failed attempts, one statement per queue named. The
+// result maps each run it recorded to whether its job will be retried; runs
+// missing from it lost their lease. A run listed twice is recorded once,
+// with its first failure.
 func (c *Client) failMany(ctx context.Context, fs []failure) (map[run]bool, error) {
-	p := dbsqlc.FailParams{}
 	now := time.Now()
-	for _, k := range distinctRuns(len(fs), func(i int) *Job { return fs[i].job }) {
-		f := fs[k]
-		msg := "failed"
-		if f.cause != nil {
-			msg = f.cause.Error()
+	out := make(map[run]bool, len(fs))
+	order := distinctRuns(len(fs), func(i int) *Job { return fs[i].job })
+	err := c.byQueue(ctx, order, func(i int) string { return fs[i].job.Queue }, func(tx dbsqlc.DBTX, queue string, idx []int) error {
+		p := dbsqlc.FailParams{Queue: queue}
+		for _, k := range idx {
+			f := fs[k]
+			msg := "failed"
+			if f.cause != nil {
+				msg = f.cause.Error()
+			}
+			in := f.opts.RetryIn
+			if in <= 0 {
+				in = Backoff(f.job.Attempt)
+			}
+			p.Ids = append(p.Ids, f.job.ID)
+			p.Tokens = append(p.Tokens, f.job.token)
+			p.Errors = append(p.Errors, cleanText(msg, 4096))
+			p.RetryAt = append(p.RetryAt, now.Add(in))
+			p.Final = append(p.Final, f.opts.Final)
 		}
-		in := f.opts.RetryIn
-		if in <= 0 {
-			in = Backoff(f.job.Attempt)
+		rows, err := c.q.Fail(ctx, tx, p)
+		if err != nil {
+			return err
 		}
-		p.Ids = append(p.Ids, f.job.ID)
-		p.Tokens = append(p.Tokens, f.job.token)
-		p.Errors = append(p.Errors, cleanText(msg, 4096))
-		p.RetryAt = append(p.RetryAt, now.Add(in))
-		p.Final = append(p.Final, f.opts.Final)
-	}
-	rows, err := c.q.Fail(ctx, c.pool, p)
+		for _, r := range rows {
+			out[run{r.ID, r.LeaseToken}] = r.Retrying
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("batchq: fail %d jobs: %w", len(fs), err)
-	}
-	out := make(map[run]bool, len(rows))
-	for _, r := range rows {
-		out[run{r.ID, r.LeaseToken}] = r.Retrying
 	}
 	return out, nil
 }
@@ -398,11 +455,19 @@ func Backoff(attempt int) time.Duration {
 	return d - time.Duration(rand.Int64N(int64(d)/5+1))
 }
 
+// MaxReleaseDelay is the longest a released job may wait before it rejoins
+// its tenant's queue.
+const MaxReleaseDelay = 24 * time.Hour
+
 // Release hands a claimed job back without using an attempt, for when the
 // provider refused to start it (a 429) or the worker cannot run it now: it
-// rejoins its tenant's queue at the tail after delay. It never ran, so its
-// tenant is charged for it once, not twice.
+// rejoins its tenant's queue at the tail after delay, at most
+// MaxReleaseDelay. It never ran, so its tenant is charged for it once, not
+// twice.
 func (c *Client) Release(ctx context.Context, j *Job, delay time.Duration) error {
+	if delay > MaxReleaseDelay {
+		return fmt.Errorf("batchq: release: delay: must be in 0s..%s (got %s)", MaxReleaseDelay, delay)
+	}
 	released, err := c.releaseMany(ctx, []*Job{j}, []time.Duration{delay})
 	if err != nil {
 		return err
@@ -418,19 +483,29 @@ func (c *Client) Release(ctx context.Context, j *Job, delay time.Duration) error
 // id: a stale run listed beside the current run of the same job lost its
 // lease though the job was released.)
 func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Duration) (released map[run]bool, err error) {
-	p := dbsqlc.ReleaseParams{}
-	for i, j := range jobs {
-		p.Ids = append(p.Ids, j.ID)
-		p.Tokens = append(p.Tokens, j.token)
-		p.DelaysUs = append(p.DelaysUs, max(delays[i], 0).Microseconds())
+	released = make(map[run]bool, len(jobs))
+	order := make([]int, len(jobs))
+	for i := range order {
+		order[i] = i
 	}
-	rows, err := c.q.Release(ctx, c.pool, p)
+	err = c.byQueue(ctx, order, func(i int) string { return jobs[i].Queue }, func(tx dbsqlc.DBTX, queue string, idx []int) error {
+		p := dbsqlc.ReleaseParams{Queue: queue}
+		for _, i := range idx {
+			p.Ids = append(p.Ids, jobs[i].ID)
+			p.Tokens = append(p.Tokens, jobs[i].token)
+			p.DelaysUs = append(p.DelaysUs, min(max(delays[i], 0), MaxReleaseDelay).Microseconds())
+		}
+		rows, err := c.q.Release(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			released[run{r.ID, r.LeaseToken}] = true
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("batchq: release %d jobs: %w", len(jobs), err)
-	}
-	released = make(map[run]bool, len(rows))
-	for _, r := range rows {
-		released[run{r.ID, r.LeaseToken}] = true
 	}
 	return released, nil
 }
@@ -461,17 +536,27 @@ func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost []run, err er
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	p := dbsqlc.HeartbeatParams{Ids: make([]int64, len(jobs)), Tokens: make([]pgtype.UUID, len(jobs))}
-	for i, j := range jobs {
-		p.Ids[i], p.Tokens[i] = j.ID, j.token
+	extended := make(map[run]time.Time, len(jobs))
+	order := make([]int, len(jobs))
+	for i := range order {
+		order[i] = i
 	}
-	rows, err := c.q.Heartbeat(ctx, c.pool, p)
+	err = c.byQueue(ctx, order, func(i int) string { return jobs[i].Queue }, func(tx dbsqlc.DBTX, queue string, idx []int) error {
+		p := dbsqlc.HeartbeatParams{Queue: queue, Ids: make([]int64, len(idx)), Tokens: make([]pgtype.UUID, len(idx))}
+		for n, i := range idx {
+			p.Ids[n], p.Tokens[n] = jobs[i].ID, jobs[i].token
+		}
+		rows, err := c.q.Heartbeat(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			extended[run{r.ID, r.LeaseToken}] = r.LeaseExpiresAt
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("batchq: heartbeat: %w", err)
-	}
-	extended := make(map[run]time.Time, len(rows))
-	for _, r := range rows {
-		extended[run{r.ID, r.LeaseToken}] = r.LeaseExpiresAt
 	}
 	seen := make(map[run]bool, len(jobs))
 	for _, j := range jobs {
@@ -493,7 +578,7 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
 		reason = "cancelled"
 	}
 	r := cleanText(reason, 4096)
-	_, err := c.q.Cancel(ctx, c.pool, dbsqlc.CancelParams{ID: id, Reason: &r})
+	_, err := c.q.Cancel(ctx, c.pool, dbsqlc.CancelParams{ID: id, Reason: r})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: no queued or retrying job %d", ErrNotFound, id)
 	}

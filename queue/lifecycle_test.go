@@ -811,7 +811,7 @@ func TestInvalidJobsNameFieldAndRule(t *testing.T) {
 		{"huge tenant", func(j *queue.NewJob) { j.Tenant = strings.Repeat("x", 257) }, "tenant", "at most 256 bytes"},
 		{"non-UTF-8 tenant", func(j *queue.NewJob) { j.Tenant = "\xff\xfe" }, "tenant", "valid UTF-8"},
 		{"control characters", func(j *queue.NewJob) { j.Tenant = "a\x00b" }, "tenant", "control characters"},
-		{"zero cost", func(j *queue.NewJob) { j.Cost = 0 }, "cost", "must be in 1..1000000000000 (got 0)"},
+		{"zero cost", func(j *queue.NewJob) { j.Cost = 0 }, "cost", "must be in 1..1000000000 (got 0)"},
 		{"negative cost", func(j *queue.NewJob) { j.Cost = -5 }, "cost", "(got -5)"},
 		{"cost too large", func(j *queue.NewJob) { j.Cost = queue.MaxCost + 1 }, "cost", "must be in 1.."},
 		{"past deadline", func(j *queue.NewJob) { j.Deadline = time.Now().Add(-time.Hour) }, "deadline", "must be in the future"},

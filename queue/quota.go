@@ -61,10 +61,32 @@ func (s *QuotaStore) load(ctx context.Context, key string) (st throttle.State, o
 		return st, 0, 0, fmt.Errorf("batchq: quota %q: %w", key, err)
 	}
 	if err := json.Unmarshal(row.State, &st); err != nil {
-		return st, 0, 0, fmt.Errorf("batchq: quota %q: stored state: %w", key, err)
+		// Only batchq.save_quota writes the row, and it checks the state;
+		// one that does not read was written around it. Pacing from nothing
+		// is what a new key does, so start afresh rather than stop the
+		// fleet.
+		s.c.log.Warn("batchq: a quota key's shared state cannot be read; resetting it", "key", key, "err", err)
+		return s.reset(ctx, key, offset, row.Version)
 	}
 	st.Shift(-offset)
 	return st, offset, row.Version, nil
+}
+
+// reset saves the zero state over an unreadable one read at version, unless
+// another process saved first, and returns what the key holds then.
+func (s *QuotaStore) reset(ctx context.Context, key string, offset time.Duration, version int64) (throttle.State, time.Duration, int64, error) {
+	zero, err := json.Marshal(&throttle.State{})
+	if err != nil {
+		return throttle.State{}, 0, 0, err
+	}
+	saved, err := s.c.q.SaveQuota(ctx, s.c.pool, dbsqlc.SaveQuotaParams{Key: key, Version: &version, State: zero})
+	if err != nil {
+		return throttle.State{}, 0, 0, fmt.Errorf("batchq: quota %q: reset: %w", key, err)
+	}
+	if !saved {
+		return s.load(ctx, key)
+	}
+	return throttle.State{}, offset, version + 1, nil
 }
 
 // Update implements throttle.Store. It saves only when fn changed the state,
@@ -97,22 +119,15 @@ func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.S
 				return fmt.Errorf("batchq: quota %q: %w", key, err)
 			}
 		}
-		var saved int64
-		p := quotaRow(key, next, &st)
-		if version < 0 {
-			saved, err = s.c.q.InsertQuota(ctx, s.c.pool, dbsqlc.InsertQuotaParams{
-				Key: key, State: next, RequestsLimit: p.RequestsLimit, RequestsRemaining: p.RequestsRemaining,
-				RequestsResetAt: p.RequestsResetAt, TokensLimit: p.TokensLimit, TokensRemaining: p.TokensRemaining,
-				TokensResetAt: p.TokensResetAt, PausedUntil: p.PausedUntil, ObservedAt: p.ObservedAt,
-			})
-		} else {
-			p.Version = version
-			saved, err = s.c.q.SaveQuota(ctx, s.c.pool, p)
+		p := dbsqlc.SaveQuotaParams{Key: key, State: next}
+		if version >= 0 {
+			p.Version = &version
 		}
+		saved, err := s.c.q.SaveQuota(ctx, s.c.pool, p)
 		if err != nil {
 			return fmt.Errorf("batchq: quota %q: %w", key, err)
 		}
-		if saved == 1 {
+		if saved {
 			return nil
 		}
 		// Someone saved first. Past a few tries, step aside briefly so a busy
@@ -125,31 +140,4 @@ func (s *QuotaStore) Update(ctx context.Context, key string, fn func(*throttle.S
 			}
 		}
 	}
-}
-
-// quotaRow spells the state out in the columns operators read.
-func quotaRow(key string, raw []byte, st *throttle.State) dbsqlc.SaveQuotaParams {
-	p := dbsqlc.SaveQuotaParams{Key: key, State: raw}
-	unit := func(q *throttle.Quota, limit, remaining **int64, reset **time.Time) {
-		if !q.Observed {
-			return
-		}
-		if q.HasLimit {
-			*limit = &q.Limit
-		}
-		*remaining = &q.Remaining
-		if q.HasReset {
-			*reset = &q.ResetAt
-		}
-		if p.ObservedAt == nil || q.ReceivedAt.After(*p.ObservedAt) {
-			at := q.ReceivedAt
-			p.ObservedAt = &at
-		}
-	}
-	unit(&st.Requests, &p.RequestsLimit, &p.RequestsRemaining, &p.RequestsResetAt)
-	unit(&st.Tokens, &p.TokensLimit, &p.TokensRemaining, &p.TokensResetAt)
-	if !st.PausedUntil.IsZero() {
-		p.PausedUntil = &st.PausedUntil
-	}
-	return p
 }

@@ -154,14 +154,25 @@ func TestShareIsRoundedAsDRRRoundsIt(t *testing.T) {
 	require.Equal(t, drrOrder(t, quantum, weights, jobs), tenantsOf(b.drainOrder(t, 100)))
 }
 
-// Any finite weight > 0 is accepted, and as in drr the grant saturates at
-// the largest bigint instead of overflowing.
-func TestHugeWeightStillEnqueues(t *testing.T) {
+// A weight is accepted in MinWeight..MaxWeight and refused outside, before
+// anything is written: past the range, a share would leave no room in a
+// tenant's ledger (1e306 once made every enqueue of the tenant fail).
+func TestWeightRange(t *testing.T) {
 	t.Parallel()
-	b := setup(t, queue.QueueConfig{Quantum: 1000})
-	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "vip", Weight: 1e17}))
-	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "vip", Cost: 10})
-	require.NoError(t, err, "a weight SetTenant accepted")
+	b := setup(t, queue.QueueConfig{Quantum: queue.MaxCost})
+	for _, w := range []float64{queue.MinWeight, queue.MaxWeight} {
+		require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "t", Weight: w}))
+		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "t", Cost: queue.MaxCost})
+		require.NoError(t, err, "weight %v", w)
+	}
+	for _, w := range []float64{math.Nextafter(queue.MinWeight, 0), math.Nextafter(queue.MaxWeight, math.Inf(1)), 1e306} {
+		err := b.client.SetTenant(b.ctx, queue.Tenant{Name: "t", Weight: w})
+		requireSettingError(t, err, "weight", "must be in 0.001..1000000")
+	}
+	require.Equal(t, float64(queue.MaxWeight), b.scalarFloat(t, `SELECT weight FROM batchq.tenants WHERE name = 't'`))
+	// The database keeps the range too, for anyone who writes the table.
+	_, err := b.pool.Exec(b.ctx, `UPDATE batchq.tenants SET weight = 1e306`)
+	require.ErrorContains(t, err, "tenants_weight_range")
 }
 
 // Two queue updates that change different settings at once both apply:

@@ -681,7 +681,7 @@ func (p *pool) trackLocked(j *Job, cancel context.CancelFunc) {
 		r.lease = nil
 		r.cancel()
 	}
-	p.running[j.ID] = &runningJob{token: j.token, lease: &Job{ID: j.ID, token: j.token}, cancel: cancel}
+	p.running[j.ID] = &runningJob{token: j.token, lease: &Job{ID: j.ID, Queue: j.Queue, token: j.token}, cancel: cancel}
 }
 
 // untrack stops keeping the lease of j's run, unless the job already runs
@@ -932,7 +932,7 @@ func (p *pool) heartbeat(bg context.Context, interval *time.Duration, t *time.Ti
 	leases := make([]*Job, 0, len(p.running))
 	for _, r := range p.running {
 		if r.lease != nil {
-			leases = append(leases, &Job{ID: r.lease.ID, token: r.lease.token})
+			leases = append(leases, &Job{ID: r.lease.ID, Queue: r.lease.Queue, token: r.lease.token})
 		}
 	}
 	p.mu.Unlock()

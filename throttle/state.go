@@ -141,6 +141,7 @@ type policy struct {
 	probeInterval time.Duration
 	defaultPause  time.Duration
 	maxPause      time.Duration
+	maxRetryAfter time.Duration
 	reorder       time.Duration
 }
 
@@ -616,6 +617,7 @@ func probeAnswered(s *State, sentAt time.Time) {
 func tooMany(s *State, pol policy, sentAt, receivedAt time.Time, retryAfter time.Duration) {
 	probeAnswered(s, sentAt)
 	if retryAfter > 0 {
+		retryAfter = min(retryAfter, pol.maxRetryAfter)
 		s.PausedUntil = maxTime(s.PausedUntil, ceilMicro(receivedAt.Add(retryAfter)))
 		return
 	}

@@ -129,9 +129,14 @@ type Config struct {
 	// success. Default 1s.
 	DefaultPause time.Duration
 
-	// MaxPause caps the doubled pause; it must be at least DefaultPause.
-	// Retry-After is honoured as given. Default 60s.
+	// MaxPause caps the doubled pause; it must be at least DefaultPause and
+	// at most PauseLimit. Default 60s.
 	MaxPause time.Duration
+
+	// MaxRetryAfter caps the pause a 429's Retry-After asks for: a provider
+	// that answers "retry in a day" is asked again after this. At most
+	// PauseLimit. Default 1h.
+	MaxRetryAfter time.Duration
 
 	// Reorder is how much earlier than another call a call may be counted
 	// and still reach the provider after it: between counting a call and
@@ -159,8 +164,14 @@ const (
 	defaultProbeInterval = time.Second
 	defaultPause         = time.Second
 	defaultMaxPause      = time.Minute
+	defaultMaxRetryAfter = time.Hour
 	defaultReorder       = 5 * time.Millisecond
 )
+
+// PauseLimit is the longest any pause may be: Config.MaxPause and
+// Config.MaxRetryAfter at most. A shared store may refuse a state paused
+// for longer (batchq.save_quota does).
+const PauseLimit = 24 * time.Hour
 
 func (c Config) policy() (policy, error) {
 	pol := policy{
@@ -169,6 +180,7 @@ func (c Config) policy() (policy, error) {
 		probeInterval: c.ProbeInterval,
 		defaultPause:  c.DefaultPause,
 		maxPause:      c.MaxPause,
+		maxRetryAfter: c.MaxRetryAfter,
 		reorder:       c.Reorder,
 	}
 	if math.IsNaN(c.Reserve) || c.Reserve < 0 || c.Reserve >= 1 {
@@ -185,6 +197,7 @@ func (c Config) policy() (policy, error) {
 		{"ProbeInterval", &pol.probeInterval, defaultProbeInterval},
 		{"DefaultPause", &pol.defaultPause, defaultPause},
 		{"MaxPause", &pol.maxPause, defaultMaxPause},
+		{"MaxRetryAfter", &pol.maxRetryAfter, defaultMaxRetryAfter},
 		{"Reorder", &pol.reorder, defaultReorder},
 	} {
 		switch {
@@ -198,6 +211,10 @@ func (c Config) policy() (policy, error) {
 	if pol.maxPause < pol.defaultPause {
 		return policy{}, fmt.Errorf("batchq: throttle: Config.MaxPause (%v) must be at least DefaultPause (%v)",
 			pol.maxPause, pol.defaultPause)
+	}
+	if pol.maxPause > PauseLimit || pol.maxRetryAfter > PauseLimit {
+		return policy{}, fmt.Errorf("batchq: throttle: Config.MaxPause (%v) and Config.MaxRetryAfter (%v) must be at most %v",
+			pol.maxPause, pol.maxRetryAfter, PauseLimit)
 	}
 	return pol, nil
 }

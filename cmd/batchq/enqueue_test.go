@@ -92,7 +92,7 @@ func TestEnqueueFlagErrors(t *testing.T) {
 		msg  string
 	}{
 		{"missing cost", []string{"--queue", "imports", "--tenant", "a"}, 2, "--cost is required"},
-		{"cost zero", []string{"--queue", "imports", "--tenant", "a", "--cost", "0"}, 2, "--cost: must be in 1..1000000000000 (got 0)"},
+		{"cost zero", []string{"--queue", "imports", "--tenant", "a", "--cost", "0"}, 2, "--cost: must be in 1..1000000000 (got 0)"},
 		{"cost not a number", []string{"--queue", "imports", "--tenant", "a", "--cost", "lots"}, 2, `"lots"`},
 		{"bad deadline", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--deadline", "tomorrow"}, 2, `--deadline "tomorrow": not an RFC 3339 time`},
 		{"deadline passed", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--deadline", "2001-01-01T00:00:00Z"}, 2, "--deadline: must be in the future"},
@@ -155,7 +155,7 @@ func TestEnqueueFileBadLineWritesNothingOfItsBatch(t *testing.T) {
 		{"fractional cost", `{"queue":"imports","tenant":"t","cost":1.5}`, 3, "line 3: cost: must be an integer (got 1.5)", 2},
 		{"huge cost", `{"queue":"imports","tenant":"t","cost":9223372036854775808}`, 6, "line 6: cost: 9223372036854775808 is out of range for a 64-bit integer", 4},
 		{"not JSON", `{"queue":`, 1, "line 1: queue: not JSON: unexpected end of line", 0},
-		{"cost out of range", `{"queue":"imports","tenant":"t","cost":0}`, 4, "line 4: cost: must be in 1..1000000000000 (got 0)", 2},
+		{"cost out of range", `{"queue":"imports","tenant":"t","cost":0}`, 4, "line 4: cost: must be in 1..1000000000 (got 0)", 2},
 		{"empty tenant", `{"queue":"imports","tenant":"","cost":1}`, 5, "line 5: tenant: must not be empty", 4},
 		{"unknown queue", `{"queue":"nope","tenant":"t","cost":1}`, 2, `line 2: unknown queue "nope"`, 0},
 	} {

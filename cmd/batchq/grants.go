@@ -113,11 +113,15 @@ func migrateGrants(c *cli.Context) error {
 // requireMigrated fails unless every migration is applied: the grants name
 // functions and columns of the latest schema.
 func requireMigrated(c *cli.Context) error {
-	p, closeDB, err := openProvider(c)
+	db, err := openSQL(c.String("database-url"))
 	if err != nil {
 		return err
 	}
-	defer closeDB()
+	defer db.Close()
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
 	pending, err := p.HasPending(c.Context)
 	if err != nil {
 		return fmt.Errorf("batchq: migrate grants: schema version: %w", err)

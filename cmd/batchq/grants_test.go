@@ -181,7 +181,15 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		func() error { return execSQL(appPool, `UPDATE batchq.tenants SET weight = 100`) },
 		func() error { return execSQL(appPool, `INSERT INTO batchq.queues (name) VALUES ('mine')`) },
 		func() error { return execSQL(appPool, `DELETE FROM batchq.outcomes`) },
-		func() error { return execSQL(appPool, `SELECT batchq.ring_join('docs', ARRAY['x'], false)`) },
+		func() error {
+			return execSQL(appPool, `SELECT batchq.ring_join('docs', ARRAY['x'], ARRAY[1::bigint], false)`)
+		},
+		func() error {
+			return execSQL(appPool, `SELECT batchq.insert_jobs('docs', ARRAY['x'], NULL, ARRAY[1::bigint], NULL, NULL, NULL, NULL)`)
+		},
+		func() error { return execSQL(appPool, `UPDATE batchq.quota SET paused_until = '9999-01-01'`) },
+		func() error { return execSQL(appPool, `UPDATE batchq.quota SET state = '"garbage"'`) },
+		func() error { return execSQL(appPool, `INSERT INTO batchq.quota (key) VALUES ('mine')`) },
 		func() error { return execSQL(appPool, `SELECT batchq.requeue('docs', 10)`) },
 		func() error { return execSQL(appPool, `CREATE TABLE batchq.mine (id int)`) },
 		func() error { return execSQL(appPool, `TRUNCATE batchq.quota`) },
@@ -254,7 +262,19 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		func() error { return execSQL(workerPool, `SELECT * FROM batchq.outcomes`) },
 		func() error { return execSQL(workerPool, `UPDATE batchq.tenants SET weight = 100`) },
 		func() error { return execSQL(workerPool, `SELECT * FROM batchq.tenant_ring`) },
-		func() error { return execSQL(workerPool, `SELECT batchq.rekey(ARRAY['docs'], ARRAY['tenant-0'])`) },
+		func() error { return execSQL(workerPool, `SELECT batchq.rekey('docs', ARRAY['tenant-0'])`) },
+		func() error { return execSQL(workerPool, `DELETE FROM batchq.jobs`) },
+		func() error { return execSQL(workerPool, `UPDATE batchq.jobs SET state = 'queued'`) },
+		func() error {
+			return execSQL(workerPool, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
+				max_attempts, deadline, enqueued_at) VALUES (999, 'docs', 't', 'k', 'succeeded', 1, 1, 1, now(), now())`)
+		},
+		func() error { return execSQL(workerPool, `UPDATE batchq.quota SET paused_until = '9999-01-01'`) },
+		func() error { return execSQL(workerPool, `UPDATE batchq.queue_cursors SET round = 0`) },
+		func() error { return execSQL(workerPool, `SELECT batchq.cancel(1, 'worker')`) },
+		func() error {
+			return execSQL(workerPool, `SELECT * FROM batchq.finish_jobs('docs', 'succeeded', ARRAY[1::bigint])`)
+		},
 		func() error { return execSQL(workerPool, `CREATE TABLE batchq.mine (id int)`) },
 		func() error { return execSQL(workerPool, `DELETE FROM batchq.ledger_adjustments`) },
 		func() error {

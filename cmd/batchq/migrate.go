@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -26,15 +25,15 @@ func migrateCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:   "up",
-				Usage:  "apply pending migrations (up to --to)",
+				Usage:  "apply pending migrations (up to --to), then the function files whose text changed",
 				Flags:  []cli.Flag{upTo},
-				Action: withProvider(migrateUp),
+				Action: withDB(migrateUp),
 			},
 			{
 				Name:   "down",
 				Usage:  "revert the latest migration (or down to --to, exclusive)",
 				Flags:  []cli.Flag{downTo},
-				Action: withProvider(migrateDown),
+				Action: withDB(migrateDown),
 			},
 			{
 				Name:   "status",
@@ -44,11 +43,12 @@ func migrateCommand() *cli.Command {
 			},
 			{
 				Name:  "get",
-				Usage: "print the SQL of one migration, for users who apply it with their own tooling",
+				Usage: "print the SQL of one migration, or of the function files, for users who apply it with their own tooling",
 				Flags: []cli.Flag{
-					&cli.Int64Flag{Name: "version", Usage: "required: the migration's version number"},
+					&cli.Int64Flag{Name: "version", Usage: "the migration's version number (or --functions)"},
 					&cli.BoolFlag{Name: "up", Usage: "print the Up section"},
 					&cli.BoolFlag{Name: "down", Usage: "print the Down section"},
+					&cli.BoolFlag{Name: "functions", Usage: "print the function files, in the order to run them in one transaction after the migrations"},
 				},
 				Action: migrateGet,
 			},
@@ -58,29 +58,25 @@ func migrateCommand() *cli.Command {
 }
 
 func withProvider(run func(*cli.Context, *goose.Provider) error) cli.ActionFunc {
-	return func(c *cli.Context) error {
-		p, closeDB, err := openProvider(c)
+	return withDB(func(c *cli.Context, db *sql.DB) error {
+		p, err := migrations.NewProvider(db)
 		if err != nil {
 			return err
 		}
-		defer closeDB()
 		return run(c, p)
-	}
+	})
 }
 
-// openProvider opens --database-url and a goose provider over batchq's
-// migrations; the caller closes the database with the returned function.
-func openProvider(c *cli.Context) (*goose.Provider, func() error, error) {
-	db, err := openSQL(c.String("database-url"))
-	if err != nil {
-		return nil, nil, err
+// withDB opens --database-url for run and closes it after.
+func withDB(run func(*cli.Context, *sql.DB) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		db, err := openSQL(c.String("database-url"))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return run(c, db)
 	}
-	p, err := migrations.NewProvider(db)
-	if err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	return p, db.Close, nil
 }
 
 func openSQL(url string) (*sql.DB, error) {
@@ -100,60 +96,55 @@ func checkTo(c *cli.Context) error {
 	return nil
 }
 
-func migrateUp(c *cli.Context, p *goose.Provider) error {
+func migrateUp(c *cli.Context, db *sql.DB) error {
 	if err := checkTo(c); err != nil {
 		return err
 	}
-	var res []*goose.MigrationResult
-	var err error
+	to := goose.MaxVersion
 	if c.IsSet("to") {
-		res, err = p.UpTo(c.Context, c.Int64("to"))
-	} else {
-		res, err = p.Up(c.Context)
+		to = c.Int64("to")
 	}
-	for _, r := range res {
-		fmt.Fprintf(c.App.Writer, "applied %s (%s)\n", r.Source.Path, r.Duration.Round(1e6))
-	}
+	res, err := migrations.UpTo(c.Context, db, to)
+	printResult(c, res, "applied")
 	if err != nil {
-		return fmt.Errorf("batchq: migrate up: %w", err)
-	}
-	return printVersion(c, p)
-}
-
-func migrateDown(c *cli.Context, p *goose.Provider) error {
-	if err := checkTo(c); err != nil {
 		return err
 	}
-	var res []*goose.MigrationResult
-	var err error
-	if c.IsSet("to") {
-		res, err = p.DownTo(c.Context, c.Int64("to"))
-	} else {
-		var r *goose.MigrationResult
-		r, err = p.Down(c.Context)
-		if r != nil {
-			res = append(res, r)
-		}
-	}
-	for _, r := range res {
-		fmt.Fprintf(c.App.Writer, "reverted %s (%s)\n", r.Source.Path, r.Duration.Round(1e6))
-	}
-	if errors.Is(err, goose.ErrNoNextVersion) {
-		err = nil
-	}
-	if err != nil {
-		return fmt.Errorf("batchq: migrate down: %w", err)
-	}
-	return printVersion(c, p)
-}
-
-func printVersion(c *cli.Context, p *goose.Provider) error {
-	v, err := p.GetDBVersion(c.Context)
-	if err != nil {
-		return fmt.Errorf("batchq: schema version: %w", err)
-	}
-	fmt.Fprintf(c.App.Writer, "schema version %d\n", v)
 	return nil
+}
+
+func migrateDown(c *cli.Context, db *sql.DB) error {
+	if err := checkTo(c); err != nil {
+		return err
+	}
+	to := c.Int64("to")
+	if !c.IsSet("to") {
+		p, err := migrations.NewProvider(db)
+		if err != nil {
+			return err
+		}
+		v, err := p.GetDBVersion(c.Context)
+		if err != nil {
+			return fmt.Errorf("batchq: schema version: %w", err)
+		}
+		to = max(v-1, 0)
+	}
+	res, err := migrations.DownTo(c.Context, db, to)
+	printResult(c, res, "reverted")
+	return err
+}
+
+// printResult says what a migration run did, then the version it left.
+func printResult(c *cli.Context, res *migrations.Result, verb string) {
+	if res == nil {
+		return
+	}
+	for _, r := range res.Migrations {
+		fmt.Fprintf(c.App.Writer, "%s %s (%s)\n", verb, r.Source.Path, r.Duration.Round(1e6))
+	}
+	for _, f := range res.Functions {
+		fmt.Fprintf(c.App.Writer, "applied db/functions/%s\n", f)
+	}
+	fmt.Fprintf(c.App.Writer, "schema version %d\n", res.Version)
 }
 
 func migrateStatus(c *cli.Context, p *goose.Provider) error {
@@ -173,8 +164,20 @@ func migrateStatus(c *cli.Context, p *goose.Provider) error {
 	return writeList(c, d)
 }
 
-// migrateGet prints one section of a migration file as it is embedded.
+// migrateGet prints one section of a migration file as it is embedded, or
+// the function files.
 func migrateGet(c *cli.Context) error {
+	if c.Bool("functions") {
+		if c.IsSet("version") || c.Bool("up") || c.Bool("down") {
+			return usagef("migrate get: give --functions alone, or --version with --up or --down")
+		}
+		sql, err := migrations.FunctionsSQL()
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(c.App.Writer, sql)
+		return nil
+	}
 	if err := requireFlags(c, "version"); err != nil {
 		return err
 	}

@@ -87,14 +87,14 @@ func TestTableAlignsWideAndCombiningCharacters(t *testing.T) {
 	require.Equal(t, "TENANT        JOBS\n東京株式会社  1\ncafe\u0301          2\nplain         3\n", b.String())
 }
 
-// A weight too small for three decimals is not listed as 0, which batchq
-// would refuse.
+// The smallest weight a tenant may have is listed as itself, not as 0,
+// which batchq would refuse.
 func TestTableShowsASmallWeight(t *testing.T) {
 	t.Parallel()
 	db := newCLIDB(t)
-	r := runCLI(t, db.url, "tenants", "set", "tiny", "--weight", "0.0004")
+	r := runCLI(t, db.url, "tenants", "set", "tiny", "--weight", "0.001")
 	require.Equal(t, 0, r.code, r.stderr)
 	r = runCLI(t, db.url, "tenants", "list")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Regexp(t, `(?m)^tiny\s+0\.0004\s`, r.stdout)
+	require.Regexp(t, `(?m)^tiny\s+0\.001\s`, r.stdout)
 }

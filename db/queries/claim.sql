@@ -1,6 +1,6 @@
 -- name: Claim :many
 -- Claims up to @max_jobs queued jobs in DRR order within @budget; see
--- batchq.claim in migrations/00002_queue.sql.
+-- batchq.claim in db/functions/claim.sql.
 SELECT * FROM batchq.claim(@queue::text, @max_jobs::integer, @worker::text, @budget::bigint);
 
 -- name: NextCost :one

@@ -62,9 +62,10 @@ WHERE r.tenant = @tenant
 ORDER BY r.queue;
 
 -- name: Rekey :exec
--- Re-keys the queued jobs of each (queue, tenant) pair, all in one
--- statement so that its locks are taken in one order.
-SELECT batchq.rekey(@queues::text[], @tenants::text[]);
+-- Re-keys the queued jobs of the tenants of one queue whose share changed;
+-- see batchq.rekey in db/functions/rekey.sql. A change that touches several
+-- queues re-keys them in name order.
+SELECT batchq.rekey(@queue::text, @tenants::text[]);
 
 -- name: BumpSettingsVersion :exec
 -- Drawn after a weight or quantum change commits: enqueue transactions open

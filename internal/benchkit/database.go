@@ -63,11 +63,7 @@ func migrate(ctx context.Context, dbURL string) error {
 	}
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
-	p, err := migrations.NewProvider(db)
-	if err != nil {
-		return err
-	}
-	if _, err := p.Up(ctx); err != nil {
+	if _, err := migrations.Up(ctx, db); err != nil {
 		return fmt.Errorf("benchkit: migrate: %w", err)
 	}
 	return nil

@@ -21,7 +21,7 @@ type ClaimParams struct {
 }
 
 // Claims up to @max_jobs queued jobs in DRR order within @budget; see
-// batchq.claim in migrations/00002_queue.sql.
+// batchq.claim in db/functions/claim.sql.
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]BatchqClaimResult, error) {
 	rows, err := db.Query(ctx, claim,
 		arg.Queue,

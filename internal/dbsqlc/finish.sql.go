@@ -13,30 +13,17 @@ import (
 )
 
 const cancel = `-- name: Cancel :one
-WITH gone AS (
-    DELETE FROM batchq.jobs j
-    WHERE j.id = $1 AND j.state <> 'running'
-    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.round, j.pos, j.cum, j.seq, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
-), written AS (
-    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
-                                 deadline, enqueued_at, first_claimed_at, error, payload, unique_key)
-    SELECT g.id, g.queue, g.tenant, g.kind, 'cancelled', g.cost, g.attempt, g.max_attempts, g.deadline,
-           g.enqueued_at, g.first_claimed_at, $2, g.payload, g.unique_key
-    FROM gone g
-), refund AS (
-    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
-    SELECT g.queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
-)
-SELECT g.id FROM gone g
+SELECT c.id::bigint AS id FROM batchq.cancel($1, $2) AS c (id)
 `
 
 type CancelParams struct {
 	ID     int64
-	Reason *string
+	Reason string
 }
 
 // Removes a job that has not started (queued or retrying) with outcome
-// 'cancelled' and hands its cost back to its tenant's ledger.
+// 'cancelled' and hands its cost back to its tenant's ledger; no row when
+// no such job waits. See batchq.cancel in db/functions/finish.sql.
 func (q *Queries) Cancel(ctx context.Context, db DBTX, arg CancelParams) (int64, error) {
 	row := db.QueryRow(ctx, cancel, arg.ID, arg.Reason)
 	var id int64
@@ -46,10 +33,11 @@ func (q *Queries) Cancel(ctx context.Context, db DBTX, arg CancelParams) (int64,
 
 const complete = `-- name: Complete :many
 SELECT c.id::bigint AS id, c.lease_token::uuid AS lease_token
-FROM batchq.complete($1::bigint[], $2::uuid[], $3::bigint[], $4::text[]) c
+FROM batchq.complete($1::text, $2::bigint[], $3::uuid[], $4::bigint[], $5::text[]) c
 `
 
 type CompleteParams struct {
+	Queue       string
 	Ids         []int64
 	Tokens      []pgtype.UUID
 	ActualCosts []int64
@@ -62,10 +50,11 @@ type CompleteRow struct {
 }
 
 // Finishes running jobs whose lease token still matches as succeeded; see
-// batchq.complete in migrations/00002_queue.sql. Returns the id and token of
+// batchq.complete in db/functions/finish.sql. Returns the id and token of
 // each listed run it did not finish: those lost their lease.
 func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) ([]CompleteRow, error) {
 	rows, err := db.Query(ctx, complete,
+		arg.Queue,
 		arg.Ids,
 		arg.Tokens,
 		arg.ActualCosts,
@@ -90,47 +79,18 @@ func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) ([]
 }
 
 const fail = `-- name: Fail :many
-WITH input AS (
-    SELECT i.id, ($1::uuid[])[i.n] AS token, ($2::text[])[i.n] AS error,
-           ($3::timestamptz[])[i.n] AS retry_at, ($4::boolean[])[i.n] AS final
-    FROM unnest($5::bigint[]) WITH ORDINALITY AS i (id, n)
-), target AS (
-    SELECT j.id, (NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline) AS retry
-    FROM batchq.jobs j JOIN input i ON i.id = j.id
-    WHERE j.id = ANY ($5::bigint[]) AND j.lease_token = i.token
-    ORDER BY j.id -- every statement that waits on job rows locks them in id order
-    FOR UPDATE OF j
-), retried AS (
-    UPDATE batchq.jobs j
-    SET state = 'retrying', run_after = i.retry_at, last_error = i.error,
-        lease_token = NULL, lease_expires_at = NULL, worker = NULL
-    FROM input i
-    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE t.retry)) AND i.id = j.id AND i.token = j.lease_token
-    RETURNING j.id, i.token
-), dead AS (
-    DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (ARRAY(SELECT t.id FROM target t WHERE NOT t.retry))
-    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.round, j.pos, j.cum, j.seq, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
-), written AS (
-    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
-                                 deadline, enqueued_at, first_claimed_at, worker, error, payload, unique_key)
-    SELECT d.id, d.queue, d.tenant, d.kind,
-           CASE WHEN i.final THEN 'discarded' ELSE 'failed' END::batchq.job_outcome,
-           d.cost, d.attempt, d.max_attempts, d.deadline,
-           d.enqueued_at, d.first_claimed_at, d.worker, i.error, d.payload, d.unique_key
-    FROM dead d JOIN input i ON i.id = d.id AND i.token = d.lease_token
-)
-SELECT r.id, r.token::uuid AS lease_token, true AS retrying FROM retried r
-UNION ALL
-SELECT d.id, d.lease_token::uuid, false AS retrying FROM dead d
+SELECT f.id::bigint AS id, f.lease_token::uuid AS lease_token, f.retrying::boolean AS retrying
+FROM batchq.fail($1::text, $2::bigint[], $3::uuid[], $4::text[], $5::timestamptz[],
+                 $6::boolean[]) f
 `
 
 type FailParams struct {
+	Queue   string
+	Ids     []int64
 	Tokens  []pgtype.UUID
 	Errors  []string
 	RetryAt []time.Time
 	Final   []bool
-	Ids     []int64
 }
 
 type FailRow struct {
@@ -139,19 +99,17 @@ type FailRow struct {
 	Retrying   bool
 }
 
-// Records a failed attempt of running jobs whose lease token still matches.
-// A job with attempts left whose retry time falls before its deadline waits
-// in 'retrying' until @retry_at; any other is removed with outcome 'failed',
-// and one marked final (retrying would not help) with outcome 'discarded'. Returns the id and token of each run it recorded,
-// and what became of its job; the rest lost their lease. As in Complete, of a
-// job listed under two tokens only the run holding the lease counts.
+// Records a failed attempt of running jobs whose lease token still matches;
+// see batchq.fail in db/functions/finish.sql. Returns the runs it recorded
+// and whether each job will be retried; the rest lost their lease.
 func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) ([]FailRow, error) {
 	rows, err := db.Query(ctx, fail,
+		arg.Queue,
+		arg.Ids,
 		arg.Tokens,
 		arg.Errors,
 		arg.RetryAt,
 		arg.Final,
-		arg.Ids,
 	)
 	if err != nil {
 		return nil, err
@@ -172,25 +130,14 @@ func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) ([]FailRow,
 }
 
 const heartbeat = `-- name: Heartbeat :many
-WITH input AS (
-    SELECT i.id, ($1::uuid[])[i.n] AS token
-    FROM unnest($2::bigint[]) WITH ORDINALITY AS i (id, n)
-), target AS (
-    SELECT j.id FROM batchq.jobs j JOIN input i ON i.id = j.id
-    WHERE j.id = ANY ($2::bigint[]) AND j.lease_token = i.token
-    ORDER BY j.id -- every statement that waits on job rows locks them in id order
-    FOR UPDATE OF j
-)
-UPDATE batchq.jobs j
-SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = j.queue)
-FROM target t
-WHERE j.id = t.id
-RETURNING j.id, j.lease_token, j.lease_expires_at::timestamptz AS lease_expires_at
+SELECT h.id::bigint AS id, h.lease_token::uuid AS lease_token, h.lease_expires_at::timestamptz AS lease_expires_at
+FROM batchq.heartbeat($1::text, $2::bigint[], $3::uuid[]) h
 `
 
 type HeartbeatParams struct {
-	Tokens []pgtype.UUID
+	Queue  string
 	Ids    []int64
+	Tokens []pgtype.UUID
 }
 
 type HeartbeatRow struct {
@@ -200,9 +147,9 @@ type HeartbeatRow struct {
 }
 
 // Extends the leases of running jobs whose token still matches by the
-// queue's lease length. Returns the runs (id, token) extended.
+// queue's lease length. Returns the runs it extended.
 func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) ([]HeartbeatRow, error) {
-	rows, err := db.Query(ctx, heartbeat, arg.Tokens, arg.Ids)
+	rows, err := db.Query(ctx, heartbeat, arg.Queue, arg.Ids, arg.Tokens)
 	if err != nil {
 		return nil, err
 	}
@@ -222,32 +169,15 @@ func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) (
 }
 
 const release = `-- name: Release :many
-WITH input AS (
-    SELECT i.id, ($1::uuid[])[i.n] AS token, ($2::bigint[])[i.n] AS delay_us
-    FROM unnest($3::bigint[]) WITH ORDINALITY AS i (id, n)
-), target AS (
-    SELECT j.id, i.token, i.delay_us FROM batchq.jobs j JOIN input i ON i.id = j.id
-    WHERE j.id = ANY ($3::bigint[]) AND j.lease_token = i.token
-    ORDER BY j.id -- every statement that waits on job rows locks them in id order
-    FOR UPDATE OF j
-), released AS (
-    UPDATE batchq.jobs j
-    SET state = 'retrying', run_after = now() + make_interval(secs => greatest(t.delay_us, 0) / 1e6),
-        attempt = j.attempt - 1, lease_token = NULL, lease_expires_at = NULL, worker = NULL
-    FROM target t
-    WHERE j.id = t.id
-    RETURNING j.id, t.token, j.queue, j.tenant, j.pos, j.seq, j.cost
-), refunds AS (
-    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
-    SELECT r.queue, r.tenant, r.pos, r.seq, -r.cost FROM released r
-)
-SELECT r.id, r.token::uuid AS lease_token FROM released r
+SELECT r.id::bigint AS id, r.lease_token::uuid AS lease_token
+FROM batchq.release($1::text, $2::bigint[], $3::uuid[], $4::bigint[]) r
 `
 
 type ReleaseParams struct {
+	Queue    string
+	Ids      []int64
 	Tokens   []pgtype.UUID
 	DelaysUs []int64
-	Ids      []int64
 }
 
 type ReleaseRow struct {
@@ -255,17 +185,16 @@ type ReleaseRow struct {
 	LeaseToken pgtype.UUID
 }
 
-// Hands running jobs back without using an attempt (the provider refused to
-// start them, the throttle had no room for them after all, or the worker is
-// shutting down): each waits in 'retrying' for its delay (@delays_us,
-// microseconds, added to the database's clock), then rejoins its tenant's
-// queue at the tail. A released job never ran, so, as for a job that expired
-// before it ran, its cost goes back to the tenant's ledger for the jobs
-// behind its old place: rejoining charges it once more, and the tenant pays
-// for it once. Returns the runs (id, token) released; the rest lost their
-// lease.
+// Hands running jobs back without using an attempt, each after its delay
+// (@delays_us, microseconds); see batchq.release in db/functions/finish.sql.
+// Returns the runs it released; the rest lost their lease.
 func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) ([]ReleaseRow, error) {
-	rows, err := db.Query(ctx, release, arg.Tokens, arg.DelaysUs, arg.Ids)
+	rows, err := db.Query(ctx, release,
+		arg.Queue,
+		arg.Ids,
+		arg.Tokens,
+		arg.DelaysUs,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 const applyAdjustments = `-- name: ApplyAdjustments :one
-SELECT batchq.apply_adjustments($1)::integer AS adjusted
+SELECT batchq.apply_adjustments($1::text)::integer AS adjusted
 `
 
 func (q *Queries) ApplyAdjustments(ctx context.Context, db DBTX, queue string) (int32, error) {
@@ -21,26 +21,8 @@ func (q *Queries) ApplyAdjustments(ctx context.Context, db DBTX, queue string) (
 }
 
 const expireOverdue = `-- name: ExpireOverdue :many
-WITH gone AS (
-    DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (ARRAY(
-        SELECT o.id FROM batchq.jobs o
-        WHERE o.queue = $1 AND o.state <> 'running' AND o.deadline <= now()
-        ORDER BY o.deadline
-        LIMIT $2
-        FOR UPDATE SKIP LOCKED))
-    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.round, j.pos, j.cum, j.seq, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
-), written AS (
-    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
-                                 deadline, enqueued_at, first_claimed_at, error, payload, unique_key)
-    SELECT g.id, g.queue, g.tenant, g.kind, 'expired', g.cost, g.attempt, g.max_attempts, g.deadline,
-           g.enqueued_at, g.first_claimed_at, 'deadline passed while waiting', g.payload, g.unique_key
-    FROM gone g
-), refunds AS (
-    INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
-    SELECT g.queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
-)
-SELECT g.id, g.tenant, g.cost FROM gone g
+SELECT e.id::bigint AS id, e.tenant::text AS tenant, e.cost::bigint AS cost
+FROM batchq.expire($1::text, $2::integer) e
 `
 
 type ExpireOverdueParams struct {
@@ -54,9 +36,9 @@ type ExpireOverdueRow struct {
 	Cost   int64
 }
 
-// Removes queued and retrying jobs of a queue whose deadline has passed, with
-// outcome 'expired', wherever they stand in the backlog, and hands the cost
-// of the queued ones back to their tenants' ledgers. Returns the jobs.
+// Removes waiting jobs of a queue whose deadline has passed, with outcome
+// 'expired', wherever they stand in the backlog. See batchq.expire in
+// db/functions/maintain.sql.
 func (q *Queries) ExpireOverdue(ctx context.Context, db DBTX, arg ExpireOverdueParams) ([]ExpireOverdueRow, error) {
 	rows, err := db.Query(ctx, expireOverdue, arg.Queue, arg.MaxJobs)
 	if err != nil {
@@ -78,7 +60,7 @@ func (q *Queries) ExpireOverdue(ctx context.Context, db DBTX, arg ExpireOverdueP
 }
 
 const requeue = `-- name: Requeue :one
-SELECT batchq.requeue($1, $2)::integer AS requeued
+SELECT batchq.requeue($1::text, $2::integer)::integer AS requeued
 `
 
 type RequeueParams struct {
@@ -94,39 +76,9 @@ func (q *Queries) Requeue(ctx context.Context, db DBTX, arg RequeueParams) (int3
 }
 
 const rescueLostLeases = `-- name: RescueLostLeases :many
-WITH lost AS (
-    SELECT j.id, (j.attempt < j.max_attempts AND j.deadline > now()) AS retry
-    FROM batchq.jobs j
-    WHERE j.queue = $1 AND j.state = 'running' AND j.lease_expires_at < now()
-    ORDER BY j.lease_expires_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-), retried AS (
-    UPDATE batchq.jobs j
-    SET state = 'retrying', run_after = now(), last_error = 'lease expired while running',
-        lease_token = NULL, lease_expires_at = NULL, worker = NULL
-    WHERE j.id = ANY (ARRAY(SELECT l.id FROM lost l WHERE l.retry))
-    RETURNING j.id, j.tenant, j.cost
-), dead AS (
-    DELETE FROM batchq.jobs j
-    WHERE j.id = ANY (ARRAY(SELECT l.id FROM lost l WHERE NOT l.retry))
-    RETURNING j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key, j.state, j.attempt, j.max_attempts, j.round, j.pos, j.cum, j.seq, j.run_after, j.lease_token, j.lease_expires_at, j.worker, j.enqueued_at, j.first_claimed_at, j.claimed_at, j.last_error
-), written AS (
-    INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts, max_attempts,
-                                 deadline, enqueued_at, first_claimed_at, worker, error, payload, unique_key)
-    SELECT d.id, d.queue, d.tenant, d.kind,
-           CASE WHEN d.deadline <= now() THEN 'expired' ELSE 'failed' END::batchq.job_outcome,
-           d.cost, d.attempt, d.max_attempts, d.deadline, d.enqueued_at, d.first_claimed_at, d.worker,
-           CASE WHEN d.deadline <= now() THEN 'lease expired while running, and the deadline passed'
-                ELSE 'lease expired while running, and no attempts are left' END,
-           d.payload, d.unique_key
-    FROM dead d
-)
-SELECT r.id, true AS retrying, r.tenant, r.cost, ''::text AS outcome FROM retried r
-UNION ALL
-SELECT d.id, false AS retrying, d.tenant, d.cost,
-       CASE WHEN d.deadline <= now() THEN 'expired' ELSE 'failed' END::text
-FROM dead d
+SELECT r.id::bigint AS id, r.retrying::boolean AS retrying, r.tenant::text AS tenant, r.cost::bigint AS cost,
+       r.outcome::text AS outcome
+FROM batchq.rescue($1::text, $2::integer) r
 `
 
 type RescueLostLeasesParams struct {
@@ -142,10 +94,9 @@ type RescueLostLeasesRow struct {
 	Outcome  string
 }
 
-// Running jobs of a queue whose lease expired (their worker died or stalled)
-// go back to 'retrying', due now, while attempts and deadline allow; the
-// others are removed with outcome 'failed' or 'expired'. Returns each job,
-// with its outcome when it has one.
+// Running jobs of a queue whose lease expired go back to 'retrying' while
+// attempts and deadline allow; the others finish as 'failed' or 'expired'.
+// See batchq.rescue in db/functions/maintain.sql.
 func (q *Queries) RescueLostLeases(ctx context.Context, db DBTX, arg RescueLostLeasesParams) ([]RescueLostLeasesRow, error) {
 	rows, err := db.Query(ctx, rescueLostLeases, arg.Queue, arg.MaxJobs)
 	if err != nil {

@@ -167,6 +167,12 @@ type BatchqEnqueueResult struct {
 	Adding *int32
 }
 
+type BatchqFunctionFile struct {
+	Name      string
+	Sha256    string
+	AppliedAt time.Time
+}
+
 type BatchqJob struct {
 	ID             int64
 	Queue          string

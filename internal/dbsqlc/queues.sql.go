@@ -183,18 +183,19 @@ func (q *Queries) LockTenant(ctx context.Context, db DBTX, name string) (BatchqT
 }
 
 const rekey = `-- name: Rekey :exec
-SELECT batchq.rekey($1::text[], $2::text[])
+SELECT batchq.rekey($1::text, $2::text[])
 `
 
 type RekeyParams struct {
-	Queues  []string
+	Queue   string
 	Tenants []string
 }
 
-// Re-keys the queued jobs of each (queue, tenant) pair, all in one
-// statement so that its locks are taken in one order.
+// Re-keys the queued jobs of the tenants of one queue whose share changed;
+// see batchq.rekey in db/functions/rekey.sql. A change that touches several
+// queues re-keys them in name order.
 func (q *Queries) Rekey(ctx context.Context, db DBTX, arg RekeyParams) error {
-	_, err := db.Exec(ctx, rekey, arg.Queues, arg.Tenants)
+	_, err := db.Exec(ctx, rekey, arg.Queue, arg.Tenants)
 	return err
 }
 

@@ -38,96 +38,24 @@ func (q *Queries) GetQuota(ctx context.Context, db DBTX, key string) (GetQuotaRo
 	return i, err
 }
 
-const insertQuota = `-- name: InsertQuota :execrows
-INSERT INTO batchq.quota (key, state, requests_limit, requests_remaining, requests_reset_at,
-                          tokens_limit, tokens_remaining, tokens_reset_at, paused_until, observed_at)
-VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8,
-        $9, $10)
-ON CONFLICT (key) DO NOTHING
-`
-
-type InsertQuotaParams struct {
-	Key               string
-	State             []byte
-	RequestsLimit     *int64
-	RequestsRemaining *int64
-	RequestsResetAt   *time.Time
-	TokensLimit       *int64
-	TokensRemaining   *int64
-	TokensResetAt     *time.Time
-	PausedUntil       *time.Time
-	ObservedAt        *time.Time
-}
-
-// The first save of a key; 0 rows: another process saved it first.
-func (q *Queries) InsertQuota(ctx context.Context, db DBTX, arg InsertQuotaParams) (int64, error) {
-	result, err := db.Exec(ctx, insertQuota,
-		arg.Key,
-		arg.State,
-		arg.RequestsLimit,
-		arg.RequestsRemaining,
-		arg.RequestsResetAt,
-		arg.TokensLimit,
-		arg.TokensRemaining,
-		arg.TokensResetAt,
-		arg.PausedUntil,
-		arg.ObservedAt,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const saveQuota = `-- name: SaveQuota :execrows
-UPDATE batchq.quota
-SET state              = $1,
-    version            = version + 1,
-    requests_limit     = $2,
-    requests_remaining = $3,
-    requests_reset_at  = $4,
-    tokens_limit       = $5,
-    tokens_remaining   = $6,
-    tokens_reset_at    = $7,
-    paused_until       = $8,
-    observed_at        = $9,
-    updated_at         = now()
-WHERE key = $10 AND version = $11
+const saveQuota = `-- name: SaveQuota :one
+SELECT batchq.save_quota($1::text, $2::bigint, $3::jsonb)::boolean AS saved
 `
 
 type SaveQuotaParams struct {
-	State             []byte
-	RequestsLimit     *int64
-	RequestsRemaining *int64
-	RequestsResetAt   *time.Time
-	TokensLimit       *int64
-	TokensRemaining   *int64
-	TokensResetAt     *time.Time
-	PausedUntil       *time.Time
-	ObservedAt        *time.Time
-	Key               string
-	Version           int64
+	Key     string
+	Version *int64
+	State   []byte
 }
 
-// Saves a key's state if nobody saved it since it was read at @version;
-// 0 rows: someone did, so decide again on what they saved.
-func (q *Queries) SaveQuota(ctx context.Context, db DBTX, arg SaveQuotaParams) (int64, error) {
-	result, err := db.Exec(ctx, saveQuota,
-		arg.State,
-		arg.RequestsLimit,
-		arg.RequestsRemaining,
-		arg.RequestsResetAt,
-		arg.TokensLimit,
-		arg.TokensRemaining,
-		arg.TokensResetAt,
-		arg.PausedUntil,
-		arg.ObservedAt,
-		arg.Key,
-		arg.Version,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+// Saves a key's state: its first save when @version is NULL, else only if
+// nobody saved it since it was read at @version. false: someone saved first,
+// so decide again on what they saved. See batchq.save_quota in
+// db/functions/quota.sql, which checks the state and fills the columns
+// operators read from it.
+func (q *Queries) SaveQuota(ctx context.Context, db DBTX, arg SaveQuotaParams) (bool, error) {
+	row := db.QueryRow(ctx, saveQuota, arg.Key, arg.Version, arg.State)
+	var saved bool
+	err := row.Scan(&saved)
+	return saved, err
 }

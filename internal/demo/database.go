@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
 	"github.com/batchq/batchq/migrations"
 )
@@ -137,11 +136,7 @@ func freshDatabase(ctx context.Context, serverURL, name string) (*pgxpool.Config
 
 	db := stdlib.OpenDB(*poolCfg.ConnConfig.Copy())
 	defer db.Close()
-	p, err := migrations.NewProvider(db)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := p.Up(ctx); err != nil && !errors.Is(err, goose.ErrNoNextVersion) {
+	if _, err := migrations.Up(ctx, db); err != nil {
 		return nil, fmt.Errorf("batchq: demo: migrate %s: %w", name, err)
 	}
 	return poolCfg, nil

@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -29,8 +28,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver pgtestdb opens
 	"github.com/peterldowns/pgtestdb"
-	"github.com/pressly/goose/v3"
 
+	"github.com/batchq/batchq/db/functions"
 	"github.com/batchq/batchq/migrations"
 )
 
@@ -168,36 +167,32 @@ func trimSlash(p string) string {
 	return p
 }
 
-// migrator applies migrations.FS with goose; its hash names the template
-// database, so a change to any migration builds a new template.
+// migrator applies migrations.Up: the migrations, then the function files.
+// Its hash names the template database, so a change to any migration or
+// function file builds a new template.
 type migrator struct{}
 
 func (migrator) Hash() (string, error) {
 	h := sha256.New()
-	names, err := fs.Glob(migrations.FS, "*.sql")
-	if err != nil {
-		return "", err
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		b, err := fs.ReadFile(migrations.FS, n)
+	for _, fsys := range []fs.FS{migrations.FS, functions.FS} {
+		names, err := fs.Glob(fsys, "*.sql")
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
-		h.Write(b)
+		sort.Strings(names)
+		for _, n := range names {
+			b, err := fs.ReadFile(fsys, n)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
+			h.Write(b)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (migrator) Migrate(ctx context.Context, db *sql.DB, _ pgtestdb.Config) error {
-	p, err := migrations.NewProvider(db)
-	if err != nil {
-		return err
-	}
-	_, err = p.Up(ctx)
-	if errors.Is(err, goose.ErrNoNextVersion) {
-		return nil
-	}
+	_, err := migrations.Up(ctx, db)
 	return err
 }

@@ -34,12 +34,18 @@ $$;
 
 GRANT USAGE ON SCHEMA batchq TO :"app_role", :"worker_role";
 
--- The application enqueues through batchq.enqueue, which runs as the
--- schema's owner (migrations/00005_least_privilege.sql): the role has no
--- right on the jobs or the tenant ring, so it cannot skip the bounds or the
--- fair order, read other jobs' payloads, or change or delete anything.
+-- Neither role writes a table: each calls the functions below, which check
+-- their arguments and run as the schema's owner (SECURITY DEFINER), so a role
+-- can do only what they allow. Take back what an earlier release granted.
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA batchq FROM :"app_role", :"worker_role";
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA batchq FROM :"app_role", :"worker_role";
+
+-- The application enqueues (docs/sql-api.md): it cannot skip the bounds or
+-- the fair order, read other jobs' payloads, or change or delete anything.
 GRANT EXECUTE ON FUNCTION
-    batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[])
+    batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[]),
+    batchq.enqueue_job(text, text, bigint, jsonb, text, timestamptz, interval, integer, text),
+    batchq.enqueue_jobs(text, jsonb)
 TO :"app_role";
 
 -- Reports: the backlog and audit views, the unfinished jobs by queue (their
@@ -53,28 +59,31 @@ GRANT SELECT (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost,
     ON batchq.outcomes TO :"app_role";
 GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz) TO :"app_role";
 
--- Interactive calls pace from the fleet's shared throttle state.
-GRANT INSERT, UPDATE ON batchq.quota TO :"app_role";
-
 -- Workers claim, heartbeat, complete, fail and release jobs, and maintain
--- their queue: they change a job's state and lease, never its tenant, cost,
--- keys or payload; they write outcomes but never change or delete one; they
--- read the queue's settings and advance its cursor. The cost corrections
--- they record in ledger_adjustments move a tenant in the fair order, as
--- they are meant to: the role is for batchq's worker code, not for ad hoc
--- sessions.
-GRANT SELECT, DELETE ON batchq.jobs TO :"worker_role";
-GRANT UPDATE (state, attempt, lease_token, lease_expires_at, worker, claimed_at, first_claimed_at, run_after, last_error)
-    ON batchq.jobs TO :"worker_role";
-GRANT INSERT ON batchq.outcomes, batchq.ledger_adjustments TO :"worker_role";
-GRANT SELECT ON batchq.queues TO :"worker_role";
--- The metrics' backlog gauges.
-GRANT SELECT ON batchq.unfinished TO :"worker_role";
-GRANT SELECT, UPDATE (round) ON batchq.queue_cursors TO :"worker_role";
--- Requeueing retries and folding cost corrections into the fair order run
--- as the schema's owner, as enqueueing does.
-GRANT EXECUTE ON FUNCTION batchq.requeue(text, integer), batchq.apply_adjustments(text) TO :"worker_role";
--- The fleet's shared throttle state.
-GRANT SELECT, INSERT, UPDATE ON batchq.quota TO :"worker_role";
+-- their queue (rescue, expiry, requeue, folding cost corrections). They
+-- cannot enqueue, cancel, change settings, or change or delete an outcome.
+-- The cost corrections they report move a tenant in the fair order, as they
+-- are meant to: the role is for batchq's worker code, not ad hoc sessions.
+GRANT EXECUTE ON FUNCTION
+    batchq.claim(text, integer, text, bigint),
+    batchq.complete(text, bigint[], uuid[], bigint[], text[]),
+    batchq.fail(text, bigint[], uuid[], text[], timestamptz[], boolean[]),
+    batchq.release(text, bigint[], uuid[], bigint[]),
+    batchq.heartbeat(text, bigint[], uuid[]),
+    batchq.rescue(text, integer),
+    batchq.expire(text, integer),
+    batchq.requeue(text, integer),
+    batchq.apply_adjustments(text)
+TO :"worker_role";
+-- What workers read: the jobs (the next cost a claim starts with, whether a
+-- queue is drained), the queues' settings, and the unfinished jobs for the
+-- metrics' backlog gauges.
+GRANT SELECT ON batchq.jobs, batchq.queues, batchq.unfinished TO :"worker_role";
+
+-- Both pace from the fleet's shared throttle state, which only
+-- batchq.save_quota writes: it refuses a state that does not parse or a
+-- pause past the throttle's limit.
+GRANT SELECT ON batchq.quota TO :"app_role", :"worker_role";
+GRANT EXECUTE ON FUNCTION batchq.save_quota(text, bigint, jsonb) TO :"app_role", :"worker_role";
 
 COMMIT;

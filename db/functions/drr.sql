@@ -1,0 +1,21 @@
+-- The arithmetic of the fair order (docs/design/fair-order.md).
+
+-- drr_round is the round in which a job is served: on visit ceil(cum / share)
+-- of a membership that began in join_round, never before the first visit.
+-- Not STRICT, so the planner inlines it: its arguments are never null.
+-- (cum - 1) / share + 1 is ceil(cum / share) without overflowing.
+CREATE OR REPLACE FUNCTION batchq.drr_round(join_round bigint, cum bigint, share bigint) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN join_round + greatest((cum - 1) / share + 1, 1) - 1;
+
+-- drr_share is a tenant's grant per visit, by drr's rule (drr.Config.Grant):
+-- the quantum for weight 1; otherwise quantum × weight rounded half away from
+-- zero on the double itself, at least 1.
+CREATE OR REPLACE FUNCTION batchq.drr_share(quantum bigint, weight double precision) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE
+        WHEN weight = 1 THEN greatest(quantum, 1)
+        WHEN quantum * weight >= 9223372036854775807::double precision THEN 9223372036854775807
+        ELSE greatest(1, trunc(quantum * weight)::bigint
+                         + (quantum * weight - trunc(quantum * weight) >= 0.5)::integer)
+    END;

@@ -1,0 +1,610 @@
+-- Enqueueing: the public SQL API any language calls inside its own
+-- transaction (docs/sql-api.md), and the insert behind it.
+
+-- insert_jobs inserts a batch of jobs into one queue, all or nothing, keyed
+-- in the fair order, and returns one row per input line (ord, 1-based):
+-- status 'inserted' with the new id, or 'duplicate' with the id of the job
+-- that holds its unique key. When a tenant would pass its bound it writes
+-- nothing and returns one row 'queue_full' with the tenant, its bound, how
+-- many it has queued and how many the call would add; 'ledger_full' when
+-- the tenant's ledger would pass the key ceiling; 'unknown_queue' when the
+-- queue does not exist. It raises for none of them, so the caller's
+-- transaction stays usable. Its arguments have been checked (batchq.enqueue
+-- and its kin); NULL kinds, deadlines, attempts and payloads take the
+-- defaults.
+--
+-- It locks the tenants' ring rows (ring_join) and counts with fresh
+-- snapshots afterwards, which makes the bound exact under concurrent
+-- enqueues. Plans are made once per session, index access throughout; a
+-- call of over 64 lines plans for its own arrays (docs/design/plans.md).
+CREATE OR REPLACE FUNCTION batchq.insert_jobs(
+    p_queue        text,
+    p_tenant       text[],
+    p_kind         text[],
+    p_cost         bigint[],
+    p_deadline     timestamptz[],
+    p_max_attempts integer[],
+    p_payload      jsonb[],
+    p_unique_key   text[]
+) RETURNS SETOF batchq.enqueue_results
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET enable_sort = off
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+DECLARE
+    q        batchq.queues;
+    v_n      integer := coalesce(cardinality(p_tenant), 0);
+    v_dup    bigint[];
+    v_adds   boolean[];
+    v_full   record;
+    v_keyed  boolean := false;
+    v_exact  integer;
+    v_src_ord integer[];
+    v_src_id  bigint[];
+    v_ids     bigint[];
+    v_inserted bigint;
+    v_cursor   bigint;
+    v_ring_tenant text[];
+    v_ring_pos    bigint[];
+    v_ring_share  bigint[];
+    v_ring_cum    bigint[];
+    v_ring_seq    bigint[];
+    v_ring_round  bigint[];
+    v_ring_lines  integer[];
+    v_ring_cost   numeric[];
+    v_ring_new    integer[];
+    v_ring_head   bigint[];
+    v_ring_bound  integer[];
+    v_settings    bigint;
+    v_joined      text[];
+BEGIN
+    -- Held until commit, so the queue cannot go while its new jobs do not
+    -- show yet (batchq.queues_keep_jobs).
+    SELECT * INTO q FROM batchq.queues WHERE name = p_queue FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 0, NULL::bigint, 'unknown_queue'::text, NULL::text, NULL::integer, NULL::integer, NULL::integer;
+        RETURN;
+    END IF;
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+    IF v_n > 64 THEN
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_hashjoin', 'on', true),
+                set_config('enable_mergejoin', 'on', true);
+    END IF;
+
+    -- Before ring_join reads the weights (docs/design/commit-time-check.md).
+    SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
+    SELECT array_agg(l.tenant ORDER BY l.ord), array_agg(l.lines ORDER BY l.ord), array_agg(l.head ORDER BY l.ord),
+           array_agg(l.cost ORDER BY l.ord)
+    INTO v_ring_tenant, v_ring_lines, v_ring_head, v_ring_cost
+    FROM batchq.ring_join(p_queue, p_tenant, p_cost, false) WITH ORDINALITY AS l (tenant, lines, head, cost, ord);
+    v_joined := ARRAY(SELECT l.tenant FROM unnest(v_ring_tenant, v_ring_head) AS l (tenant, head) WHERE l.head IS NULL);
+
+    -- Unique keys: a job unfinished, or finished within unique_for, or an
+    -- earlier line of this batch holds the key. v_dup is the id of the job
+    -- that holds a line's key, v_adds whether the line adds a job.
+    v_dup := array_fill(NULL::bigint, ARRAY[v_n]);
+    v_adds := array_fill(true, ARRAY[v_n]);
+    IF NOT EXISTS (SELECT 1 FROM unnest(p_unique_key) k WHERE k <> '') THEN
+        p_unique_key := array_fill(NULL::text, ARRAY[v_n]);
+    ELSE
+        v_keyed := true;
+        p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
+        SELECT array_agg(d.existing ORDER BY d.ord),
+               array_agg(d.existing IS NULL AND (d.first_ord IS NULL OR d.first_ord = d.ord) ORDER BY d.ord)
+        INTO v_dup, v_adds
+        FROM (
+            SELECT i.ord,
+                   CASE WHEN i.k IS NULL THEN NULL ELSE min(i.ord) OVER (PARTITION BY i.k) END AS first_ord,
+                   CASE WHEN i.k IS NULL THEN NULL ELSE coalesce(
+                       (SELECT j.id FROM batchq.jobs j WHERE j.queue = p_queue AND j.unique_key = i.k),
+                       -- The window counts back from this statement: a job
+                       -- that finished meanwhile is not unfinished.
+                       (SELECT o.job_id FROM batchq.outcomes o
+                        WHERE q.unique_for > '0' AND o.queue = p_queue AND o.unique_key = i.k
+                          AND o.finished_at > statement_timestamp() - q.unique_for
+                        ORDER BY o.finished_at DESC LIMIT 1)) END AS existing
+            FROM unnest(p_unique_key) WITH ORDINALITY AS i (k, ord)
+        ) d;
+    END IF;
+
+    -- A tenant that joined the ring in this call joins the round current now,
+    -- not the one current when ring_join ran.
+    SELECT coalesce(max(c.round), 0) INTO v_cursor
+    FROM batchq.queue_cursors c WHERE c.queue = p_queue;
+
+    -- The batch's ring rows (ring_join holds them) and bounds, read once in
+    -- ring_join's order, one probe per tenant.
+    SELECT array_agg(r.pos ORDER BY l.ord), array_agg(r.share ORDER BY l.ord), array_agg(r.cum ORDER BY l.ord),
+           array_agg(r.enq_seq ORDER BY l.ord),
+           array_agg(CASE WHEN l.head IS NULL THEN greatest(r.join_round, v_cursor) ELSE r.join_round END ORDER BY l.ord),
+           array_agg(coalesce(r.max_queued, q.max_per_tenant) ORDER BY l.ord)
+    INTO v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round, v_ring_bound
+    FROM unnest(v_ring_tenant, v_ring_head) WITH ORDINALITY AS l (tenant, head, ord)
+    LEFT JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round,
+                              (SELECT w.max_queued FROM batchq.tenants w WHERE w.name = r.tenant) AS max_queued
+                       FROM batchq.tenant_ring r
+                       WHERE r.queue = p_queue AND r.tenant = l.tenant
+                       LIMIT 1) r ON true;
+
+    -- Each tenant's new jobs: its lines less duplicates, grouped by tenant
+    -- in name order, as ring_join lists them.
+    IF v_keyed THEN
+        SELECT array_agg(c.n ORDER BY c.tenant) INTO v_ring_new
+        FROM (SELECT x.tenant,
+                     (count(*) FILTER (WHERE x.adds))::integer AS n
+              FROM unnest(p_tenant, v_adds) AS x (tenant, adds)
+              GROUP BY x.tenant) c;
+    ELSE
+        v_ring_new := v_ring_lines;
+    END IF;
+
+    -- Bounds and ledgers, tenants in name order. A tenant's queue counts
+    -- first as the span of seqs from its head to its newest job, never less
+    -- than its length; only one that looks full is counted exactly. Its
+    -- ledger and last round after this call must stay within the key
+    -- ceiling (duplicates counted: a bound from above).
+    FOR v_full IN
+        SELECT b.tenant, b.pos, b.adding, b.bound, b.upper, b.ledger_full
+        FROM (SELECT u.tenant, u.pos, u.adding, u.bound,
+                     CASE WHEN u.head IS NULL THEN 0 ELSE u.enq_seq - u.head + 1 END AS upper,
+                     (u.cum + u.cost > batchq.key_ceiling()
+                      OR u.join_round + (u.cum + u.cost) / u.share > batchq.key_ceiling()) AS ledger_full
+              FROM unnest(v_ring_tenant, v_ring_pos, v_ring_new, v_ring_head, v_ring_seq, v_ring_bound, v_ring_cum,
+                          v_ring_cost, v_ring_round, v_ring_share)
+                   AS u (tenant, pos, adding, head, enq_seq, bound, cum, cost, join_round, share)) b
+        WHERE b.adding > 0 AND (b.upper + b.adding > b.bound OR b.ledger_full)
+    LOOP
+        IF v_full.ledger_full THEN
+            RETURN QUERY SELECT 0, NULL::bigint, 'ledger_full'::text, v_full.tenant, NULL::integer, NULL::integer,
+                                v_full.adding;
+            RETURN;
+        END IF;
+        SELECT count(*) INTO v_exact FROM (
+            SELECT 1 FROM batchq.jobs j
+            WHERE j.queue = p_queue AND j.pos = v_full.pos AND j.state = 'queued'
+            LIMIT v_full.bound) c;
+        IF v_exact + v_full.adding > v_full.bound THEN
+            RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact, v_full.adding;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    -- Keys: each tenant's new jobs continue its ledger in input order. Rows
+    -- are inserted, and their ids drawn, in claim order, so a claim reads a
+    -- few neighbouring pages.
+    WITH keyed AS (
+        SELECT x.ord::integer AS ord, x.tenant, coalesce(nullif(x.kind, ''), 'default') AS kind, x.cost,
+               -- No deadline (or the zero time) asks for the queue's default
+               -- TTL, counted from this statement.
+               CASE WHEN x.deadline IS NULL OR x.deadline < '0002-01-01' THEN statement_timestamp() + q.default_ttl
+                    ELSE x.deadline END AS deadline,
+               coalesce(nullif(x.max_attempts, 0), q.max_attempts) AS max_attempts,
+               coalesce(x.payload, '{}'::jsonb) AS payload, x.unique_key, r.pos, r.join_round, r.share,
+               (r.cum + sum(x.cost) OVER w)::bigint AS cum,
+               r.enq_seq + row_number() OVER w AS seq
+        FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_max_attempts, p_payload, p_unique_key, v_adds)
+             WITH ORDINALITY AS x (tenant, kind, cost, deadline, max_attempts, payload, unique_key, adds, ord)
+        JOIN unnest(v_ring_tenant, v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round)
+             AS r (tenant, pos, share, cum, enq_seq, join_round) ON r.tenant = x.tenant
+        WHERE x.adds
+        WINDOW w AS (PARTITION BY x.tenant COLLATE "C" ORDER BY x.ord)
+    ), src AS MATERIALIZED (
+        -- nextval is evaluated after the sort (it is volatile), so ids follow it.
+        SELECT k.*, batchq.drr_round(k.join_round, k.cum, k.share) AS round, nextval('batchq.jobs_id_seq') AS id
+        FROM keyed k
+        ORDER BY round, k.pos, k.seq
+    ), ins_plain AS (
+        -- Lines without a key go in without ON CONFLICT, which costs a lock
+        -- and a second WAL record per row.
+        INSERT INTO batchq.jobs (id, queue, tenant, kind, cost, deadline, payload, unique_key, state,
+                                 max_attempts, round, pos, cum, seq)
+        OVERRIDING SYSTEM VALUE
+        SELECT s.id, p_queue, s.tenant, s.kind, s.cost, s.deadline, s.payload, s.unique_key, 'queued',
+               s.max_attempts, s.round, s.pos, s.cum, s.seq
+        FROM src s
+        WHERE s.unique_key IS NULL
+        RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round
+    ), ins_keyed AS (
+        INSERT INTO batchq.jobs (id, queue, tenant, kind, cost, deadline, payload, unique_key, state,
+                                 max_attempts, round, pos, cum, seq)
+        OVERRIDING SYSTEM VALUE
+        SELECT s.id, p_queue, s.tenant, s.kind, s.cost, s.deadline, s.payload, s.unique_key, 'queued',
+               s.max_attempts, s.round, s.pos, s.cum, s.seq
+        FROM src s
+        WHERE s.unique_key IS NOT NULL
+        -- In key order, so two calls that share keys but no tenant cannot
+        -- wait for each other's.
+        ORDER BY s.unique_key COLLATE "C"
+        ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+        RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round
+    ), ins AS (
+        SELECT * FROM ins_plain UNION ALL SELECT * FROM ins_keyed
+    ), noted AS (
+        -- Checked at commit (batchq.ring_check_at_commit). A tenant's first
+        -- new job starts earliest.
+        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
+        SELECT p_queue, min(batchq.drr_round(k.join_round, a.paid + 1, k.share)), array_agg(a.tenant),
+               array_agg(a.pos), array_agg(a.first_seq), v_settings, v_joined
+        FROM (SELECT i.tenant, min(i.pos) AS pos, min(i.seq) AS first_seq, min(i.cum - i.cost) AS paid
+              FROM ins i GROUP BY i.tenant) a
+        JOIN unnest(v_ring_tenant, v_ring_round, v_ring_share) AS k (tenant, join_round, share) ON k.tenant = a.tenant
+        HAVING count(*) > 0
+    ), ring AS (
+        UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq, join_round = k.join_round,
+                                        reached = greatest(r.reached, a.round)
+        FROM (SELECT i.tenant, max(i.cum) AS cum, max(i.seq) AS seq, max(i.round) AS round,
+                     (SELECT x.ctid FROM batchq.tenant_ring x WHERE x.queue = p_queue AND x.tenant = i.tenant) AS rid
+              FROM ins i GROUP BY i.tenant) a
+        JOIN unnest(v_ring_tenant, v_ring_round) AS k (tenant, join_round) ON k.tenant = a.tenant
+        WHERE r.ctid = a.rid -- found by its own probe (docs/design/plans.md, "Probes")
+    )
+    SELECT (SELECT array_agg(s.ord ORDER BY s.ord) FROM src s),
+           (SELECT array_agg(s.id ORDER BY s.ord) FROM src s),
+           (SELECT count(*) FROM ins)
+    INTO v_src_ord, v_src_id, v_inserted;
+
+    -- Lines whose unique key a concurrent transaction took and committed
+    -- meanwhile were keyed but not inserted: their costs come out of the
+    -- ledger of the tenant's later lines (this call's own rows) and of the
+    -- ring, and the rounds are noted again for the commit-time check.
+    IF v_inserted < coalesce(cardinality(v_src_id), 0) THEN
+        WITH lines AS (
+            SELECT s.id, p_tenant[s.ord] AS tenant, p_cost[s.ord] AS cost,
+                   r.enq_seq + row_number() OVER (PARTITION BY p_tenant[s.ord] ORDER BY s.ord) AS seq
+            FROM unnest(v_src_ord, v_src_id) AS s (ord, id)
+            JOIN unnest(v_ring_tenant, v_ring_seq) AS r (tenant, enq_seq) ON r.tenant = p_tenant[s.ord]
+        ), skipped AS (
+            SELECT l.tenant, l.seq, l.cost FROM lines l
+            WHERE NOT EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = p_queue AND j.id = l.id)
+        ), fixed AS (
+            UPDATE batchq.jobs j
+            SET cum = j.cum - f.delta, round = batchq.drr_round(r.join_round, j.cum - f.delta, r.share)
+            FROM (SELECT l.id, (SELECT sum(k.cost) FROM skipped k
+                                WHERE k.tenant = l.tenant AND k.seq < l.seq)::bigint AS delta
+                  FROM lines l) f
+            CROSS JOIN unnest(v_ring_tenant, v_ring_round, v_ring_share) AS r (tenant, join_round, share)
+            WHERE j.queue = p_queue AND j.id = f.id AND f.delta > 0 AND r.tenant = j.tenant
+            RETURNING j.tenant, j.pos, j.seq, j.cum, j.round,
+                      batchq.drr_round(r.join_round, j.cum - j.cost + 1, r.share) AS start
+        ), ring AS (
+            -- A tenant's last job is among the fixed ones whenever any is.
+            UPDATE batchq.tenant_ring r SET cum = a.cum
+            FROM (SELECT a.tenant, a.cum,
+                         (SELECT y.ctid FROM batchq.tenant_ring y WHERE y.queue = p_queue AND y.tenant = a.tenant) AS rid
+                  FROM (SELECT DISTINCT ON (x.tenant) x.tenant, x.cum FROM fixed x ORDER BY x.tenant, x.seq DESC) a) a
+            WHERE r.ctid = a.rid -- found by its own probe (docs/design/plans.md, "Probes")
+        )
+        INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
+        SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings
+        FROM (SELECT x.tenant, min(x.pos) AS pos, min(x.seq) AS first_seq, min(x.start) AS min_round
+              FROM fixed x GROUP BY x.tenant) a
+        HAVING count(*) > 0;
+    END IF;
+
+    -- Each line's new id, NULL for a duplicate.
+    IF coalesce(cardinality(v_src_id), 0) = v_n THEN
+        v_ids := v_src_id;
+    ELSE
+        v_ids := array_fill(NULL::bigint, ARRAY[v_n]);
+        FOR i IN 1 .. coalesce(cardinality(v_src_ord), 0) LOOP
+            v_ids[v_src_ord[i]] := v_src_id[i];
+        END LOOP;
+    END IF;
+
+    -- Wake the workers waiting on the queue (LISTEN batchq_jobs) only for a
+    -- tenant that had nothing queued: one with jobs ahead of these is being
+    -- served, or waits for quota. Notifying commits run one at a time.
+    IF v_inserted > 0 AND cardinality(v_joined) > 0 THEN
+        PERFORM pg_notify('batchq_jobs', p_queue);
+    END IF;
+
+    IF v_inserted = coalesce(cardinality(v_src_id), 0) THEN
+        RETURN QUERY
+        SELECT x.ord::integer, coalesce(x.id, x.dup, (SELECT j.id FROM batchq.jobs j
+                                                      WHERE j.queue = p_queue AND j.unique_key = x.unique_key)),
+               CASE WHEN x.id IS NULL THEN 'duplicate' ELSE 'inserted' END,
+               x.tenant, NULL::integer, NULL::integer, NULL::integer
+        FROM unnest(p_tenant, p_unique_key, v_dup, v_ids) WITH ORDINALITY AS x (tenant, unique_key, dup, id, ord)
+        ORDER BY x.ord;
+        RETURN;
+    END IF;
+
+    -- Some lines lost their unique key to a concurrent transaction: report
+    -- that transaction's job, or, once it finished, the newest outcome with
+    -- the key.
+    RETURN QUERY
+    SELECT x.ord::integer,
+           CASE WHEN ok.id IS NOT NULL THEN x.id ELSE coalesce(x.dup,
+                (SELECT j.id FROM batchq.jobs j WHERE j.queue = p_queue AND j.unique_key = x.unique_key),
+                (SELECT o.job_id FROM batchq.outcomes o WHERE o.queue = p_queue AND o.unique_key = x.unique_key
+                 ORDER BY o.finished_at DESC LIMIT 1)) END,
+           CASE WHEN ok.id IS NOT NULL THEN 'inserted' ELSE 'duplicate' END,
+           x.tenant, NULL::integer, NULL::integer, NULL::integer
+    FROM unnest(p_tenant, p_unique_key, v_dup, v_ids) WITH ORDINALITY AS x (tenant, unique_key, dup, id, ord)
+    LEFT JOIN batchq.jobs ok ON ok.queue = p_queue AND ok.id = x.id AND ok.id = ANY (v_ids)
+    ORDER BY x.ord;
+END
+$$;
+
+-- enqueue_error is the first job of a call that breaks a rule: {index,
+-- sqlstate, field, rule}, or NULL when every job keeps them. The queue's
+-- name counts as the first job's.
+CREATE OR REPLACE FUNCTION batchq.enqueue_error(p_queue text, p_tenant text[], p_kind text[], p_cost bigint[],
+                                                p_deadline timestamptz[], p_ttl interval[], p_max_attempts integer[],
+                                                p_payload jsonb[], p_unique_key text[])
+RETURNS text[]
+LANGUAGE sql STABLE
+AS $$
+SELECT coalesce(
+    (SELECT ARRAY['1'] || batchq.queue_name_error(p_queue)
+     WHERE batchq.queue_name_error(p_queue) IS NOT NULL AND cardinality(p_tenant) > 0),
+    (SELECT ARRAY[e.ord::text] || e.error
+     FROM (SELECT x.ord,
+                  batchq.job_error(x.tenant, coalesce(nullif(x.kind, ''), 'default'), x.cost,
+                                   CASE WHEN x.deadline >= '0002-01-01' THEN x.deadline END, x.ttl, x.max_attempts,
+                                   x.payload, x.unique_key, statement_timestamp()) AS error
+           FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_ttl, p_max_attempts, p_payload, p_unique_key)
+                WITH ORDINALITY AS x (tenant, kind, cost, deadline, ttl, max_attempts, payload, unique_key, ord)
+           OFFSET 0) e -- each job's rules checked once
+     WHERE e.error IS NOT NULL
+     ORDER BY e.ord
+     LIMIT 1))
+$$;
+
+-- enqueue inserts jobs into one queue inside the caller's transaction, all
+-- or nothing: the form package queue calls, one array per field, a job per
+-- element. A NULL array, or a NULL element, asks for the default (kind
+-- 'default', the queue's TTL and attempts, payload {}, no unique key); a
+-- deadline before year 2 counts as none. A job that breaks a rule raises
+-- (class BQ1); a full tenant, an unknown queue and a full ledger come back
+-- as a status row (batchq.insert_jobs), leaving the transaction usable.
+CREATE OR REPLACE FUNCTION batchq.enqueue(
+    p_queue        text,
+    p_tenant       text[],
+    p_kind         text[],
+    p_cost         bigint[],
+    p_deadline     timestamptz[],
+    p_max_attempts integer[],
+    p_payload      jsonb[],
+    p_unique_key   text[]
+) RETURNS SETOF batchq.enqueue_results
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_error text[] := batchq.enqueue_error(p_queue, p_tenant, p_kind, p_cost, p_deadline, NULL, p_max_attempts,
+                                           p_payload, p_unique_key);
+BEGIN
+    IF v_error IS NOT NULL THEN
+        PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
+    END IF;
+    RETURN QUERY SELECT * FROM batchq.insert_jobs(p_queue, p_tenant, p_kind, p_cost, p_deadline, p_max_attempts,
+                                                  p_payload, p_unique_key);
+END
+$$;
+
+-- raise_refused raises a status row insert_jobs returned instead of ids:
+-- queue_full (BQ200), unknown_queue (BQ201) or ledger_full (BQ202).
+CREATE OR REPLACE FUNCTION batchq.raise_refused(p_queue text, r batchq.enqueue_results) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    CASE r.status
+    WHEN 'queue_full' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'BQ200',
+            MESSAGE = format('batchq: queue_full: tenant %s has %s queued jobs in queue %s (bound %s); %s more do not fit',
+                             batchq.quote(r.tenant), r.queued, batchq.quote(p_queue), r.bound, r.adding),
+            DETAIL = json_build_object('queue', p_queue, 'tenant', r.tenant, 'bound', r.bound, 'queued', r.queued,
+                                       'adding', r.adding)::text;
+    WHEN 'unknown_queue' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'BQ201',
+            MESSAGE = format('batchq: unknown queue: %s', batchq.quote(p_queue)),
+            DETAIL = json_build_object('queue', p_queue)::text;
+    WHEN 'ledger_full' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'BQ202',
+            MESSAGE = format('batchq: ledger_full: tenant %s in queue %s has no room left in its ledger; '
+                             'its queued jobs must drain before it takes more', batchq.quote(r.tenant),
+                             batchq.quote(p_queue)),
+            DETAIL = json_build_object('queue', p_queue, 'tenant', r.tenant)::text;
+    ELSE
+        NULL;
+    END CASE;
+END
+$$;
+
+-- enqueue_job inserts one job inside the caller's transaction and returns
+-- its id, or the id of the job that already holds its unique key with
+-- duplicate = true. Call it with named arguments:
+--
+--   SELECT * FROM batchq.enqueue_job(queue => 'summaries', tenant => 'acme', cost => 1200,
+--                                    payload => '{"doc": 42}', ttl => '1 hour');
+--
+-- Defaults: kind 'default', payload {}, the queue's TTL and attempts, no
+-- unique key. deadline and ttl are alternatives; a ttl of 0 is none. A job
+-- that breaks a rule, a full tenant, an unknown queue and a full ledger
+-- raise (classes BQ1 and BQ2), which aborts the transaction as any error
+-- does.
+CREATE OR REPLACE FUNCTION batchq.enqueue_job(
+    queue        text,
+    tenant       text,
+    cost         bigint,
+    payload      jsonb DEFAULT NULL,
+    kind         text DEFAULT NULL,
+    deadline     timestamptz DEFAULT NULL,
+    ttl          interval DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    unique_key   text DEFAULT NULL
+) RETURNS TABLE (job_id bigint, duplicate boolean)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+#variable_conflict use_variable
+DECLARE
+    v_error text[];
+    r       batchq.enqueue_results;
+BEGIN
+    v_error := coalesce(batchq.queue_name_error(queue),
+                        batchq.job_error(tenant, coalesce(nullif(kind, ''), 'default'), cost, deadline, ttl,
+                                         max_attempts, payload, unique_key, statement_timestamp()));
+    IF v_error IS NOT NULL THEN
+        PERFORM batchq.raise_invalid_job(0, v_error);
+    END IF;
+    SELECT * INTO r
+    FROM batchq.insert_jobs(queue, ARRAY[tenant], ARRAY[kind], ARRAY[cost],
+                            ARRAY[coalesce(deadline, statement_timestamp() + nullif(ttl, interval '0'))],
+                            ARRAY[max_attempts], ARRAY[payload], ARRAY[unique_key]);
+    PERFORM batchq.raise_refused(queue, r);
+    RETURN QUERY SELECT r.job_id, r.status = 'duplicate';
+END
+$$;
+
+-- job_field_error is the rule for one field of a job given as JSON
+-- (enqueue_jobs): NULL when the field is known and of its type, else
+-- {sqlstate, field, rule}. Whole numbers are checked here, their ranges with
+-- the job's other rules.
+CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE
+        WHEN key NOT IN ('tenant', 'cost', 'payload', 'kind', 'deadline', 'ttl', 'max_attempts', 'unique_key') THEN
+            ARRAY['BQ104', key, 'is not a field of a job (tenant, cost, payload, kind, deadline, ttl, max_attempts, unique_key)']
+        WHEN key = 'payload' OR jsonb_typeof(value) = 'null' THEN NULL
+        WHEN key IN ('tenant', 'kind', 'unique_key', 'deadline') AND jsonb_typeof(value) <> 'string' THEN
+            ARRAY['BQ104', key, format('must be a string (got %s)', jsonb_typeof(value))]
+        WHEN key = 'ttl' AND jsonb_typeof(value) NOT IN ('string', 'number') THEN
+            ARRAY['BQ104', key, format('must be a string or a number (got %s)', jsonb_typeof(value))]
+        WHEN key IN ('cost', 'max_attempts') AND jsonb_typeof(value) <> 'number' THEN
+            ARRAY['BQ104', key, format('must be a number (got %s)', jsonb_typeof(value))]
+        WHEN key = 'cost' AND (value::text::numeric <> trunc(value::text::numeric)
+                               OR abs(value::text::numeric) > 9223372036854775807) THEN
+            ARRAY['BQ101', key, format('must be in 1..%s (got %s)', batchq.max_cost(), value::text)]
+        WHEN key = 'max_attempts' AND (value::text::numeric <> trunc(value::text::numeric)
+                                       OR abs(value::text::numeric) > 2147483647) THEN
+            ARRAY['BQ101', key, format('must be in 1..%s, or 0 for the queue''s setting (got %s)',
+                                       batchq.max_attempts_limit(), value::text)]
+    END;
+
+-- json_interval reads a ttl given as JSON: an interval's text, or seconds.
+CREATE OR REPLACE FUNCTION batchq.json_interval(value jsonb) RETURNS interval
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN CASE jsonb_typeof(value)
+        WHEN 'number' THEN make_interval(secs => value::text::double precision)
+        WHEN 'string' THEN (value #>> '{}')::interval
+    END;
+
+-- enqueue_jobs inserts many jobs into one queue inside the caller's
+-- transaction, all or nothing. jobs is a JSON array of objects with the
+-- fields of enqueue_job: tenant and cost (required), payload, kind,
+-- deadline (RFC 3339), ttl (a PostgreSQL interval such as "1 hour", or
+-- seconds), max_attempts, unique_key. It returns a row per job, in order:
+-- its place (ord, from 1), its id, and whether it was a duplicate. Errors
+-- as enqueue_job's, the index of the job in their DETAIL.
+CREATE OR REPLACE FUNCTION batchq.enqueue_jobs(queue text, jobs jsonb)
+RETURNS TABLE (ord integer, job_id bigint, duplicate boolean)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+#variable_conflict use_variable
+DECLARE
+    v_tenant       text[];
+    v_kind         text[];
+    v_cost         bigint[];
+    v_deadline     timestamptz[];
+    v_ttl          interval[];
+    v_max_attempts integer[];
+    v_payload      jsonb[];
+    v_unique_key   text[];
+    v_error        text[];
+    v_bad          record;
+    r              batchq.enqueue_results;
+BEGIN
+    IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'BQ104',
+            MESSAGE = format('batchq: invalid job: jobs: must be a JSON array of objects (got %s)',
+                             coalesce(jsonb_typeof(jobs), 'null')),
+            COLUMN = 'jobs',
+            DETAIL = json_build_object('index', 0, 'field', 'jobs', 'rule', 'must be a JSON array of objects')::text;
+    END IF;
+    -- Each job must be an object of known fields with their JSON types.
+    SELECT j.ord, e.error INTO v_bad
+    FROM jsonb_array_elements(jobs) WITH ORDINALITY AS j (job, ord)
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN jsonb_typeof(j.job) <> 'object' THEN
+                        ARRAY['BQ104', 'job', format('must be a JSON object (got %s)', jsonb_typeof(j.job))]
+                    ELSE (SELECT f.error
+                          FROM (SELECT f.key, batchq.job_field_error(f.key, f.value) AS error
+                                FROM jsonb_each(j.job) AS f (key, value) OFFSET 0) f
+                          WHERE f.error IS NOT NULL
+                          ORDER BY f.key LIMIT 1)
+               END AS error) e
+    WHERE e.error IS NOT NULL
+    ORDER BY j.ord LIMIT 1;
+    IF FOUND THEN
+        PERFORM batchq.raise_invalid_job(v_bad.ord::integer, v_bad.error);
+    END IF;
+
+    -- Deadlines and intervals that do not parse are named with their job.
+    BEGIN
+        SELECT array_agg(j.job->>'tenant' ORDER BY j.ord), array_agg(j.job->>'kind' ORDER BY j.ord),
+               array_agg((j.job->>'cost')::numeric::bigint ORDER BY j.ord),
+               array_agg((j.job->>'deadline')::timestamptz ORDER BY j.ord),
+               array_agg(batchq.json_interval(j.job->'ttl') ORDER BY j.ord),
+               array_agg((j.job->>'max_attempts')::numeric::integer ORDER BY j.ord),
+               array_agg(j.job->'payload' ORDER BY j.ord), array_agg(j.job->>'unique_key' ORDER BY j.ord)
+        INTO v_tenant, v_kind, v_cost, v_deadline, v_ttl, v_max_attempts, v_payload, v_unique_key
+        FROM jsonb_array_elements(jobs) WITH ORDINALITY AS j (job, ord);
+    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow
+                   OR invalid_text_representation OR numeric_value_out_of_range THEN
+        FOR v_bad IN SELECT j.ord, j.job FROM jsonb_array_elements(jobs) WITH ORDINALITY AS j (job, ord) ORDER BY j.ord LOOP
+            BEGIN
+                PERFORM (v_bad.job->>'deadline')::timestamptz;
+            EXCEPTION WHEN OTHERS THEN
+                PERFORM batchq.raise_invalid_job(v_bad.ord::integer,
+                    ARRAY['BQ103', 'deadline', format('must be a time such as "2026-12-01T02:00:00Z" (got %s)',
+                                                      batchq.quote(v_bad.job->>'deadline'))]);
+            END;
+            BEGIN
+                PERFORM batchq.json_interval(v_bad.job->'ttl');
+            EXCEPTION WHEN OTHERS THEN
+                PERFORM batchq.raise_invalid_job(v_bad.ord::integer,
+                    ARRAY['BQ103', 'ttl', format('must be an interval such as "1 hour", or a number of seconds (got %s)',
+                                                 (v_bad.job->'ttl')::text)]);
+            END;
+        END LOOP;
+        RAISE; -- no single job's: raise what it was
+    END;
+
+    v_error := batchq.enqueue_error(queue, v_tenant, v_kind, v_cost, v_deadline, v_ttl, v_max_attempts, v_payload,
+                                    v_unique_key);
+    IF v_error IS NOT NULL THEN
+        PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
+    END IF;
+    FOR r IN
+        SELECT * FROM batchq.insert_jobs(queue, v_tenant, v_kind, v_cost,
+                                         ARRAY(SELECT coalesce(d.deadline, statement_timestamp() + nullif(d.ttl, interval '0'))
+                                               FROM unnest(v_deadline, v_ttl) WITH ORDINALITY AS d (deadline, ttl, n)
+                                               ORDER BY d.n),
+                                         v_max_attempts, v_payload, v_unique_key)
+    LOOP
+        PERFORM batchq.raise_refused(queue, r);
+        ord := r.ord;
+        job_id := r.job_id;
+        duplicate := r.status = 'duplicate';
+        RETURN NEXT;
+    END LOOP;
+END
+$$;

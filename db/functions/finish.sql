@@ -1,0 +1,316 @@
+-- How jobs finish: every outcome is written by finish_jobs, in the
+-- transaction that removes the job, so each job has exactly one outcome.
+
+-- finish_jobs removes the listed jobs of p_queue and writes each one's
+-- outcome: the move from batchq.jobs to batchq.outcomes that every finishing
+-- path makes. With p_tokens it finishes only the runs whose token still holds
+-- the job's lease (a job listed under two tokens is finished by the one that
+-- holds it); without, the caller has locked the rows. p_errors, p_results
+-- and p_actual_costs (-1 for none) hold one element per id, or are NULL for
+-- none at all. A succeeded outcome does not
+-- keep the payload. Returns the jobs it finished.
+--
+-- Rows are reached through one scan of the primary key for the listed ids,
+-- which takes them in id order, as every statement that waits on job rows
+-- must; the token is checked by a hashed lookup, not a join, which could
+-- drive the scan from the list instead.
+CREATE OR REPLACE FUNCTION batchq.finish_jobs(p_queue text, p_outcome batchq.job_outcome, p_ids bigint[],
+                                              p_tokens uuid[] DEFAULT NULL, p_errors text[] DEFAULT NULL,
+                                              p_results jsonb[] DEFAULT NULL, p_actual_costs bigint[] DEFAULT NULL)
+RETURNS TABLE (id bigint, lease_token uuid, tenant text, kind text, cost bigint, actual_cost bigint,
+               state batchq.job_state, pos bigint, seq bigint, round bigint, deadline timestamptz, attempt integer,
+               max_attempts integer, enqueued_at timestamptz, payload jsonb)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_bitmapscan = off
+SET jit = off
+AS $$
+BEGIN
+    RETURN QUERY
+    WITH input AS (
+        SELECT i.id, p_tokens[i.n] AS token, p_errors[i.n] AS error, nullif(p_actual_costs[i.n], -1) AS actual_cost,
+               p_results[i.n] AS result
+        FROM unnest(p_ids) WITH ORDINALITY AS i (id, n)
+    ), done AS (
+        -- IS TRUE keeps the lookup a filter of the scan (a bare IN would
+        -- become a join).
+        DELETE FROM batchq.jobs j
+        WHERE j.queue = p_queue AND j.id = ANY (p_ids)
+          AND (p_tokens IS NULL OR ((j.id, j.lease_token) IN (SELECT i.id, i.token FROM input i)) IS TRUE)
+        RETURNING j.id, j.lease_token, j.tenant, j.kind, j.cost, j.state, j.pos, j.seq, j.round, j.deadline, j.attempt,
+                  j.max_attempts, j.enqueued_at, j.first_claimed_at, j.worker, j.unique_key,
+                  CASE WHEN p_outcome = 'succeeded' THEN NULL ELSE j.payload END AS payload
+    ), finished AS (
+        SELECT d.*, i.error, i.result, i.actual_cost
+        FROM done d
+        JOIN input i ON i.id = d.id AND (p_tokens IS NULL OR i.token = d.lease_token)
+    ), written AS (
+        INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts,
+                                     max_attempts, deadline, enqueued_at, first_claimed_at, worker, error, result,
+                                     payload, unique_key)
+        SELECT f.id, p_queue, f.tenant, f.kind, p_outcome, f.cost, f.actual_cost, f.attempt, f.max_attempts,
+               f.deadline, f.enqueued_at, f.first_claimed_at, f.worker, f.error, f.result, f.payload, f.unique_key
+        FROM finished f
+    )
+    SELECT f.id, f.lease_token, f.tenant, f.kind, f.cost, f.actual_cost, f.state, f.pos, f.seq, f.round, f.deadline,
+           f.attempt, f.max_attempts, f.enqueued_at, f.payload
+    FROM finished f;
+END
+$$;
+
+-- check_runs refuses arrays that do not list one element per run.
+CREATE OR REPLACE FUNCTION batchq.check_runs(p_function text, p_queue text, p_ids bigint[], p_tokens uuid[])
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM batchq.check_queue_argument(p_function, p_queue);
+    IF cardinality(p_ids) <> cardinality(p_tokens) OR (p_ids IS NULL) <> (p_tokens IS NULL) THEN
+        PERFORM batchq.raise_invalid_argument(p_function, 'tokens',
+            format('must hold one lease token per id (got %s for %s)', coalesce(cardinality(p_tokens), 0),
+                   coalesce(cardinality(p_ids), 0)));
+    END IF;
+END
+$$;
+
+-- complete finishes running jobs of p_queue as succeeded: each listed (id,
+-- token) whose token still holds the job's lease. p_actual_costs holds -1
+-- for "as estimated", p_results '' for no result; either may be NULL for
+-- none at all. A job whose actual cost differs from its estimate has the
+-- difference recorded in its tenant's ledger. Returns the runs it did not
+-- finish, whose lease was lost: usually none.
+CREATE OR REPLACE FUNCTION batchq.complete(p_queue text, p_ids bigint[], p_tokens uuid[], p_actual_costs bigint[],
+                                           p_results text[])
+RETURNS TABLE (id bigint, lease_token uuid)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_results jsonb[];
+    v_bad     record;
+BEGIN
+    PERFORM batchq.check_runs('complete', p_queue, p_ids, p_tokens);
+    IF p_actual_costs IS NOT NULL THEN
+        SELECT x.n, x.cost INTO v_bad FROM unnest(p_actual_costs) WITH ORDINALITY AS x (cost, n)
+        WHERE x.cost IS NULL OR (x.cost <> -1 AND x.cost NOT BETWEEN 1 AND batchq.max_cost())
+        ORDER BY x.n LIMIT 1;
+        IF FOUND THEN
+            PERFORM batchq.raise_invalid_argument('complete', 'actual_costs',
+                format('element %s: must be -1 (none) or in 1..%s (got %s)', v_bad.n, batchq.max_cost(),
+                       coalesce(v_bad.cost::text, 'null')));
+        END IF;
+    END IF;
+    IF p_results IS NOT NULL THEN
+        v_results := ARRAY(SELECT nullif(r.text, '')::jsonb FROM unnest(p_results) WITH ORDINALITY AS r (text, n)
+                           ORDER BY r.n);
+        SELECT x.n, octet_length(x.result::text) AS size INTO v_bad
+        FROM unnest(v_results) WITH ORDINALITY AS x (result, n)
+        WHERE octet_length(x.result::text) > batchq.max_result_bytes()
+        ORDER BY x.n LIMIT 1;
+        IF FOUND THEN
+            PERFORM batchq.raise_invalid_argument('complete', 'results',
+                format('element %s: must be at most %s bytes as jsonb text (got %s)', v_bad.n,
+                       batchq.max_result_bytes(), v_bad.size));
+        END IF;
+    END IF;
+    RETURN QUERY
+    WITH done AS (
+        SELECT * FROM batchq.finish_jobs(p_queue, 'succeeded', p_ids, p_tokens, NULL, v_results, p_actual_costs)
+    ), corrections AS (
+        INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+        SELECT p_queue, d.tenant, d.pos, d.seq, d.actual_cost - d.cost
+        FROM done d
+        WHERE d.actual_cost IS NOT NULL AND d.actual_cost <> d.cost
+    )
+    SELECT i.id, i.token
+    FROM unnest(p_ids, p_tokens) AS i (id, token)
+    WHERE NOT EXISTS (SELECT FROM done d WHERE d.id = i.id AND d.lease_token = i.token);
+END
+$$;
+
+-- fail records a failed attempt of each listed run of p_queue whose token
+-- still holds the job's lease. A job with attempts left whose retry time
+-- (p_retry_at) falls before its deadline waits in 'retrying' until then;
+-- any other is finished as 'failed', or 'discarded' when its p_final says
+-- retrying would not help. Returns each run it recorded and whether its job
+-- will be retried; the runs missing lost their lease.
+CREATE OR REPLACE FUNCTION batchq.fail(p_queue text, p_ids bigint[], p_tokens uuid[], p_errors text[],
+                                       p_retry_at timestamptz[], p_final boolean[])
+RETURNS TABLE (id bigint, lease_token uuid, retrying boolean)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_retry          bigint[];
+    v_failed         bigint[];
+    v_failed_errors  text[];
+    v_discard        bigint[];
+    v_discard_errors text[];
+BEGIN
+    PERFORM batchq.check_runs('fail', p_queue, p_ids, p_tokens);
+    IF cardinality(p_errors) IS DISTINCT FROM cardinality(p_ids)
+       OR cardinality(p_retry_at) IS DISTINCT FROM cardinality(p_ids)
+       OR cardinality(p_final) IS DISTINCT FROM cardinality(p_ids) THEN
+        PERFORM batchq.raise_invalid_argument('fail', 'errors',
+            'errors, retry_at and final must hold one element per id');
+    END IF;
+    IF EXISTS (SELECT FROM unnest(p_errors, p_retry_at, p_final) AS x (error, retry_at, final)
+               WHERE octet_length(x.error) > 4096 OR x.retry_at IS NULL OR x.final IS NULL) THEN
+        PERFORM batchq.raise_invalid_argument('fail', 'errors',
+            'each error must be at most 4096 bytes, and retry_at and final must be given for every id');
+    END IF;
+    -- Lock the runs that still hold their lease, in id order.
+    SELECT array_agg(t.id ORDER BY t.id) FILTER (WHERE t.retry),
+           array_agg(t.id ORDER BY t.id) FILTER (WHERE NOT t.retry AND NOT t.final),
+           array_agg(t.error ORDER BY t.id) FILTER (WHERE NOT t.retry AND NOT t.final),
+           array_agg(t.id ORDER BY t.id) FILTER (WHERE NOT t.retry AND t.final),
+           array_agg(t.error ORDER BY t.id) FILTER (WHERE NOT t.retry AND t.final)
+    INTO v_retry, v_failed, v_failed_errors, v_discard, v_discard_errors
+    FROM (SELECT j.id, i.final, i.error,
+                 (NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline) AS retry
+          FROM batchq.jobs j
+          JOIN unnest(p_ids, p_tokens, p_errors, p_retry_at, p_final) AS i (id, token, error, retry_at, final)
+               ON i.id = j.id AND i.token = j.lease_token
+          WHERE j.queue = p_queue AND j.id = ANY (p_ids)
+          ORDER BY j.id
+          FOR UPDATE OF j) t;
+    IF v_retry IS NOT NULL THEN
+        RETURN QUERY
+        UPDATE batchq.jobs j
+        SET state = 'retrying', run_after = i.retry_at, last_error = i.error,
+            lease_token = NULL, lease_expires_at = NULL, worker = NULL
+        FROM unnest(p_ids, p_tokens, p_errors, p_retry_at) AS i (id, token, error, retry_at)
+        WHERE j.queue = p_queue AND j.id = ANY (v_retry) AND i.id = j.id AND i.token = j.lease_token
+        RETURNING j.id, i.token, true;
+    END IF;
+    IF v_failed IS NOT NULL THEN
+        RETURN QUERY
+        SELECT f.id, f.lease_token, false FROM batchq.finish_jobs(p_queue, 'failed', v_failed, NULL, v_failed_errors) f;
+    END IF;
+    IF v_discard IS NOT NULL THEN
+        RETURN QUERY
+        SELECT f.id, f.lease_token, false
+        FROM batchq.finish_jobs(p_queue, 'discarded', v_discard, NULL, v_discard_errors) f;
+    END IF;
+END
+$$;
+
+-- release hands running jobs of p_queue back without using an attempt (the
+-- provider refused to start them, the throttle had no room after all, the
+-- worker is shutting down): each waits in 'retrying' for its delay
+-- (p_delays_us, microseconds on the database's clock), then rejoins its
+-- tenant's queue at the tail. It never ran, so its cost goes back to its
+-- tenant's ledger, as an expired job's does. Returns the runs it released;
+-- the rest lost their lease.
+CREATE OR REPLACE FUNCTION batchq.release(p_queue text, p_ids bigint[], p_tokens uuid[], p_delays_us bigint[])
+RETURNS TABLE (id bigint, lease_token uuid)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM batchq.check_runs('release', p_queue, p_ids, p_tokens);
+    IF cardinality(p_delays_us) IS DISTINCT FROM cardinality(p_ids)
+       OR EXISTS (SELECT FROM unnest(p_delays_us) AS d WHERE d IS NULL OR d < 0 OR d > 86400000000) THEN
+        PERFORM batchq.raise_invalid_argument('release', 'delays',
+            'must hold one delay per id, each in 0s..24h');
+    END IF;
+    RETURN QUERY
+    WITH target AS (
+        SELECT j.id, i.token, i.delay_us
+        FROM batchq.jobs j
+        JOIN unnest(p_ids, p_tokens, p_delays_us) AS i (id, token, delay_us) ON i.id = j.id AND i.token = j.lease_token
+        WHERE j.queue = p_queue AND j.id = ANY (p_ids)
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ), released AS (
+        UPDATE batchq.jobs j
+        SET state = 'retrying', run_after = now() + make_interval(secs => t.delay_us / 1e6),
+            attempt = j.attempt - 1, lease_token = NULL, lease_expires_at = NULL, worker = NULL
+        FROM target t
+        WHERE j.queue = p_queue AND j.id = t.id
+        RETURNING j.id, t.token, j.tenant, j.pos, j.seq, j.cost
+    ), refunds AS (
+        INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+        SELECT p_queue, r.tenant, r.pos, r.seq, -r.cost FROM released r
+    )
+    SELECT r.id, r.token FROM released r;
+END
+$$;
+
+-- heartbeat extends the leases of running jobs of p_queue whose token still
+-- holds them by the queue's lease length. Returns the runs it extended.
+CREATE OR REPLACE FUNCTION batchq.heartbeat(p_queue text, p_ids bigint[], p_tokens uuid[])
+RETURNS TABLE (id bigint, lease_token uuid, lease_expires_at timestamptz)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET jit = off
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM batchq.check_runs('heartbeat', p_queue, p_ids, p_tokens);
+    RETURN QUERY
+    WITH target AS (
+        SELECT j.id
+        FROM batchq.jobs j
+        JOIN unnest(p_ids, p_tokens) AS i (id, token) ON i.id = j.id AND i.token = j.lease_token
+        WHERE j.queue = p_queue AND j.id = ANY (p_ids)
+        ORDER BY j.id
+        FOR UPDATE OF j
+    )
+    UPDATE batchq.jobs j
+    SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = p_queue)
+    FROM target t
+    WHERE j.queue = p_queue AND j.id = t.id
+    RETURNING j.id, j.lease_token, j.lease_expires_at;
+END
+$$;
+
+-- cancel finishes a job that has not started (queued or retrying) with
+-- outcome 'cancelled' and hands a queued job's cost back to its tenant's
+-- ledger. Returns its id, or nothing when no such job is waiting.
+CREATE OR REPLACE FUNCTION batchq.cancel(p_id bigint, p_reason text)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue text;
+BEGIN
+    IF octet_length(p_reason) > 4096 THEN
+        PERFORM batchq.raise_invalid_argument('cancel', 'reason', 'must be at most 4096 bytes');
+    END IF;
+    -- The job's queue, its row locked: finish_jobs works within a queue.
+    SELECT j.queue INTO v_queue FROM batchq.jobs j WHERE j.id = p_id AND j.state <> 'running' FOR UPDATE;
+    IF v_queue IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH gone AS (
+        SELECT * FROM batchq.finish_jobs(v_queue, 'cancelled', ARRAY[p_id], NULL,
+                                         ARRAY[coalesce(nullif(p_reason, ''), 'cancelled')])
+    ), refund AS (
+        INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+        SELECT v_queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
+    )
+    SELECT g.id FROM gone g;
+END
+$$;

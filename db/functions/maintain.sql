@@ -1,0 +1,201 @@
+-- Maintenance, run by every worker pool: rescue, expiry and requeue. Each
+-- skips rows others hold, so any number of processes may run it at once.
+
+-- check_limit refuses a maintenance batch size outside 1..100,000.
+CREATE OR REPLACE FUNCTION batchq.check_limit(p_function text, p_queue text, p_limit integer) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM batchq.check_queue_argument(p_function, p_queue);
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 100000 THEN
+        PERFORM batchq.raise_invalid_argument(p_function, 'limit',
+            format('must be in 1..100000 (got %s)', coalesce(p_limit::text, 'null')));
+    END IF;
+END
+$$;
+
+-- rescue sends up to p_limit running jobs of p_queue whose lease expired
+-- (their worker died or stalled) back to 'retrying', due now, while
+-- attempts and deadline allow; the others are finished as 'failed' or
+-- 'expired'. Returns each job, with its outcome when it has one.
+CREATE OR REPLACE FUNCTION batchq.rescue(p_queue text, p_limit integer)
+RETURNS TABLE (id bigint, retrying boolean, tenant text, cost bigint, outcome text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_retry   bigint[];
+    v_expired bigint[];
+    v_failed  bigint[];
+BEGIN
+    PERFORM batchq.check_limit('rescue', p_queue, p_limit);
+    SELECT array_agg(l.id) FILTER (WHERE l.retry),
+           array_agg(l.id) FILTER (WHERE NOT l.retry AND l.past_deadline),
+           array_agg(l.id) FILTER (WHERE NOT l.retry AND NOT l.past_deadline)
+    INTO v_retry, v_expired, v_failed
+    FROM (SELECT j.id, (j.attempt < j.max_attempts AND j.deadline > now()) AS retry, j.deadline <= now() AS past_deadline
+          FROM batchq.jobs j
+          WHERE j.queue = p_queue AND j.state = 'running' AND j.lease_expires_at < now()
+          ORDER BY j.lease_expires_at
+          LIMIT p_limit
+          FOR UPDATE SKIP LOCKED) l;
+    IF v_retry IS NOT NULL THEN
+        RETURN QUERY
+        UPDATE batchq.jobs j
+        SET state = 'retrying', run_after = now(), last_error = 'lease expired while running',
+            lease_token = NULL, lease_expires_at = NULL, worker = NULL
+        WHERE j.queue = p_queue AND j.id = ANY (v_retry)
+        RETURNING j.id, true, j.tenant, j.cost, ''::text;
+    END IF;
+    IF v_expired IS NOT NULL THEN
+        RETURN QUERY
+        SELECT f.id, false, f.tenant, f.cost, 'expired'::text
+        FROM batchq.finish_jobs(p_queue, 'expired', v_expired, NULL,
+                                array_fill('lease expired while running, and the deadline passed'::text,
+                                           ARRAY[cardinality(v_expired)])) f;
+    END IF;
+    IF v_failed IS NOT NULL THEN
+        RETURN QUERY
+        SELECT f.id, false, f.tenant, f.cost, 'failed'::text
+        FROM batchq.finish_jobs(p_queue, 'failed', v_failed, NULL,
+                                array_fill('lease expired while running, and no attempts are left'::text,
+                                           ARRAY[cardinality(v_failed)])) f;
+    END IF;
+END
+$$;
+
+-- expire finishes up to p_limit waiting (queued or retrying) jobs of p_queue
+-- whose deadline passed, wherever they stand in the backlog, as 'expired',
+-- and hands the cost of the queued ones back to their tenants' ledgers.
+-- Returns the jobs.
+CREATE OR REPLACE FUNCTION batchq.expire(p_queue text, p_limit integer)
+RETURNS TABLE (id bigint, tenant text, cost bigint)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ids bigint[];
+BEGIN
+    PERFORM batchq.check_limit('expire', p_queue, p_limit);
+    v_ids := ARRAY(SELECT o.id FROM batchq.jobs o
+                   WHERE o.queue = p_queue AND o.state <> 'running' AND o.deadline <= now()
+                   ORDER BY o.deadline
+                   LIMIT p_limit
+                   FOR UPDATE SKIP LOCKED);
+    IF cardinality(v_ids) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH gone AS (
+        SELECT * FROM batchq.finish_jobs(p_queue, 'expired', v_ids, NULL,
+                                         array_fill('deadline passed while waiting'::text, ARRAY[cardinality(v_ids)]))
+    ), refunds AS (
+        INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+        SELECT p_queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
+    )
+    SELECT g.id, g.tenant, g.cost FROM gone g;
+END
+$$;
+
+-- requeue returns up to p_limit due 'retrying' jobs of p_queue to their
+-- tenants' queues, at the tail, as if enqueued now (a tenant whose queue
+-- had emptied rejoins the ring). Tenants whose ring row an open enqueue
+-- holds, or whose ledger has no room left (ledger_full, until its queue
+-- drains), are passed over for a later call: it looks again past them, a few
+-- times at most, so one long import does not hold up every other tenant's
+-- retries. Returns how many jobs it requeued.
+CREATE OR REPLACE FUNCTION batchq.requeue(p_queue text, p_limit integer) RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_ids      bigint[];
+    v_tenants  text[];
+    v_costs    bigint[];
+    v_locked   text[];
+    v_n        integer;
+    v_total    integer := 0;
+    v_settings bigint;
+    v_joined   text[];
+    v_notify   boolean := false;
+    v_busy     text[] := '{}'; -- tenants passed over
+BEGIN
+    PERFORM batchq.check_limit('requeue', p_queue, p_limit);
+    -- Before ring_join reads the weights (docs/design/commit-time-check.md).
+    SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
+    FOR v_pass IN 1 .. 4 LOOP
+        SELECT array_agg(d.id ORDER BY d.run_after, d.id), array_agg(d.tenant ORDER BY d.run_after, d.id),
+               array_agg(d.cost ORDER BY d.run_after, d.id)
+        INTO v_ids, v_tenants, v_costs
+        FROM (SELECT j.id, j.tenant, j.cost, j.run_after FROM batchq.jobs j
+              WHERE j.queue = p_queue AND j.state = 'retrying' AND j.run_after <= now()
+                AND j.tenant <> ALL (v_busy)
+              ORDER BY j.run_after, j.id LIMIT p_limit - v_total
+              FOR UPDATE SKIP LOCKED) d;
+        EXIT WHEN v_ids IS NULL;
+        -- The tenants it locked, less those whose ledger these jobs would
+        -- take past the ceiling.
+        SELECT coalesce(array_agg(r.tenant) FILTER (WHERE NOT x.full), '{}'),
+               coalesce(array_agg(r.tenant) FILTER (WHERE r.head IS NULL AND NOT x.full), '{}')
+        INTO v_locked, v_joined
+        FROM batchq.ring_join(p_queue, v_tenants, v_costs, true) r
+        CROSS JOIN LATERAL (SELECT t.cum + r.cost > batchq.key_ceiling()
+                                   OR t.join_round + (t.cum + r.cost) / t.share > batchq.key_ceiling() AS full
+                            FROM batchq.tenant_ring t WHERE t.queue = p_queue AND t.tenant = r.tenant) x;
+
+        WITH src AS (
+            SELECT j.id, r.pos, r.join_round, r.share,
+                   (r.cum + sum(j.cost) OVER w)::bigint AS cum,
+                   r.enq_seq + row_number() OVER w AS seq
+            FROM unnest(v_ids) WITH ORDINALITY AS x (id, ord)
+            JOIN batchq.jobs j ON j.queue = p_queue AND j.id = x.id
+            JOIN batchq.tenant_ring r ON r.queue = p_queue AND r.tenant = j.tenant
+            WHERE j.tenant = ANY (v_locked)
+            WINDOW w AS (PARTITION BY j.tenant ORDER BY x.ord)
+        ), upd AS (
+            UPDATE batchq.jobs j
+            SET state = 'queued', run_after = NULL, pos = s.pos, cum = s.cum, seq = s.seq,
+                round = batchq.drr_round(s.join_round, s.cum, s.share)
+            FROM src s WHERE j.queue = p_queue AND j.id = s.id
+            RETURNING j.tenant, j.pos, j.cum, j.seq, j.round, batchq.drr_round(s.join_round, s.cum - j.cost + 1, s.share) AS start
+        ), noted AS (
+            -- Checked at commit (batchq.ring_check_at_commit).
+            INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
+            SELECT p_queue, min(a.min_round), array_agg(a.tenant), array_agg(a.pos), array_agg(a.first_seq), v_settings,
+                   v_joined
+            FROM (SELECT u.tenant, min(u.pos) AS pos, min(u.seq) AS first_seq, min(u.start) AS min_round
+                  FROM upd u GROUP BY u.tenant) a
+            HAVING count(*) > 0
+        ), ring AS (
+            UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq, reached = greatest(r.reached, a.round)
+            FROM (SELECT u.tenant, max(u.cum) AS cum, max(u.seq) AS seq, max(u.round) AS round
+                  FROM upd u GROUP BY u.tenant) a
+            WHERE r.queue = p_queue AND r.tenant = a.tenant
+        )
+        SELECT count(*) INTO v_n FROM upd;
+
+        v_total := v_total + v_n;
+        v_notify := v_notify OR (v_n > 0 AND cardinality(v_joined) > 0);
+        -- Every job it took was requeued: it took all that were due, or
+        -- p_limit.
+        EXIT WHEN v_n = cardinality(v_ids) OR v_total >= p_limit;
+        v_busy := v_busy || ARRAY(SELECT DISTINCT t FROM unnest(v_tenants) AS t WHERE t <> ALL (v_locked));
+    END LOOP;
+
+    -- As enqueue: only for a tenant that had nothing queued.
+    IF v_notify THEN
+        PERFORM pg_notify('batchq_jobs', p_queue);
+    END IF;
+    RETURN v_total;
+END
+$$;

@@ -1,0 +1,107 @@
+-- Re-keying a queue's tenants after a weight or quantum change
+-- (docs/design/settings-changes.md).
+
+-- rekey re-schedules the queued jobs of p_tenants in p_queue whose share
+-- changed. As in drr, where a visit adds the grant the weight gives at that
+-- moment, the new share takes effect on the tenant's next visit: its visits
+-- up to the cursor's round keep what they were granted at the old share, and
+-- later ones grant the new share. The membership is re-based to say exactly
+-- that: it joins the cursor's round with a ledger of what is left beyond
+-- what was granted, plus the new share (a share too large to add is left
+-- out, and the membership joins the round after). A tenant keeps its ring
+-- position; one with no queued job takes the new share at its next
+-- membership.
+--
+-- It locks the ring rows first, in tenant order, which holds off enqueues and
+-- requeues of these tenants, then every queued job of those whose share
+-- changes in one statement, in id order. Callers re-keying several queues
+-- do so in queue name order.
+CREATE OR REPLACE FUNCTION batchq.rekey(p_queue text, p_tenants text[]) RETURNS void
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET jit = off
+SET plan_cache_mode = auto
+AS $$
+DECLARE
+    v         record;
+    v_share   bigint;
+    v_cursor  bigint;
+    v_start   bigint;
+    v_k       bigint;
+    v_granted numeric;
+    v_before  bigint;
+    v_tenants text[];
+    v_pos     bigint[];
+BEGIN
+    IF cardinality(p_tenants) > 64 THEN -- custom plans for many tenants (docs/design/plans.md)
+        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+    END IF;
+    PERFORM 1 FROM batchq.tenant_ring r
+    WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
+    ORDER BY r.tenant
+    FOR UPDATE OF r;
+    -- Only the tenants whose share changes: the ring rows are held now, and
+    -- only their holder changes a share.
+    SELECT array_agg(r.tenant ORDER BY r.tenant), array_agg(r.pos ORDER BY r.tenant)
+    INTO v_tenants, v_pos
+    FROM batchq.tenant_ring r
+    JOIN batchq.queues q ON q.name = r.queue
+    LEFT JOIN batchq.tenants w ON w.name = r.tenant
+    WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
+      AND r.share <> batchq.drr_share(q.quantum, coalesce(w.weight, 1));
+    IF v_tenants IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM batchq.jobs j
+    WHERE j.queue = p_queue AND j.pos = ANY (v_pos) AND j.state = 'queued'
+    ORDER BY j.id
+    FOR UPDATE OF j;
+
+    FOR v IN
+        SELECT r.tenant, r.pos, r.join_round, r.share, r.visited
+        FROM batchq.tenant_ring r
+        WHERE r.queue = p_queue AND r.tenant = ANY (v_tenants)
+        ORDER BY r.tenant
+    LOOP
+        SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)), coalesce(c.round, 0)
+        INTO v_share, v_cursor
+        FROM batchq.queues q
+        LEFT JOIN batchq.tenants w ON w.name = v.tenant
+        LEFT JOIN batchq.queue_cursors c ON c.queue = q.name
+        WHERE q.name = p_queue;
+        -- Pending adjustments first, at the old share: they are about the
+        -- ledger the jobs were keyed on.
+        PERFORM batchq.fold_adjustments(p_queue, v.tenant, v.pos, v.join_round, v.share);
+        -- The rounds granted so far: from the membership's first to the
+        -- cursor's, which counts only if the tenant was served in it
+        -- (visited remembers a re-key that counted it).
+        v_start := greatest(v_cursor, v.join_round - 1);
+        SELECT j.cum - j.cost INTO v_before FROM batchq.jobs j
+        WHERE j.queue = p_queue AND j.pos = v.pos AND j.state = 'queued'
+        ORDER BY j.seq LIMIT 1;
+        IF v_start >= v.join_round AND v_before <= (v_start - v.join_round)::numeric * v.share
+           AND v.visited <> v_cursor THEN
+            v_start := v_start - 1;
+        END IF;
+        v_granted := (v_start - v.join_round + 1)::numeric * v.share;
+        v_k := CASE WHEN v_share <= 4611686018427387904 THEN 1 ELSE 0 END;
+        UPDATE batchq.jobs j
+        SET cum = n.cum, round = batchq.drr_round(v_start + 1 - v_k, n.cum, v_share)
+        FROM (SELECT m.id, least(greatest(m.cum - v_granted + v_k * v_share,
+                                          -9223372036854775807), 9223372036854775807)::bigint AS cum
+              FROM batchq.jobs m
+              WHERE m.queue = p_queue AND m.pos = v.pos AND m.state = 'queued') n
+        WHERE j.queue = p_queue AND j.id = n.id;
+        IF FOUND THEN
+            UPDATE batchq.tenant_ring r
+            SET join_round = v_start + 1 - v_k, share = v_share,
+                cum = least(greatest(r.cum - v_granted + v_k * v_share,
+                                     -9223372036854775807), 9223372036854775807)::bigint,
+                visited = CASE WHEN v_start = v_cursor THEN v_cursor ELSE r.visited END
+            WHERE r.queue = p_queue AND r.tenant = v.tenant;
+        ELSE
+            UPDATE batchq.tenant_ring r SET share = v_share WHERE r.queue = p_queue AND r.tenant = v.tenant;
+        END IF;
+    END LOOP;
+END
+$$;

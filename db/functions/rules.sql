@@ -1,0 +1,166 @@
+-- The rules every argument of batchq's API keeps, stated once for SQL. Package
+-- queue checks the same rules in Go, with the same limits and the same error
+-- text (TestSQLRulesMatchGo compares them), so a job is refused alike from Go,
+-- the CLI and any SQL client.
+--
+-- A refusal raises an error whose SQLSTATE names the rule's class
+-- (docs/sql-api.md lists them), whose COLUMN names the field, and whose
+-- DETAIL is a JSON object {"index", "field", "rule"}: index is the job's
+-- 1-based place in a multi-job call, 0 for a single job.
+
+-- The limits. Within them no key, ledger or round of the fair order can
+-- overflow (docs/design/fair-order.md, "Ranges").
+CREATE OR REPLACE FUNCTION batchq.max_cost() RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 1000000000;
+CREATE OR REPLACE FUNCTION batchq.max_name_bytes() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 256;
+CREATE OR REPLACE FUNCTION batchq.max_attempts_limit() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 1000;
+-- Payloads and results count as PostgreSQL prints them (jsonb as text).
+CREATE OR REPLACE FUNCTION batchq.max_payload_bytes() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 1048576;
+CREATE OR REPLACE FUNCTION batchq.max_result_bytes() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 1048576;
+-- A tenant's ledger (cum) and every round stay at or below 2^62: a tenant
+-- whose next job would pass it is refused (ledger_full) until its queue
+-- drains, so sums of a ledger and a cost, or of a round and a span, never
+-- reach 2^63.
+CREATE OR REPLACE FUNCTION batchq.key_ceiling() RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 4611686018427387904;
+
+-- quote writes s as a JSON string, as package queue quotes names in errors
+-- (encoding/json without HTML escaping, which also escapes U+2028 and U+2029).
+CREATE OR REPLACE FUNCTION batchq.quote(s text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN coalesce(replace(replace(to_json(s)::text, U&'\2028', '\u2028'), U&'\2029', '\u2029'), 'null');
+
+-- rfc3339 writes t as Go's time.RFC3339Nano does in UTC.
+CREATE OR REPLACE FUNCTION batchq.rfc3339(t timestamptz) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN CASE
+        WHEN t IS NULL THEN 'null'
+        WHEN NOT isfinite(t) THEN t::text
+        ELSE to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
+             || coalesce('.' || nullif(rtrim(to_char(extract(microseconds FROM t AT TIME ZONE 'UTC')::bigint % 1000000,
+                                                     'FM000000'), '0'), ''), '')
+             || 'Z'
+    END;
+
+-- go_duration writes d as Go's time.Duration String does (1h30m0s, 1.5s,
+-- 250ms, -1s), months counted as 30 days.
+CREATE OR REPLACE FUNCTION batchq.go_duration(d interval) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (SELECT CASE
+        WHEN u.us = 0 THEN '0s'
+        WHEN abs(u.us) < 1000 THEN u.sign || abs(u.us) || 'µs'
+        WHEN abs(u.us) < 1000000 THEN u.sign || trim_scale(abs(u.us) / 1000.0) || 'ms'
+        ELSE u.sign
+             || CASE WHEN abs(u.us) >= 3600000000 THEN (abs(u.us) / 3600000000)::text || 'h' ELSE '' END
+             || CASE WHEN abs(u.us) >= 60000000 THEN (abs(u.us) / 60000000 % 60)::text || 'm' ELSE '' END
+             || trim_scale((abs(u.us) % 60000000) / 1000000.0) || 's'
+        END
+        FROM (SELECT (extract(epoch FROM d) * 1000000)::numeric(40, 0) AS us,
+                     CASE WHEN d < interval '0' THEN '-' ELSE '' END AS sign) u);
+
+-- name_error is the rule for a tenant's, kind's, unique key's or quota key's
+-- name: 1 to 256 bytes without control characters. NULL when s keeps it,
+-- else {sqlstate, field, rule}.
+CREATE OR REPLACE FUNCTION batchq.name_error(field text, s text) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE
+        WHEN s IS NULL OR s = '' THEN ARRAY['BQ100', field, 'must not be empty']
+        WHEN octet_length(s) > batchq.max_name_bytes() THEN
+            ARRAY['BQ100', field, format('must be at most %s bytes (got %s)', batchq.max_name_bytes(), octet_length(s))]
+        WHEN s ~ '[\x01-\x1f\x7f]' THEN
+            ARRAY['BQ100', field, format('must not contain control characters (got %s)', batchq.quote(s))]
+    END;
+
+-- queue_name_error is the rule for a queue's name in a job.
+CREATE OR REPLACE FUNCTION batchq.queue_name_error(s text) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN s IS NULL OR s !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$' THEN
+        ARRAY['BQ100', 'queue', format('must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - (got %s)', batchq.quote(s))]
+    END;
+
+-- job_error is NULL for a job that keeps every rule, else {sqlstate, field,
+-- rule} for the first rule it breaks, in the order queue.NewJob's are
+-- checked. kind is 'default' for none; deadline NULL and ttl NULL or 0 for
+-- none (the queue's TTL); max_attempts NULL or 0 for the queue's; payload NULL for {};
+-- unique_key NULL or '' for none; now is the time the deadline must be
+-- after.
+CREATE OR REPLACE FUNCTION batchq.job_error(tenant text, kind text, cost bigint, deadline timestamptz,
+                                            ttl interval, max_attempts integer, payload jsonb, unique_key text,
+                                            now timestamptz)
+    RETURNS text[]
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN coalesce(
+        batchq.name_error('tenant', tenant),
+        batchq.name_error('kind', kind),
+        CASE WHEN cost IS NULL OR cost < 1 OR cost > batchq.max_cost() THEN
+            ARRAY['BQ101', 'cost', format('must be in 1..%s (got %s)', batchq.max_cost(), coalesce(cost::text, 'null'))]
+        END,
+        CASE
+            WHEN ttl < interval '0' THEN
+                ARRAY['BQ103', 'ttl', format('must be > 0 (got %s)', batchq.go_duration(ttl))]
+            WHEN ttl > interval '0' AND deadline IS NOT NULL THEN
+                ARRAY['BQ103', 'deadline', 'give a deadline or a ttl, not both']
+            WHEN ttl > interval '0' AND extract(epoch FROM ttl) >= extract(epoch FROM '10000-01-01 00:00:00+00'::timestamptz - now) THEN
+                ARRAY['BQ103', 'deadline', 'must be before year 10000']
+            WHEN deadline <= now THEN
+                ARRAY['BQ103', 'deadline', format('must be in the future (got %s, now %s)', batchq.rfc3339(deadline), batchq.rfc3339(now))]
+            WHEN deadline >= '10000-01-01 00:00:00+00' THEN
+                ARRAY['BQ103', 'deadline', 'must be before year 10000']
+        END,
+        CASE WHEN max_attempts < 0 OR max_attempts > batchq.max_attempts_limit() THEN
+            ARRAY['BQ101', 'max_attempts', format('must be in 1..%s, or 0 for the queue''s setting (got %s)',
+                                                  batchq.max_attempts_limit(), max_attempts)]
+        END,
+        CASE WHEN octet_length(payload::text) > batchq.max_payload_bytes() THEN
+            ARRAY['BQ102', 'payload', format('must be at most %s bytes as jsonb text (got %s)',
+                                             batchq.max_payload_bytes(), octet_length(payload::text))]
+        END,
+        CASE WHEN unique_key <> '' THEN batchq.name_error('unique_key', unique_key) END);
+
+-- raise_invalid_job raises what job_error found, for the job at p_index
+-- (0 for a call of one job).
+CREATE OR REPLACE FUNCTION batchq.raise_invalid_job(p_index integer, p_error text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = p_error[1],
+        MESSAGE = 'batchq: invalid job' || CASE WHEN p_index > 0 THEN ' ' || p_index ELSE '' END
+                  || ': ' || p_error[2] || ': ' || p_error[3],
+        COLUMN = p_error[2],
+        DETAIL = json_build_object('index', p_index, 'field', p_error[2], 'rule', p_error[3])::text;
+END
+$$;
+
+-- raise_invalid_argument raises BQ101 for an argument of a worker's or an
+-- operator's call that breaks its rule.
+CREATE OR REPLACE FUNCTION batchq.raise_invalid_argument(p_function text, p_field text, p_rule text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = 'BQ101',
+        MESSAGE = format('batchq: %s: %s: %s', p_function, p_field, p_rule),
+        COLUMN = p_field,
+        DETAIL = json_build_object('index', 0, 'field', p_field, 'rule', p_rule)::text;
+END
+$$;
+
+-- check_queue_argument refuses a queue argument that cannot name a queue,
+-- for the worker's and the operator's calls (p_function names the call).
+CREATE OR REPLACE FUNCTION batchq.check_queue_argument(p_function text, p_queue text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_error text[] := batchq.queue_name_error(p_queue);
+BEGIN
+    IF v_error IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = v_error[1],
+            MESSAGE = format('batchq: %s: %s: %s', p_function, v_error[2], v_error[3]),
+            COLUMN = v_error[2],
+            DETAIL = json_build_object('index', 0, 'field', v_error[2], 'rule', v_error[3])::text;
+    END IF;
+END
+$$;

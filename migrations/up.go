@@ -1,0 +1,268 @@
+package migrations
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/batchq/batchq/db/functions"
+)
+
+// FunctionsSince is the first migration after which the function files of
+// db/functions hold the functions' text. Below it, the migrations of release
+// 0.1.0 hold them.
+const FunctionsSince int64 = 6
+
+// Result says what Up, UpTo or DownTo did.
+type Result struct {
+	// Migrations are the migrations applied or reverted, in order.
+	Migrations []*goose.MigrationResult
+	// Functions are the function files applied, in order: every file when
+	// any changed since they were last applied, none when none did.
+	Functions []string
+	// Version is the schema version the database is at now.
+	Version int64
+}
+
+// Up applies every pending migration, then the function files when their
+// text differs from what the database last applied, all while holding the
+// migration lock (LockID). It is what `batchq migrate up` runs; running it
+// again changes nothing.
+func Up(ctx context.Context, db *sql.DB) (*Result, error) {
+	return UpTo(ctx, db, goose.MaxVersion)
+}
+
+// UpTo is Up that stops at version. The function files are applied only once
+// the database is at the latest version: they are written for it.
+func UpTo(ctx context.Context, db *sql.DB, version int64) (*Result, error) {
+	return locked(ctx, db, func(conn *sql.Conn, p *goose.Provider) (*Result, error) {
+		res := &Result{}
+		var err error
+		if version == goose.MaxVersion {
+			res.Migrations, err = p.Up(ctx)
+		} else {
+			res.Migrations, err = p.UpTo(ctx, version)
+		}
+		if err != nil && !errors.Is(err, goose.ErrNoNextVersion) {
+			return res, fmt.Errorf("batchq: migrate up: %w", err)
+		}
+		if res.Version, err = p.GetDBVersion(ctx); err != nil {
+			return res, fmt.Errorf("batchq: schema version: %w", err)
+		}
+		if res.Version == latest(p) {
+			if res.Functions, err = applyFunctions(ctx, conn); err != nil {
+				return res, err
+			}
+		}
+		return res, nil
+	})
+}
+
+// DownTo reverts migrations down to version, which stays applied. Going
+// below FunctionsSince restores the functions of release 0.1.0 (migration
+// 00006's Down does). Stopping at or above it, between two releases, leaves
+// the functions of the latest version in place and forgets that they were
+// applied, so the next Up applies them again.
+func DownTo(ctx context.Context, db *sql.DB, version int64) (*Result, error) {
+	return locked(ctx, db, func(conn *sql.Conn, p *goose.Provider) (*Result, error) {
+		res := &Result{}
+		var err error
+		res.Migrations, err = p.DownTo(ctx, version)
+		if err != nil && !errors.Is(err, goose.ErrNoNextVersion) {
+			return res, fmt.Errorf("batchq: migrate down: %w", err)
+		}
+		if res.Version, err = p.GetDBVersion(ctx); err != nil {
+			return res, fmt.Errorf("batchq: schema version: %w", err)
+		}
+		if res.Version >= FunctionsSince && len(res.Migrations) > 0 {
+			if _, err := conn.ExecContext(ctx, forgetFunctionsSQL); err != nil {
+				return res, fmt.Errorf("batchq: migrate down: %w", err)
+			}
+		}
+		return res, nil
+	})
+}
+
+// ApplyFunctions applies the function files when their text differs from
+// what the database last applied, holding the migration lock. Applications
+// that run goose over FS themselves call it after migrating to the latest
+// version; Up does both.
+func ApplyFunctions(ctx context.Context, db *sql.DB) ([]string, error) {
+	res, err := locked(ctx, db, func(conn *sql.Conn, p *goose.Provider) (*Result, error) {
+		v, err := p.GetDBVersion(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("batchq: schema version: %w", err)
+		}
+		if v != latest(p) {
+			return nil, fmt.Errorf("batchq: apply functions: the schema is at version %d, not %d: migrate up first", v, latest(p))
+		}
+		files, err := applyFunctions(ctx, conn)
+		return &Result{Functions: files, Version: v}, err
+	})
+	if res == nil {
+		return nil, err
+	}
+	return res.Functions, err
+}
+
+// FunctionsSQL returns the function files as one script, in the order they
+// are applied, for those who apply the schema with their own tooling (run
+// it in one transaction after migrating).
+func FunctionsSQL() (string, error) {
+	var b strings.Builder
+	for _, name := range functions.Files {
+		text, err := fs.ReadFile(functions.FS, name)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "-- db/functions/%s\n%s\n", name, text)
+	}
+	return b.String(), nil
+}
+
+// locked runs fn with the migration lock held on conn, and a provider that
+// does not take it again.
+func locked(ctx context.Context, db *sql.DB, fn func(*sql.Conn, *goose.Provider) (*Result, error)) (*Result, error) {
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(LockID))
+	if err != nil {
+		return nil, fmt.Errorf("batchq: migration lock: %w", err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: migrate: %w", err)
+	}
+	defer conn.Close()
+	if err := locker.SessionLock(ctx, conn); err != nil {
+		return nil, fmt.Errorf("batchq: migration lock: %w", err)
+	}
+	defer func() { _ = locker.SessionUnlock(context.WithoutCancel(ctx), conn) }()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, FS, goose.WithTableName(TableName))
+	if err != nil {
+		return nil, fmt.Errorf("batchq: migrations: %w", err)
+	}
+	return fn(conn, p)
+}
+
+func latest(p *goose.Provider) int64 {
+	srcs := p.ListSources()
+	return srcs[len(srcs)-1].Version
+}
+
+// The bookkeeping of applyFunctions and DownTo, on batchq.function_files.
+const (
+	appliedFunctionsSQL = `SELECT name, sha256 FROM batchq.function_files`
+	forgetFunctionsSQL  = `DELETE FROM batchq.function_files`
+	recordFunctionSQL   = `INSERT INTO batchq.function_files (name, sha256) VALUES ($1, $2)`
+	// Functions in the schema that no file created or replaced in this
+	// transaction: left over from an older text, with arguments or a result
+	// that changed. A migration must drop them.
+	staleFunctionsSQL = `SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'batchq'::regnamespace AND p.xmin::text::bigint <> txid_current() % 4294967296
+ORDER BY 1`
+)
+
+// applyFunctions applies every function file, in one transaction on conn,
+// when any differs from what was applied last, and returns the files it
+// applied.
+func applyFunctions(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	want := map[string]string{}
+	for _, name := range functions.Files {
+		text, err := fs.ReadFile(functions.FS, name)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(text)
+		want[name] = hex.EncodeToString(sum[:])
+	}
+	have, err := appliedFunctions(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	if sameSums(want, have) {
+		return nil, nil
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: apply functions: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, name := range functions.Files {
+		text, _ := fs.ReadFile(functions.FS, name)
+		if _, err := tx.ExecContext(ctx, string(text)); err != nil {
+			return nil, fmt.Errorf("batchq: apply functions: db/functions/%s: %w", name, err)
+		}
+	}
+	stale, err := staleFunctions(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if len(stale) > 0 {
+		return nil, fmt.Errorf("batchq: apply functions: no file defines %s: drop them in a migration", strings.Join(stale, ", "))
+	}
+	if _, err := tx.ExecContext(ctx, forgetFunctionsSQL); err != nil {
+		return nil, fmt.Errorf("batchq: apply functions: %w", err)
+	}
+	for _, name := range functions.Files {
+		if _, err := tx.ExecContext(ctx, recordFunctionSQL, name, want[name]); err != nil {
+			return nil, fmt.Errorf("batchq: apply functions: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("batchq: apply functions: %w", err)
+	}
+	return functions.Files, nil
+}
+
+func appliedFunctions(ctx context.Context, conn *sql.Conn) (map[string]string, error) {
+	rows, err := conn.QueryContext(ctx, appliedFunctionsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: applied functions: %w", err)
+	}
+	defer rows.Close()
+	have := map[string]string{}
+	for rows.Next() {
+		var name, sum string
+		if err := rows.Scan(&name, &sum); err != nil {
+			return nil, err
+		}
+		have[name] = sum
+	}
+	return have, rows.Err()
+}
+
+func staleFunctions(ctx context.Context, tx *sql.Tx) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, staleFunctionsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: apply functions: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var f string
+		if err := rows.Scan(&f); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+func sameSums(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
