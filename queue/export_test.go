@@ -10,3 +10,6 @@ func SetClock(c *Client, now func() time.Time) { c.clock.now = now }
 // completer writes each batch: a test holds a finish back, as a slow
 // database or a long batch ahead of it would.
 func SetBeforeFinishWrite(c *Client, f func()) { c.beforeFinishWrite = f }
+
+// Quote is quote: how errors write names, as SQL's batchq.quote does.
+var Quote = quote

@@ -40,7 +40,7 @@ func TestBadInputNamesFieldAndRule(t *testing.T) {
 		{"cost beyond int64", enqueue("--cost", "9223372036854775808"), "", 2, `batchq: invalid value "9223372036854775808" for flag -cost: value out of range`},
 		{"cost in exponent form", enqueue("--cost", "1e3"), "", 2, `invalid value "1e3" for flag -cost`},
 		{"deadline that does not parse", enqueue("--deadline", "2026-13-45T00:00:00Z"), "", 2, `batchq: --deadline "2026-13-45T00:00:00Z": not an RFC 3339 time`},
-		{"negative ttl", enqueue("--ttl", "-1h"), "", 2, "batchq: --ttl -1h0m0s: must be > 0"},
+		{"negative ttl", enqueue("--ttl", "-1h"), "", 2, "batchq: --ttl: must be > 0 (got -1h0m0s)"},
 		{"too many attempts", enqueue("--max-attempts", "5000"), "", 2, "batchq: --max-attempts: must be in 1..1000, or 0 for the queue's setting (got 5000)"},
 		{"payload NaN", enqueue("--payload", `{"score": NaN}`), "", 2, `batchq: --payload {"score": NaN}: not valid JSON`},
 		{"payload not UTF-8", enqueue("--payload", "{\"text\": \"caf\xe9\"}"), "", 2, "batchq: --payload: must be valid UTF-8"},

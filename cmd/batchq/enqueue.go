@@ -87,7 +87,8 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 		TTL: daysDuration(c, "ttl"), MaxAttempts: c.Int("max-attempts"), UniqueKey: c.String("unique-key"),
 	}
 	if c.IsSet("ttl") && j.TTL <= 0 {
-		return usagef("batchq: --ttl %s: must be > 0", j.TTL)
+		// The client's rule, and its words; a ttl of 0 there means none.
+		return usagef("batchq: --ttl: must be > 0 (got %s)", j.TTL)
 	}
 	if c.IsSet("deadline") {
 		t, err := time.Parse(time.RFC3339, c.String("deadline"))

@@ -84,7 +84,7 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 	}
 	if raw, ok := fields["ttl"]; ok {
 		if _, both := fields["deadline"]; both {
-			return queue.NewJob{}, errors.New("ttl: give a deadline or a ttl, not both")
+			return queue.NewJob{}, errors.New("deadline: give a deadline or a ttl, not both")
 		}
 		var s string
 		if json.Unmarshal(raw, &s) != nil {

@@ -55,7 +55,7 @@ var jobLineCases = []struct {
 	{name: "ttl in days", line: `{"queue":"q","tenant":"t","cost":1,"ttl":"7d"}`,
 		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1, TTL: 7 * 24 * time.Hour}},
 	{name: "ttl zero", line: `{"ttl":"0s"}`, err: "ttl: must be > 0 (got 0s)"},
-	{name: "deadline and ttl", line: `{"deadline":"2030-01-01T00:00:00Z","ttl":"1h"}`, err: "ttl: give a deadline or a ttl, not both"},
+	{name: "deadline and ttl", line: `{"deadline":"2030-01-01T00:00:00Z","ttl":"1h"}`, err: "deadline: give a deadline or a ttl, not both"},
 	{name: "array", line: `[{"cost":1}]`, err: "must be a JSON object"},
 	{name: "truncated", line: `{"cost":1`, err: "not JSON: unexpected end of line"},
 	{name: "trailing data", line: `{"cost":1} {"cost":2}`, err: "unexpected data after the JSON object"},

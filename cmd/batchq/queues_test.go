@@ -104,7 +104,7 @@ func TestDurationFlagsTakeDays(t *testing.T) {
 		WHERE deadline BETWEEN enqueued_at + interval '47 hours 59 minutes' AND enqueued_at + interval '48 hours 1 minute'`))
 	r = runCLI(t, db.url, "enqueue", "--queue", "q3", "--tenant", "acme", "--cost", "1", "--ttl", "0d")
 	require.Equal(t, 2, r.code, r.stderr)
-	require.Equal(t, "batchq: --ttl 0s: must be > 0\n", r.stderr)
+	require.Equal(t, "batchq: --ttl: must be > 0 (got 0s)\n", r.stderr)
 }
 
 func TestHelpAfterArguments(t *testing.T) {

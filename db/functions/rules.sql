@@ -55,8 +55,8 @@ CREATE OR REPLACE FUNCTION batchq.go_duration(d interval) RETURNS text
         WHEN abs(u.us) < 1000 THEN u.sign || abs(u.us) || 'µs'
         WHEN abs(u.us) < 1000000 THEN u.sign || trim_scale(abs(u.us) / 1000.0) || 'ms'
         ELSE u.sign
-             || CASE WHEN abs(u.us) >= 3600000000 THEN (abs(u.us) / 3600000000)::text || 'h' ELSE '' END
-             || CASE WHEN abs(u.us) >= 60000000 THEN (abs(u.us) / 60000000 % 60)::text || 'm' ELSE '' END
+             || CASE WHEN abs(u.us) >= 3600000000 THEN div(abs(u.us), 3600000000)::text || 'h' ELSE '' END
+             || CASE WHEN abs(u.us) >= 60000000 THEN (div(abs(u.us), 60000000) % 60)::text || 'm' ELSE '' END
              || trim_scale((abs(u.us) % 60000000) / 1000000.0) || 's'
         END
         FROM (SELECT (extract(epoch FROM d) * 1000000)::numeric(40, 0) AS us,
