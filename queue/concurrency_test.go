@@ -19,7 +19,7 @@ import (
 
 // drrInvariants are what must hold of the queue's tables in every committed
 // state, whatever ran concurrently; each query counts the rows that break
-// its rule. They follow from migrations/00002_queue.sql: every writer of a
+// its rule. They follow from db/functions: every writer of a
 // tenant's queued keys (enqueue, requeue, apply_adjustments, rekey) holds
 // the tenant's ring row, and writes the jobs and the ring row in one
 // transaction; claims only take jobs off the head.

@@ -244,8 +244,8 @@ func enqueueJobSQL(j queue.NewJob) string {
 	return "SELECT * FROM batchq.enqueue_job(" + strings.Join(args, ", ") + ")"
 }
 
-// sqlLiteral quotes s as an SQL string literal (E” when it holds a control
-// character or a backslash).
+// sqlLiteral quotes s as an SQL string literal, an escape string when it
+// holds a control character or a backslash.
 func sqlLiteral(s string) string {
 	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == '\\' }) {
 		return "'" + strings.ReplaceAll(s, "'", "''") + "'"

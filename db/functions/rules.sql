@@ -21,10 +21,11 @@ CREATE OR REPLACE FUNCTION batchq.max_payload_bytes() RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 1048576;
 CREATE OR REPLACE FUNCTION batchq.max_result_bytes() RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 1048576;
--- A tenant's ledger (cum) and every round stay at or below 2^62: a tenant
--- whose next job would pass it is refused (ledger_full) until its queue
--- drains, so sums of a ledger and a cost, or of a round and a span, never
--- reach 2^63.
+-- New keys stay at or below 2^62: enqueue refuses a tenant whose ledger
+-- (cum) or last round would pass it (ledger_full), until its queue drains.
+-- A re-key or a fold moves queued keys past it by at most a backlog's cost
+-- over a share (2^31 jobs of 10^9 over a share of 1: 2.1 × 10^18), so no
+-- ledger, round or sum of them reaches 2^63.
 CREATE OR REPLACE FUNCTION batchq.key_ceiling() RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 4611686018427387904;
 
