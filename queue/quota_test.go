@@ -1,7 +1,10 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -143,4 +146,82 @@ func skewedWorker(t *testing.T, url, key string, skew time.Duration) (*throttle.
 	th, err := c.Throttle(key, throttle.Config{})
 	require.NoError(t, err)
 	return th, now
+}
+
+// The quota row is written only through batchq.save_quota, which refuses a
+// state the throttle could not read and a pause longer than the throttle's
+// limit, and writes nothing then.
+func TestSaveQuotaRefusesWhatTheThrottleCannotUse(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	save := func(state string) error {
+		_, err := b.pool.Exec(b.ctx, `SELECT batchq.save_quota('k', NULL, $1::jsonb)`, state)
+		return err
+	}
+	for _, tc := range []struct{ state, code, says string }{
+		{`"garbage"`, "BQ300", `batchq: save quota "k": state: must be a JSON object (got string)`},
+		{`{"requests": 5}`, "BQ300", "state.requests: must be a JSON object (got number)"},
+		{`{"tokens": {"remaining": "many"}}`, "BQ300", `state.tokens.remaining: must be a whole number`},
+		{`{"paused_until": "soon"}`, "BQ300", `state.paused_until: must be an RFC 3339 time (got "soon")`},
+		{`{"paused_until": "9999-01-01T00:00:00Z"}`, "BQ301", "state.paused_until: must be at most 24:05:00 from now"},
+		{`{"backoff": 1e30}`, "BQ300", "state.backoff: must be a whole number"},
+		{`{"admitted": [{"at": "2026-01-01T00:00:00Z", "calls": 1, "tokens": 1, "extra": 1}]}`, "BQ300", `"extra" is not a field of it`},
+		{`{"mood": "sunny"}`, "BQ300", `"mood" is not a field of it`},
+	} {
+		err := save(tc.state)
+		require.ErrorContains(t, err, tc.says, tc.state)
+		require.ErrorContains(t, err, "SQLSTATE "+tc.code, tc.state)
+	}
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.quota`))
+
+	// What the throttle writes is taken, and spelled out in the columns.
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	st := throttle.State{Tokens: throttle.Quota{Observed: true, Limit: 100, HasLimit: true, Remaining: 7, SentAt: now, ReceivedAt: now},
+		PausedUntil: now.Add(time.Hour)}
+	raw, err := json.Marshal(&st)
+	require.NoError(t, err)
+	require.NoError(t, save(string(raw)))
+	require.Equal(t, int64(7), b.scalar(t, `SELECT tokens_remaining FROM batchq.quota WHERE key = 'k' AND tokens_limit = 100
+		AND requests_limit IS NULL AND paused_until = $1 AND observed_at = $2`, now.Add(time.Hour), now))
+}
+
+// A Retry-After longer than the throttle's MaxRetryAfter pauses the fleet
+// for MaxRetryAfter: a provider that says "come back tomorrow" is asked
+// again in an hour, and the shared row takes it.
+func TestRetryAfterIsCapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	th, err := b.client.Throttle("k", throttle.Config{})
+	require.NoError(t, err)
+	now := time.Now()
+	th.TooManyRequestsAt(now, 24*time.Hour)
+	pause, err := th.PauseAt(b.ctx, now)
+	require.NoError(t, err)
+	require.InDelta(t, time.Hour, pause, float64(time.Second))
+	_, err = b.client.Throttle("k", throttle.Config{MaxRetryAfter: 25 * time.Hour})
+	require.ErrorContains(t, err, "must be at most 24h0m0s")
+}
+
+// A state that does not read (written around save_quota, by hand or by a
+// tool) does not stop the fleet: the next decision logs it, resets the key
+// and carries on, as with a key seen for the first time.
+func TestUnreadableQuotaStateIsResetAndLogged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.New(t)
+	var logs bytes.Buffer
+	c, err := queue.NewClient(pool, queue.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO batchq.quota (key, state) VALUES ('k', '{"requests": "broken"}')`)
+	require.NoError(t, err)
+	th, err := c.Throttle("k", throttle.Config{})
+	require.NoError(t, err)
+	now := time.Now()
+	require.True(t, th.CanStartAt(now, 10, throttle.Batch).OK, "paced as a fresh key")
+	require.Contains(t, logs.String(), "a quota key's shared state cannot be read; resetting it")
+	require.Contains(t, logs.String(), "key=k")
+	var state string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT state::text FROM batchq.quota WHERE key = 'k'`).Scan(&state))
+	var st throttle.State
+	require.NoError(t, json.Unmarshal([]byte(state), &st), "the row reads again: %s", state)
 }

@@ -18,7 +18,8 @@ import (
 var queueTables = []string{"jobs", "tenant_ring", "ledger_adjustments", "outcomes", "queue_cursors", "ring_commit_checks"}
 
 // hotPath lists the functions that work within one queue, each with the
-// expressions that hold that queue in its body.
+// expressions that hold that queue in its body. cancel is not among them:
+// it looks a job's queue up by the job's id, across queues.
 var hotPath = []struct {
 	name  string
 	queue []string
@@ -290,8 +291,8 @@ func dollarBody(stmt string) (string, bool) {
 
 // splitSQL drops -- comments and splits src on the semicolons outside
 // quoted identifiers, string literals and dollar-quoted strings. It handles
-// how batchq's files are written, not all of SQL: no E'' escapes, no /* */
-// comments.
+// how batchq's files are written, not all of SQL: no escape strings
+// (E'\n'), no /* */ comments.
 func splitSQL(src string) []string {
 	var out []string
 	var b strings.Builder
@@ -383,8 +384,8 @@ func maskLiterals(stmt string) string {
 var (
 	tableRe = regexp.MustCompile(`(?i)\bbatchq\.(` + strings.Join(queueTables, "|") + `)\b`)
 	// The word after the table: its alias, unless it is a keyword.
-	aliasRe   = regexp.MustCompile(`(?i)^\s+(?:AS\s+)?([A-Za-z_][A-Za-z0-9_]*)`)
-	prevRe    = regexp.MustCompile(`(?i)([A-Za-z_]+)\s*$`)
+	aliasRe    = regexp.MustCompile(`(?i)^\s+(?:AS\s+)?([A-Za-z_][A-Za-z0-9_]*)`)
+	prevRe     = regexp.MustCompile(`(?i)([A-Za-z_]+)\s*$`)
 	notAnAlias = map[string]bool{
 		"WHERE": true, "SET": true, "ON": true, "JOIN": true, "LEFT": true, "RIGHT": true, "INNER": true,
 		"FULL": true, "CROSS": true, "NATURAL": true, "LATERAL": true, "USING": true, "ORDER": true,

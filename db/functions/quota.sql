@@ -165,16 +165,18 @@ BEGIN
         v_field := 'paused_until';
         v_paused := batchq.quota_time(p_state -> 'paused_until');
     EXCEPTION WHEN SQLSTATE 'BQ300' OR invalid_datetime_format OR datetime_field_overflow THEN
+        v_field := CASE WHEN v_field = 'state' THEN 'state' ELSE 'state.' || v_field END;
         RAISE EXCEPTION USING ERRCODE = 'BQ300', COLUMN = 'state',
-            MESSAGE = format('batchq: save quota %s: state: %s: %s', batchq.quote(p_key), v_field, SQLERRM),
-            DETAIL = json_build_object('index', 0, 'field', 'state', 'rule', v_field || ': ' || SQLERRM)::text;
+            MESSAGE = format('batchq: save quota %s: %s: %s', batchq.quote(p_key), v_field, SQLERRM),
+            DETAIL = json_build_object('index', 0, 'field', v_field, 'rule', SQLERRM)::text;
     END;
     v_pause := v_paused - clock_timestamp();
     IF v_pause > batchq.max_quota_pause() THEN
         RAISE EXCEPTION USING ERRCODE = 'BQ301', COLUMN = 'state',
-            MESSAGE = format('batchq: save quota %s: state: paused_until: must be at most %s from now (got %s, %s from now)',
+            MESSAGE = format('batchq: save quota %s: state.paused_until: must be at most %s from now (got %s, %s from now)',
                              batchq.quote(p_key), batchq.max_quota_pause(), batchq.rfc3339(v_paused), v_pause),
-            DETAIL = json_build_object('index', 0, 'field', 'state', 'rule', 'paused_until: too far ahead')::text;
+            DETAIL = json_build_object('index', 0, 'field', 'state.paused_until', 'rule',
+                                       format('must be at most %s from now', batchq.max_quota_pause()))::text;
     END IF;
 
     IF p_version IS NULL THEN
