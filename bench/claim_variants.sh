@@ -9,8 +9,9 @@
 #             rows a SKIP LOCKED scan of the claim index locked, as the FIFO
 #             baseline claims, with no budget, no expiry and no cursor
 #
-# All four are made from migrations/00002_queue.sql, by cutting or swapping
-# lines by their text, and the script fails if that text is gone. It seeds one
+# All four are made from db/functions/claim.sql, the function's one text,
+# by cutting or swapping statements found by their code (never by a
+# comment), and the script fails if that code is gone. It seeds one
 # backlog and runs the variants in turn, ROUNDS times, CYCLES claims of 100
 # and their completions per client each (pgbench -M prepared), so the
 # host's drift and the index's growing dead entries hit them alike. It
@@ -40,18 +41,19 @@ psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
 DATABASE_URL=$url bin/batchq migrate up >/dev/null
 DATABASE_URL=$url bin/batchq queues create --max-per-tenant 100000000 q >/dev/null
 
-# The function as migrated, renamed.
-awk '/^CREATE FUNCTION batchq.claim\(/ {on = 1} on {print} on && /^\$\$;/ {exit}' \
-    migrations/00002_queue.sql > "$tmp/claim.sql"
-grep -q '^    -- Most claims stay in the round the cursor already shows.$' "$tmp/claim.sql" &&
+# The function as the function file has it, renamed.
+awk '/^CREATE OR REPLACE FUNCTION batchq.claim\(/ {on = 1} on {print} on && /^\$\$;/ {exit}' \
+    db/functions/claim.sql > "$tmp/claim.sql"
+cursor_read='^    SELECT c.round INTO v_cursor FROM batchq.queue_cursors c WHERE c.queue = p_queue;$'
+grep -q "$cursor_read" "$tmp/claim.sql" &&
     grep -q '^    IF v_reached > v_cursor THEN$' "$tmp/claim.sql" &&
-    grep -q '^    WHERE j.id = ANY (v_take)$' "$tmp/claim.sql" ||
+    grep -q '^    WHERE j.queue = p_queue AND j.id = ANY (v_take)$' "$tmp/claim.sql" ||
     { echo "claim_variants.sh: batchq.claim no longer has the parts this cuts" >&2; exit 1; }
-variant() { sed "s/^CREATE FUNCTION batchq.claim(/CREATE FUNCTION batchq.claim_$1(/" "$tmp/claim.sql"; }
+variant() { sed "s/^CREATE OR REPLACE FUNCTION batchq.claim(/CREATE FUNCTION batchq.claim_$1(/" "$tmp/claim.sql"; }
 {
     variant base
     # From the cursor's read to the function's end.
-    variant nocursor | awk '/^    -- Most claims stay in the round/ {skip = 1} /^END$/ {skip = 0} !skip'
+    variant nocursor | awk -v from="$cursor_read" '$0 ~ from {skip = 1} /^END$/ {skip = 0} !skip'
     # The UPDATE's IF block.
     variant noupdate | awk '/^    IF v_reached > v_cursor THEN$/ {skip = 1} !skip {print} skip && /^    END IF;$/ {skip = 0}'
     # The claim's heading and its own UPDATE, fed by the scan instead of the
@@ -60,8 +62,8 @@ variant() { sed "s/^CREATE FUNCTION batchq.claim(/CREATE FUNCTION batchq.claim_$
     awk -v q="'" '/^    RETURN QUERY$/ {held = $0; next}
          held != "" && /^    UPDATE batchq.jobs j$/ {on = 1; print held}
          {held = ""}
-         on && /^    WHERE j.id = ANY \(v_take\)$/ {
-             print "    WHERE j.id = ANY (ARRAY("
+         on && /^    WHERE j.queue = p_queue AND j.id = ANY \(v_take\)$/ {
+             print "    WHERE j.queue = p_queue AND j.id = ANY (ARRAY("
              print "        SELECT c.id FROM batchq.jobs c"
              print "        WHERE c.queue = p_queue AND c.state = " q "queued" q
              print "        ORDER BY c.round, c.pos, c.seq"
@@ -85,7 +87,7 @@ SQL
 for v in $variants; do
     cat > "$tmp/$v.pgb" <<SQL
 SELECT array_agg(id) AS ids, array_agg(lease_token) AS toks FROM batchq.claim_$v('q', 100, 'w', 9223372036854775807) WHERE NOT expired \gset
-SELECT count(*) FROM batchq.complete(:ids::bigint[], :toks::uuid[], NULL, NULL);
+SELECT count(*) FROM batchq.complete('q', :ids::bigint[], :toks::uuid[], NULL, NULL);
 SQL
 done
 

@@ -58,7 +58,7 @@ SQL
 
 # A completion passes its arrays as batchq's client does: cast once, into
 # batchq.complete's parameters; no actual costs or results (NULL arrays).
-complete="SELECT count(*) FROM batchq.complete(:ids::bigint[], :toks::uuid[], NULL, NULL);"
+complete="SELECT count(*) FROM batchq.complete('q', :ids::bigint[], :toks::uuid[], NULL, NULL);"
 cat > "$tmp/fair.pgb" <<SQL
 SELECT array_agg(id) AS ids, array_agg(lease_token) AS toks FROM batchq.claim('q', 100, 'w', 9223372036854775807) WHERE NOT expired \gset
 $complete

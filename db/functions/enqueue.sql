@@ -402,20 +402,20 @@ BEGIN
             ERRCODE = 'BQ200',
             MESSAGE = format('batchq: queue_full: tenant %s has %s queued jobs in queue %s (bound %s); %s more do not fit',
                              batchq.quote(r.tenant), r.queued, batchq.quote(p_queue), r.bound, r.adding),
-            DETAIL = json_build_object('queue', p_queue, 'tenant', r.tenant, 'bound', r.bound, 'queued', r.queued,
+            DETAIL = jsonb_build_object('queue', p_queue, 'tenant', r.tenant, 'bound', r.bound, 'queued', r.queued,
                                        'adding', r.adding)::text;
     WHEN 'unknown_queue' THEN
         RAISE EXCEPTION USING
             ERRCODE = 'BQ201',
             MESSAGE = format('batchq: unknown queue: %s', batchq.quote(p_queue)),
-            DETAIL = json_build_object('queue', p_queue)::text;
+            DETAIL = jsonb_build_object('queue', p_queue)::text;
     WHEN 'ledger_full' THEN
         RAISE EXCEPTION USING
             ERRCODE = 'BQ202',
             MESSAGE = format('batchq: ledger_full: tenant %s in queue %s has no room left in its ledger; '
                              'its queued jobs must drain before it takes more', batchq.quote(r.tenant),
                              batchq.quote(p_queue)),
-            DETAIL = json_build_object('queue', p_queue, 'tenant', r.tenant)::text;
+            DETAIL = jsonb_build_object('queue', p_queue, 'tenant', r.tenant)::text;
     ELSE
         NULL;
     END CASE;
@@ -537,7 +537,7 @@ BEGIN
             MESSAGE = format('batchq: invalid job: jobs: must be a JSON array of objects (got %s)',
                              coalesce(jsonb_typeof(jobs), 'null')),
             COLUMN = 'jobs',
-            DETAIL = json_build_object('index', 0, 'field', 'jobs', 'rule', 'must be a JSON array of objects')::text;
+            DETAIL = jsonb_build_object('index', 0, 'field', 'jobs', 'rule', 'must be a JSON array of objects')::text;
     END IF;
     -- Each job must be an object of known fields with their JSON types.
     SELECT j.ord, e.error INTO v_bad

@@ -104,7 +104,7 @@ BEGIN
     IF v_error IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = v_error[1], COLUMN = 'key',
             MESSAGE = format('batchq: save quota: key: %s', v_error[3]),
-            DETAIL = json_build_object('index', 0, 'field', 'key', 'rule', v_error[3])::text;
+            DETAIL = jsonb_build_object('index', 0, 'field', 'key', 'rule', v_error[3])::text;
     END IF;
     BEGIN
         v_field := 'state';
@@ -168,14 +168,14 @@ BEGIN
         v_field := CASE WHEN v_field = 'state' THEN 'state' ELSE 'state.' || v_field END;
         RAISE EXCEPTION USING ERRCODE = 'BQ300', COLUMN = 'state',
             MESSAGE = format('batchq: save quota %s: %s: %s', batchq.quote(p_key), v_field, SQLERRM),
-            DETAIL = json_build_object('index', 0, 'field', v_field, 'rule', SQLERRM)::text;
+            DETAIL = jsonb_build_object('index', 0, 'field', v_field, 'rule', SQLERRM)::text;
     END;
     v_pause := v_paused - clock_timestamp();
     IF v_pause > batchq.max_quota_pause() THEN
         RAISE EXCEPTION USING ERRCODE = 'BQ301', COLUMN = 'state',
             MESSAGE = format('batchq: save quota %s: state.paused_until: must be at most %s from now (got %s, %s from now)',
                              batchq.quote(p_key), batchq.max_quota_pause(), batchq.rfc3339(v_paused), v_pause),
-            DETAIL = json_build_object('index', 0, 'field', 'state.paused_until', 'rule',
+            DETAIL = jsonb_build_object('index', 0, 'field', 'state.paused_until', 'rule',
                                        format('must be at most %s from now', batchq.max_quota_pause()))::text;
     END IF;
 

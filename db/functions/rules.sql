@@ -132,7 +132,7 @@ BEGIN
         MESSAGE = 'batchq: invalid job' || CASE WHEN p_index > 0 THEN ' ' || p_index ELSE '' END
                   || ': ' || p_error[2] || ': ' || p_error[3],
         COLUMN = p_error[2],
-        DETAIL = json_build_object('index', p_index, 'field', p_error[2], 'rule', p_error[3])::text;
+        DETAIL = jsonb_build_object('index', p_index, 'field', p_error[2], 'rule', p_error[3])::text;
 END
 $$;
 
@@ -145,7 +145,7 @@ BEGIN
         ERRCODE = 'BQ101',
         MESSAGE = format('batchq: %s: %s: %s', p_function, p_field, p_rule),
         COLUMN = p_field,
-        DETAIL = json_build_object('index', 0, 'field', p_field, 'rule', p_rule)::text;
+        DETAIL = jsonb_build_object('index', 0, 'field', p_field, 'rule', p_rule)::text;
 END
 $$;
 
@@ -161,7 +161,7 @@ BEGIN
             ERRCODE = v_error[1],
             MESSAGE = format('batchq: %s: %s: %s', p_function, v_error[2], v_error[3]),
             COLUMN = v_error[2],
-            DETAIL = json_build_object('index', 0, 'field', v_error[2], 'rule', v_error[3])::text;
+            DETAIL = jsonb_build_object('index', 0, 'field', v_error[2], 'rule', v_error[3])::text;
     END IF;
 END
 $$;
