@@ -67,7 +67,7 @@ BEGIN
         INTO v_share, v_cursor
         FROM batchq.queues q
         LEFT JOIN batchq.tenants w ON w.name = v.tenant
-        LEFT JOIN batchq.queue_cursors c ON c.queue = q.name
+        LEFT JOIN batchq.queue_cursors c ON c.queue = q.name AND c.queue = p_queue
         WHERE q.name = p_queue;
         -- Pending adjustments first, at the old share: they are about the
         -- ledger the jobs were keyed on.

@@ -86,7 +86,7 @@ BEGIN
     FROM unnest(v_pos) WITH ORDINALITY AS l (pos, ord);
 
     SELECT coalesce(c.round, 0), q.quantum INTO v_round, v_quantum
-    FROM batchq.queues q LEFT JOIN batchq.queue_cursors c ON c.queue = q.name
+    FROM batchq.queues q LEFT JOIN batchq.queue_cursors c ON c.queue = q.name AND c.queue = p_queue
     WHERE q.name = p_queue;
 
     -- Tenants with nothing queued join in the order of their first lines:

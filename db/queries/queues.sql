@@ -51,14 +51,14 @@ SELECT * FROM batchq.tenants ORDER BY name;
 -- The tenants of a queue's ring that have queued jobs, for re-keying.
 SELECT r.tenant FROM batchq.tenant_ring r
 WHERE r.queue = @queue
-  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.pos = r.pos AND j.state = 'queued')
+  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
 ORDER BY r.tenant;
 
 -- name: TenantQueues :many
 -- The queues in whose ring a tenant has queued jobs.
 SELECT r.queue FROM batchq.tenant_ring r
 WHERE r.tenant = @tenant
-  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.pos = r.pos AND j.state = 'queued')
+  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
 ORDER BY r.queue;
 
 -- name: Rekey :exec

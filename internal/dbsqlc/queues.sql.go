@@ -202,7 +202,7 @@ func (q *Queries) Rekey(ctx context.Context, db DBTX, arg RekeyParams) error {
 const ringTenants = `-- name: RingTenants :many
 SELECT r.tenant FROM batchq.tenant_ring r
 WHERE r.queue = $1
-  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.pos = r.pos AND j.state = 'queued')
+  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
 ORDER BY r.tenant
 `
 
@@ -230,7 +230,7 @@ func (q *Queries) RingTenants(ctx context.Context, db DBTX, queue string) ([]str
 const tenantQueues = `-- name: TenantQueues :many
 SELECT r.queue FROM batchq.tenant_ring r
 WHERE r.tenant = $1
-  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.pos = r.pos AND j.state = 'queued')
+  AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
 ORDER BY r.queue
 `
 
