@@ -94,7 +94,9 @@ DECLARE
     v_next    bigint[];
     v_ids     bigint[];
 BEGIN
-    PERFORM batchq.check_queue_argument('apply_adjustments', p_queue);
+    IF batchq.queue_name_error(p_queue) IS NOT NULL THEN
+        PERFORM batchq.check_queue_argument('apply_adjustments', p_queue);
+    END IF;
     v_locked := ARRAY(
         SELECT r.tenant FROM batchq.tenant_ring r
         WHERE r.queue = p_queue

@@ -36,7 +36,9 @@ DECLARE
     v_cursor bigint;
     v_reached bigint;
 BEGIN
-    PERFORM batchq.check_queue_argument('claim', p_queue);
+    IF batchq.queue_name_error(p_queue) IS NOT NULL THEN
+        PERFORM batchq.check_queue_argument('claim', p_queue);
+    END IF;
     IF p_max_jobs IS NULL OR p_max_jobs < 1 OR p_max_jobs > 100000 THEN
         PERFORM batchq.raise_invalid_argument('claim', 'max_jobs',
             format('must be in 1..100000 (got %s)', coalesce(p_max_jobs::text, 'null')));

@@ -334,27 +334,30 @@ $$;
 
 -- enqueue_error is the first job of a call that breaks a rule: {index,
 -- sqlstate, field, rule}, or NULL when every job keeps them. The queue's
--- name counts as the first job's.
+-- name counts as the first job's. PL/pgSQL, so the session keeps its plan
+-- (a SQL function with subqueries is planned on every call).
 CREATE OR REPLACE FUNCTION batchq.enqueue_error(p_queue text, p_tenant text[], p_kind text[], p_cost bigint[],
                                                 p_deadline timestamptz[], p_ttl interval[], p_max_attempts integer[],
                                                 p_payload jsonb[], p_unique_key text[])
 RETURNS text[]
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 AS $$
-SELECT coalesce(
-    (SELECT ARRAY['1'] || batchq.queue_name_error(p_queue)
-     WHERE batchq.queue_name_error(p_queue) IS NOT NULL AND cardinality(p_tenant) > 0),
-    (SELECT ARRAY[e.ord::text] || e.error
-     FROM (SELECT x.ord,
-                  batchq.job_error(x.tenant, coalesce(nullif(x.kind, ''), 'default'), x.cost,
-                                   CASE WHEN x.deadline >= '0002-01-01' THEN x.deadline END, x.ttl, x.max_attempts,
-                                   x.payload, x.unique_key, statement_timestamp()) AS error
-           FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_ttl, p_max_attempts, p_payload, p_unique_key)
-                WITH ORDINALITY AS x (tenant, kind, cost, deadline, ttl, max_attempts, payload, unique_key, ord)
-           OFFSET 0) e -- each job's rules checked once
-     WHERE e.error IS NOT NULL
-     ORDER BY e.ord
-     LIMIT 1))
+BEGIN
+    IF cardinality(p_tenant) > 0 AND batchq.queue_name_error(p_queue) IS NOT NULL THEN
+        RETURN ARRAY['1'] || batchq.queue_name_error(p_queue);
+    END IF;
+    RETURN (SELECT ARRAY[e.ord::text] || e.error
+            FROM (SELECT x.ord,
+                         batchq.job_error(x.tenant, coalesce(nullif(x.kind, ''), 'default'), x.cost,
+                                          CASE WHEN x.deadline >= '0002-01-01' THEN x.deadline END, x.ttl,
+                                          x.max_attempts, x.payload, x.unique_key, statement_timestamp()) AS error
+                  FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_ttl, p_max_attempts, p_payload, p_unique_key)
+                       WITH ORDINALITY AS x (tenant, kind, cost, deadline, ttl, max_attempts, payload, unique_key, ord)
+                  OFFSET 0) e -- each job's rules checked once
+            WHERE e.error IS NOT NULL
+            ORDER BY e.ord
+            LIMIT 1);
+END
 $$;
 
 -- enqueue inserts jobs into one queue inside the caller's transaction, all
@@ -475,7 +478,7 @@ $$;
 -- {sqlstate, field, rule}. Whole numbers are checked here, their ranges with
 -- the job's other rules.
 CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS text[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE sql STABLE PARALLEL SAFE
     RETURN CASE
         WHEN key NOT IN ('tenant', 'cost', 'payload', 'kind', 'deadline', 'ttl', 'max_attempts', 'unique_key') THEN
             ARRAY['BQ104', key, 'is not a field of a job (tenant, cost, payload, kind, deadline, ttl, max_attempts, unique_key)']

@@ -94,7 +94,9 @@ DECLARE
     v_results jsonb[];
     v_bad     record;
 BEGIN
-    PERFORM batchq.check_runs('complete', p_queue, p_ids, p_tokens);
+    IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
+        PERFORM batchq.check_runs('complete', p_queue, p_ids, p_tokens);
+    END IF;
     IF p_actual_costs IS NOT NULL THEN
         SELECT x.n, x.cost INTO v_bad FROM unnest(p_actual_costs) WITH ORDINALITY AS x (cost, n)
         WHERE x.cost IS NULL OR (x.cost <> -1 AND x.cost NOT BETWEEN 1 AND batchq.max_cost())
@@ -157,7 +159,9 @@ DECLARE
     v_discard        bigint[];
     v_discard_errors text[];
 BEGIN
-    PERFORM batchq.check_runs('fail', p_queue, p_ids, p_tokens);
+    IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
+        PERFORM batchq.check_runs('fail', p_queue, p_ids, p_tokens);
+    END IF;
     IF cardinality(p_errors) IS DISTINCT FROM cardinality(p_ids)
        OR cardinality(p_retry_at) IS DISTINCT FROM cardinality(p_ids)
        OR cardinality(p_final) IS DISTINCT FROM cardinality(p_ids) THEN
@@ -223,7 +227,9 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
-    PERFORM batchq.check_runs('release', p_queue, p_ids, p_tokens);
+    IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
+        PERFORM batchq.check_runs('release', p_queue, p_ids, p_tokens);
+    END IF;
     IF cardinality(p_delays_us) IS DISTINCT FROM cardinality(p_ids)
        OR EXISTS (SELECT FROM unnest(p_delays_us) AS d WHERE d IS NULL OR d < 0 OR d > 86400000000) THEN
         PERFORM batchq.raise_invalid_argument('release', 'delays',
@@ -265,7 +271,9 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 BEGIN
-    PERFORM batchq.check_runs('heartbeat', p_queue, p_ids, p_tokens);
+    IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
+        PERFORM batchq.check_runs('heartbeat', p_queue, p_ids, p_tokens);
+    END IF;
     RETURN QUERY
     WITH target AS (
         SELECT j.id

@@ -31,7 +31,9 @@ DECLARE
     v_expired bigint[];
     v_failed  bigint[];
 BEGIN
-    PERFORM batchq.check_limit('rescue', p_queue, p_limit);
+    IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
+        PERFORM batchq.check_limit('rescue', p_queue, p_limit);
+    END IF;
     SELECT array_agg(l.id) FILTER (WHERE l.retry),
            array_agg(l.id) FILTER (WHERE NOT l.retry AND l.past_deadline),
            array_agg(l.id) FILTER (WHERE NOT l.retry AND NOT l.past_deadline)
@@ -83,7 +85,9 @@ AS $$
 DECLARE
     v_ids bigint[];
 BEGIN
-    PERFORM batchq.check_limit('expire', p_queue, p_limit);
+    IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
+        PERFORM batchq.check_limit('expire', p_queue, p_limit);
+    END IF;
     v_ids := ARRAY(SELECT o.id FROM batchq.jobs o
                    WHERE o.queue = p_queue AND o.state <> 'running' AND o.deadline <= now()
                    ORDER BY o.deadline
@@ -130,7 +134,9 @@ DECLARE
     v_notify   boolean := false;
     v_busy     text[] := '{}'; -- tenants passed over
 BEGIN
-    PERFORM batchq.check_limit('requeue', p_queue, p_limit);
+    IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
+        PERFORM batchq.check_limit('requeue', p_queue, p_limit);
+    END IF;
     -- Before ring_join reads the weights (docs/design/commit-time-check.md).
     SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
     FOR v_pass IN 1 .. 4 LOOP

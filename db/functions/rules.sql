@@ -32,7 +32,7 @@ CREATE OR REPLACE FUNCTION batchq.key_ceiling() RETURNS bigint
 -- quote writes s as a JSON string, as package queue quotes names in errors
 -- (encoding/json without HTML escaping, which also escapes U+2028 and U+2029).
 CREATE OR REPLACE FUNCTION batchq.quote(s text) RETURNS text
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE sql STABLE PARALLEL SAFE
     RETURN coalesce(replace(replace(to_json(s)::text, U&'\2028', '\u2028'), U&'\2029', '\u2029'), 'null');
 
 -- rfc3339 writes t as Go's time.RFC3339Nano does in UTC.
@@ -67,7 +67,7 @@ CREATE OR REPLACE FUNCTION batchq.go_duration(d interval) RETURNS text
 -- name: 1 to 256 bytes without control characters. NULL when s keeps it,
 -- else {sqlstate, field, rule}.
 CREATE OR REPLACE FUNCTION batchq.name_error(field text, s text) RETURNS text[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE sql STABLE PARALLEL SAFE
     RETURN CASE
         WHEN s IS NULL OR s = '' THEN ARRAY['BQ100', field, 'must not be empty']
         WHEN octet_length(s) > batchq.max_name_bytes() THEN
@@ -78,7 +78,7 @@ CREATE OR REPLACE FUNCTION batchq.name_error(field text, s text) RETURNS text[]
 
 -- queue_name_error is the rule for a queue's name in a job.
 CREATE OR REPLACE FUNCTION batchq.queue_name_error(s text) RETURNS text[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE sql STABLE PARALLEL SAFE
     RETURN CASE WHEN s IS NULL OR s !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$' THEN
         ARRAY['BQ100', 'queue', format('must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - (got %s)', batchq.quote(s))]
     END;
