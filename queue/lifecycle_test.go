@@ -1075,3 +1075,29 @@ func TestReleasedJobIsChargedOnce(t *testing.T) {
 	require.Equal(t, []int64{a2, b1, a1, b2}, order)
 	require.Equal(t, int64(200), b.scalar(t, `SELECT cum FROM batchq.tenant_ring WHERE tenant = 'a'`), "a's ledger holds each job once")
 }
+
+// Finishing calls name their queue; jobs of several queues finished in one
+// call go queue by queue in one transaction, each run by its own lease.
+func TestFinishingJobsOfSeveralQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Name: "b"})
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "a"}))
+	var jobs []*queue.Job
+	for _, q := range []string{"a", "b", "a", "b"} {
+		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: q, Tenant: "t", Cost: 1})
+		require.NoError(t, err)
+		claimed, err := b.client.Claim(b.ctx, q, nil)
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		jobs = append(jobs, claimed[0])
+	}
+	require.NoError(t, b.client.Heartbeat(b.ctx, jobs...))
+	// One run of each queue lost its lease to a rescue.
+	b.exec(t, `UPDATE batchq.jobs SET lease_token = gen_random_uuid() WHERE id = ANY ($1)`, []int64{jobs[2].ID, jobs[3].ID})
+	lost, err := b.client.CompleteMany(b.ctx, []queue.Completion{{Job: jobs[0]}, {Job: jobs[1]}, {Job: jobs[2]}, {Job: jobs[3]}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{jobs[2].ID, jobs[3].ID}, lost)
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
+	err = b.client.Heartbeat(b.ctx, jobs[2], jobs[3])
+	require.ErrorIs(t, err, queue.ErrLeaseLost)
+}
