@@ -19,22 +19,32 @@
 //
 // The IETF RateLimit draft, in each of its generations: separate
 // RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset fields (drafts
-// -00 to -06; in -01 to -03 RateLimit-Limit is a List whose first member
-// is the limit); the -07 Dictionary "RateLimit: limit=100, remaining=50,
+// -00 to -06); the -07 Dictionary "RateLimit: limit=100, remaining=50,
 // reset=5"; and the -08+ pair `RateLimit-Policy: "p";q=100;w=60` and
-// `RateLimit: "p";r=50;t=30`, parsed as RFC 8941 structured fields.
+// `RateLimit: "p";r=50;t=30`, parsed as RFC 8941 structured fields. In
+// drafts -01 to -03 (and draft-polli-ratelimit-headers before them, which
+// names w "window") RateLimit-Limit is a list whose first member is the
+// limit in force and whose others describe quota policies,
+// "10, 10;w=1, 50;w=60"; it is read as an RFC 8941 List or, failing that,
+// in the HTTP list syntax of -01, which also allows
+// "10, 10 ; w=1 ; Burst=1000".
 //
-// OpenAI, Groq and Azure OpenAI x-ratelimit-{limit,remaining,reset}-{requests,tokens},
-// also spelled x-rate-limit-. The same names with a window, each window its
-// own candidate: Cerebras' -requests-day, -requests-minute and
-// -tokens-minute, Mistral's -req-minute, -tokens-minute and -tokens-month
-// (the -minute, -hour, -day and -month windows are read for requests, req
-// and tokens alike). Anthropic
+// OpenAI, Groq and Azure OpenAI x-ratelimit-{limit,remaining,reset}-{requests,tokens}.
+// Azure also spells them x-rate-limit- and mixes the spellings in one
+// response (a 429 with x-rate-limit-reset-tokens: 55 beside
+// x-ratelimit-remaining-requests); the two spellings of a name are one
+// field, and their resets are read alike. The same names with a window,
+// each window its own candidate: Cerebras' -requests-day, -requests-minute
+// and -tokens-minute, Mistral's -req-minute, -tokens-minute and
+// -tokens-month (the -minute, -hour, -day and -month windows are read for
+// requests, req and tokens alike). Anthropic
 // anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}
 // with RFC 3339 resets. Together's x-tokenlimit-* for tokens. The classic
-// X-RateLimit-{Limit,Remaining,Reset} of GitHub, OpenRouter and GitLab, for
-// requests, with GitHub's X-RateLimit-Used. Retry-After, retry-after-ms and
-// Azure's x-ms-retry-after-ms.
+// X-RateLimit-{Limit,Remaining,Reset} of GitHub, OpenRouter, GitLab and
+// WHOOP, also spelled X-Rate-Limit-, for requests, with GitHub's
+// X-RateLimit-Used; its limit is a count or, as WHOOP sends it, the early
+// drafts' list "100, 100;window=60, 10000;window=86400", whose first member
+// is the limit. Retry-After, retry-after-ms and Azure's x-ms-retry-after-ms.
 //
 // Names are matched exactly, ignoring case: OpenAI's
 // x-ratelimit-remaining-tokens_usage_based and Anthropic's
@@ -57,7 +67,15 @@
 //     exact, with integers: "2m59.56s" is 179.56 s to the nanosecond, and a
 //     fraction of a nanosecond rounds up, so a client never wakes early.
 //   - Repeated lines of a single-value field: the lowest remaining, the
-//     longest reset and the first valid limit.
+//     longest reset and the first valid limit. The lines of a per-unit
+//     x-ratelimit-* name and of its x-rate-limit-* spelling are lines of
+//     one field, x-ratelimit-*'s first; the classic X-RateLimit-* and
+//     X-Rate-Limit-* remain two dialects.
+//   - A limit list of the early drafts (RateLimit-Limit, X-RateLimit-Limit)
+//     gives its first member, and only if the whole list is well formed.
+//     Empty members are ignored (RFC 9110 §5.6.1). In X-RateLimit-Limit
+//     every member after the first must carry a window of whole seconds,
+//     w or window, so "1,000" is invalid, not the limit 1.
 //   - Structured fields: lines of one name are joined and parsed as one
 //     field, and a syntax error drops the whole field. An item without a
 //     valid r is dropped. Its limit and unit come from the policy of the

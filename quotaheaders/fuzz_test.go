@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,14 @@ func FuzzParse(f *testing.F) {
 		"x-ratelimit-remaining: 1\nx-ratelimit-reset: Sunday, 01-Jun-25 00:00:08 GMT\n",
 		"anthropic-priority-input-tokens-remaining: 0\nanthropic-ratelimit-input-tokens-remaining: 500\n",
 		"retry-after-ms: -5\nx-ms-retry-after-ms: 1250.4\nRetry-After: 3\n",
+		"x-rate-limit-reset-tokens: 55\nx-ratelimit-remaining-tokens: 0\nx-ratelimit-remaining-requests: 59\n",
+		"x-ratelimit-remaining-tokens: 10\nx-rate-limit-remaining-tokens: 4\nx-ratelimit-limit-tokens: -1\nx-rate-limit-limit-tokens: 200\nx-ratelimit-reset-tokens: 1s\nx-rate-limit-reset-tokens: 55\n",
+		"x-rate-limit-remaining-requests-minute: 7\nx-ratelimit-reset-requests-minute: 30\n",
+		"X-RateLimit-Limit: 100, 100;window=60, 10000;window=86400\nX-RateLimit-Remaining: 98\nX-RateLimit-Reset: 3\n",
+		"X-RateLimit-Limit: 60, 60;window=3600\nX-RateLimit-Used: 4\n",
+		"X-Rate-Limit-Limit: 1,000\nX-Rate-Limit-Remaining: 1\n",
+		"RateLimit-Limit: 10, 10 ; w=1 ; Burst=1000, 1000 ; w=3600\nRateLimit-Remaining: 9\n",
+		"RateLimit-Limit: 100, 100;w=60;c=\"a\\\"b, c\", 5;W=1\nRateLimit-Remaining: 9\n",
 	} {
 		f.Add(text, uint8(0), at.UnixNano())
 		f.Add(text, uint8(1), at.UnixNano())
@@ -78,6 +87,78 @@ func FuzzParse(f *testing.F) {
 		require.Equal(t, ok, okUpper)
 		require.Equal(t, d, dUpper)
 	})
+}
+
+// limitListCases are the limit values of TestParseDraftLimitList.
+var limitListCases = []string{
+	"100, 100;window=60, 10000;window=86400", "100, 100;w=60", "10, 10;w=1;burst=1000, 1000;w=3600",
+	`100, 100;w=60;burst=1000;comment="sliding window", 5000;w=3600;burst=0;comment="fixed window"`,
+	"0, 15;w=20", `100;window=60;comment="fixed window"`, "10, 10; window=1, 50; window=60", "100, 100 ;\tw=60",
+	"10, 10;W=1;Burst=1000", `10, 10;c="a\"b, c";w=1`, ", 10, , 10;w=1,", "9223372036854775807", "1,000", "10, 20",
+	"10, 10;w=", "10, 10;window=1m", `10, 10;w="1"`, "10, 10;w=1;flag", `10, 10;c="open`, "-1, 10;w=1", "10 20",
+	"9223372036854775808, 1;w=1", " , ", "1000000000000000, 1;w=1", "10, 10;W=soon", "10;w=", `"ten", 10`,
+}
+
+// FuzzParseLimitList fuzzes the limit of X-RateLimit-Limit and
+// RateLimit-Limit, plain or the list of the early drafts.
+func FuzzParseLimitList(f *testing.F) {
+	for _, v := range limitListCases {
+		f.Add(v)
+	}
+	for _, c := range loadCorpus(f) {
+		for _, l := range c.Headers {
+			if strings.EqualFold(l[0], "X-RateLimit-Limit") || strings.EqualFold(l[0], "RateLimit-Limit") {
+				f.Add(l[1])
+			}
+		}
+	}
+
+	f.Fuzz(func(t *testing.T, value string) {
+		classic, ok := qh.Parse(hdr("X-RateLimit-Limit", value, "X-RateLimit-Remaining", "1"), at, qh.Requests)
+		require.True(t, ok, "the remaining count is valid whatever the limit")
+		ietf, ok := qh.Parse(hdr("RateLimit-Limit", value, "RateLimit-Remaining", "1"), at, qh.Requests)
+		require.True(t, ok, "the remaining count is valid whatever the limit")
+		for _, s := range []qh.Snapshot{classic, ietf} {
+			require.Equal(t, int64(1), s.Remaining)
+			require.GreaterOrEqual(t, s.Limit, int64(0))
+			if !s.HasLimit {
+				require.Zero(t, s.Limit)
+			}
+		}
+
+		v := strings.Trim(value, " \t")
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && countDigits(v) == len(v) {
+			// A plain count is its own limit in either field.
+			require.Equal(t, snapLimit(n), classic)
+			require.Equal(t, snapLimit(n), ietf)
+		}
+		if classic.HasLimit {
+			// The limit is the first member: the value, past empty members,
+			// starts with its digits (leading zeros allowed), and the
+			// RateLimit-Limit field, which reads a superset of the syntax,
+			// agrees.
+			first := strings.TrimLeft(v, " \t,")
+			digits := first[:countDigits(first)]
+			n, err := strconv.ParseInt(digits, 10, 64)
+			require.NoError(t, err, "%q", value)
+			require.Equal(t, n, classic.Limit, "%q", value)
+			require.Equal(t, classic, ietf, "%q", value)
+		}
+	})
+}
+
+// snapLimit is the snapshot of a remaining count of 1 and the given limit.
+func snapLimit(limit int64) qh.Snapshot {
+	return qh.Snapshot{Remaining: 1, Limit: limit, HasLimit: true}
+}
+
+// countDigits counts the leading ASCII digits of s.
+func countDigits(s string) int {
+	n := 0
+	for n < len(s) && '0' <= s[n] && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 var retryFields = []string{"retry-after-ms", "x-ms-retry-after-ms", "Retry-After"}

@@ -620,3 +620,152 @@ func TestParseCallsComparesOnlyWholeCalls(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, qh.Snapshot{Remaining: 500, Limit: 8000, HasLimit: true}, s, "Parse still reads one side")
 }
+
+// Azure OpenAI spells the x-ratelimit-* names x-rate-limit-* as well, and
+// mixes the two in one response: a 429 of openai/openai-python#937 carries
+// x-rate-limit-reset-tokens: 55 beside x-ratelimit-remaining-requests. The
+// spellings are one field, their resets bare seconds like OpenAI's others.
+func TestParseAzureHyphenatedSpelling(t *testing.T) {
+	t.Parallel()
+
+	runParseCases(t, []parseCase{
+		{
+			name: "reset in one spelling, remaining in the other",
+			h: hdr("x-rate-limit-reset-tokens", "55", "x-ratelimit-remaining-requests", "19",
+				"x-ratelimit-remaining-tokens", "0"),
+			unit: qh.Tokens, want: qh.Snapshot{Remaining: 0, Reset: 55 * time.Second, HasReset: true}, ok: true,
+		},
+		{
+			name: "limit in one spelling, remaining and reset in the other",
+			h: hdr("x-ratelimit-limit-requests", "100", "x-rate-limit-remaining-requests", "10",
+				"x-rate-limit-reset-requests", "60"),
+			want: snap(10, 100, time.Minute), ok: true,
+		},
+		{
+			name: "remaining in one spelling, limit and reset in the other",
+			h: hdr("x-rate-limit-remaining-tokens", "120", "x-ratelimit-limit-tokens", "30000",
+				"x-ratelimit-reset-tokens", "6m0s"),
+			unit: qh.Tokens, want: snap(120, 30000, 6*time.Minute), ok: true,
+		},
+		{
+			name: "a window in both spellings",
+			h:    hdr("x-ratelimit-remaining-tokens-minute", "7", "x-rate-limit-limit-tokens-minute", "20", "x-rate-limit-reset-tokens-minute", "30"),
+			unit: qh.Tokens, want: snap(7, 20, 30*time.Second), ok: true,
+		},
+		{
+			name: "all in the hyphenated spelling, bare seconds",
+			h: hdr("x-rate-limit-limit-tokens", "1000", "x-rate-limit-remaining-tokens", "100",
+				"x-rate-limit-reset-tokens", "60"),
+			unit: qh.Tokens, want: snap(100, 1000, time.Minute), ok: true,
+		},
+		{
+			name: "all in the hyphenated spelling, a Go duration",
+			h: hdr("x-rate-limit-limit-requests", "60", "x-rate-limit-remaining-requests", "59",
+				"x-rate-limit-reset-requests", "1s"),
+			want: snap(59, 60, time.Second), ok: true,
+		},
+		{
+			name: "both spellings: the lowest remaining, the longest reset, the usual spelling's limit",
+			h: hdr("x-ratelimit-remaining-tokens", "10", "x-rate-limit-remaining-tokens", "4",
+				"x-ratelimit-reset-tokens", "1s", "x-rate-limit-reset-tokens", "55",
+				"x-ratelimit-limit-tokens", "100", "x-rate-limit-limit-tokens", "200"),
+			unit: qh.Tokens, want: snap(4, 100, 55*time.Second), ok: true,
+		},
+		{
+			name: "an invalid limit in the usual spelling gives way to the other",
+			h: hdr("x-ratelimit-remaining-tokens", "4", "x-ratelimit-limit-tokens", "-1",
+				"x-rate-limit-limit-tokens", "200"),
+			unit: qh.Tokens, want: qh.Snapshot{Remaining: 4, Limit: 200, HasLimit: true}, ok: true,
+		},
+		{
+			name: "an invalid remaining in one spelling is skipped",
+			h: hdr("x-ratelimit-remaining-tokens", "-1", "x-rate-limit-remaining-tokens", "9",
+				"x-ratelimit-reset-tokens", "2"),
+			unit: qh.Tokens, want: qh.Snapshot{Remaining: 9, Reset: 2 * time.Second, HasReset: true}, ok: true,
+		},
+		{
+			name: "Azure's -1 in both spellings is no candidate",
+			h: hdr("x-rate-limit-remaining-tokens", "-1", "x-ratelimit-remaining-tokens", "-1",
+				"x-rate-limit-reset-tokens", "0"),
+			unit: qh.Tokens,
+		},
+		{
+			name: "a reset alone is no candidate",
+			h:    hdr("x-rate-limit-reset-tokens", "55", "x-ratelimit-limit-tokens", "30000"),
+			unit: qh.Tokens,
+		},
+		{
+			name: "hand-built map in mixed case",
+			h:    http.Header{"X-RATE-LIMIT-RESET-TOKENS": {"55"}, "x-ratelimit-remaining-tokens": {"3"}},
+			unit: qh.Tokens, want: qh.Snapshot{Remaining: 3, Reset: 55 * time.Second, HasReset: true}, ok: true,
+		},
+	})
+}
+
+// Reading the lines of two spellings as one field must not write them into
+// the spare capacity of the header's own slices.
+func TestParseSpellingsLeaveHeaderAlone(t *testing.T) {
+	t.Parallel()
+
+	usual := make([]string, 1, 4)
+	usual[0] = "10"
+	h := http.Header{"X-Ratelimit-Remaining-Tokens": usual, "X-Rate-Limit-Remaining-Tokens": {"4", "6"}}
+	got, ok := qh.Parse(h, at, qh.Tokens)
+	require.True(t, ok)
+	require.Equal(t, qh.Snapshot{Remaining: 4}, got)
+	require.Equal(t, []string{"10", "", "", ""}, usual[:cap(usual)])
+}
+
+// Drafts -00 to -03 send RateLimit-Limit as a list whose first member is the
+// limit in force, the others quota policies: "10, 10;w=1, 50;w=60" (-01
+// §3.1), "100, 100; window=10" (draft-polli). WHOOP sends the same list in
+// X-RateLimit-Limit: "100, 100;window=60, 10000;window=86400".
+func TestParseDraftLimitList(t *testing.T) {
+	t.Parallel()
+
+	classic := func(limit string) http.Header {
+		return hdr("X-RateLimit-Limit", limit, "X-RateLimit-Remaining", "98", "X-RateLimit-Reset", "3")
+	}
+	ietf := func(limit string) http.Header {
+		return hdr("RateLimit-Limit", limit, "RateLimit-Remaining", "98", "RateLimit-Reset", "3")
+	}
+	known := func(limit int64) qh.Snapshot { return snap(98, limit, 3*time.Second) }
+	unknown := qh.Snapshot{Remaining: 98, Reset: 3 * time.Second, HasReset: true}
+	runParseCases(t, []parseCase{
+		// X-RateLimit-Limit.
+		{name: "whoop", h: classic("100, 100;window=60, 10000;window=86400"), want: known(100), ok: true},
+		{name: "x-rate-limit spelling", h: hdr("X-Rate-Limit-Limit", "100, 100;w=60", "X-Rate-Limit-Remaining", "98", "X-Rate-Limit-Reset", "3"), want: known(100), ok: true},
+		{name: "draft 01 burst comment", h: classic("10, 10;w=1;burst=1000, 1000;w=3600"), want: known(10), ok: true},
+		{name: "draft 01 quoted comments", h: classic(`100, 100;w=60;burst=1000;comment="sliding window", 5000;w=3600;burst=0;comment="fixed window"`), want: known(100), ok: true},
+		{name: "draft 01 zero limit", h: classic("0, 15;w=20"), want: known(0), ok: true},
+		{name: "parameters on the first member", h: classic(`100;window=60;comment="fixed window"`), want: known(100), ok: true},
+		{name: "draft-polli spacing", h: classic("10, 10; window=1, 50; window=60"), want: known(10), ok: true},
+		{name: "space and tab around semicolons", h: classic("100, 100 ;\tw=60"), want: known(100), ok: true},
+		{name: "upper-case parameter names", h: classic("10, 10;W=1;Burst=1000"), want: known(10), ok: true},
+		{name: "escaped quote in a comment", h: classic(`10, 10;c="a\"b, c";w=1`), want: known(10), ok: true},
+		{name: "empty members are ignored", h: classic(", 10, , 10;w=1,"), want: known(10), ok: true},
+		{name: "repeated lines: the first valid", h: hdr("X-RateLimit-Limit", "lots", "X-RateLimit-Limit", "100, 100;window=60", "X-RateLimit-Remaining", "98", "X-RateLimit-Reset", "3"), want: known(100), ok: true},
+		{name: "a plain count still", h: classic("9223372036854775807"), want: known(9223372036854775807), ok: true},
+		{name: "github used with a list limit", h: hdr("X-RateLimit-Limit", "60, 60;window=3600", "X-RateLimit-Used", "4"), want: qh.Snapshot{Remaining: 56, Limit: 60, HasLimit: true}, ok: true},
+		{name: "thousands separator is no list", h: classic("1,000"), want: unknown, ok: true},
+		{name: "a policy without a window", h: classic("10, 20"), want: unknown, ok: true},
+		{name: "an empty window", h: classic("10, 10;w="), want: unknown, ok: true},
+		{name: "a window that is not seconds", h: classic("10, 10;window=1m"), want: unknown, ok: true},
+		{name: "a quoted window", h: classic(`10, 10;w="1"`), want: unknown, ok: true},
+		{name: "a parameter without a value", h: classic("10, 10;w=1;flag"), want: unknown, ok: true},
+		{name: "an unterminated comment", h: classic(`10, 10;w=1;c="open`), want: unknown, ok: true},
+		{name: "a negative first member", h: classic("-1, 10;w=1"), want: unknown, ok: true},
+		{name: "two numbers without a comma", h: classic("10 20"), want: unknown, ok: true},
+		{name: "a first member that overflows", h: classic("9223372036854775808, 1;w=1"), want: unknown, ok: true},
+		{name: "commas only", h: classic(" , "), want: unknown, ok: true},
+		// RateLimit-Limit: what the drafts' HTTP list syntax allows and
+		// RFC 8941 does not.
+		{name: "ietf: space before a semicolon", h: ietf("100, 100 ;w=60"), want: known(100), ok: true},
+		{name: "ietf: tab around a semicolon", h: ietf("100, 100\t;\tw=60"), want: known(100), ok: true},
+		{name: "ietf: upper-case parameter names", h: ietf("10, 10;W=1;Burst=1000, 1000;w=3600"), want: known(10), ok: true},
+		{name: "ietf: a limit of 16 digits", h: ietf("1000000000000000, 1;w=1"), want: known(1000000000000000), ok: true},
+		{name: "ietf: draft-polli spacing", h: ietf("10, 10; window=1, 50; window=60"), want: known(10), ok: true},
+		{name: "ietf: an empty window", h: ietf("10, 10;w="), want: unknown, ok: true},
+		{name: "ietf: an upper-case window that is not seconds", h: ietf("10, 10;W=soon"), want: unknown, ok: true},
+	})
+}
