@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"maps"
 	"errors"
 	"log/slog"
 	"strings"
@@ -144,11 +145,7 @@ func (d *completer) flush(batch []finishOp) {
 		}
 	}
 	if len(fails) > 0 {
-		var res map[run]bool
-		err := d.retry("fail", func(ctx context.Context) (err error) {
-			res, err = d.c.failMany(ctx, fails)
-			return err
-		})
+		res, unwritten := d.failAll(fails)
 		for i, f := range fails {
 			outcome := "lease_lost"
 			if retrying, ok := res[f.job.run()]; ok {
@@ -160,7 +157,7 @@ func (d *completer) flush(batch []finishOp) {
 				default:
 					outcome = "failed"
 				}
-			} else if err != nil {
+			} else if unwritten[f.job.run()] {
 				outcome = "unrecorded"
 			}
 			d.emit(Event{Kind: EventFinished, Job: f.job, Outcome: outcome, Err: f.cause, Duration: failTook[i]})
@@ -183,6 +180,36 @@ func (d *completer) flush(batch []finishOp) {
 			d.emit(Event{Kind: EventFinished, Job: j, Outcome: outcome, Duration: relTook[i]})
 		}
 	}
+}
+
+// failAll writes the failures and returns, for each run it recorded,
+// whether its job will be retried, and the runs it could not write. As
+// completeAll does, it writes a batch the database refuses in halves, so one
+// failure it cannot store costs only itself.
+func (d *completer) failAll(fails []failure) (res, unwritten map[run]bool) {
+	res, unwritten = map[run]bool{}, map[run]bool{}
+	var write func(part []failure)
+	write = func(part []failure) {
+		var got map[run]bool
+		err := d.retry("fail", func(ctx context.Context) (err error) {
+			got, err = d.c.failMany(ctx, part)
+			return err
+		})
+		if isDataError(err) && len(part) > 1 {
+			write(part[:len(part)/2])
+			write(part[len(part)/2:])
+			return
+		}
+		if err != nil {
+			for _, f := range part {
+				unwritten[f.job.run()] = true
+			}
+			return
+		}
+		maps.Copy(res, got)
+	}
+	write(fails)
+	return res, unwritten
 }
 
 // completeAll writes the completions and returns the runs whose lease was
@@ -229,10 +256,11 @@ func (d *completer) completeAll(done []Completion) (lost, written map[run]bool) 
 }
 
 // isDataError reports whether the database refused a statement for the data
-// it was given (SQLSTATE class 22, data exception), which no retry changes.
+// it was given, which no retry changes: SQLSTATE class 22 (data exception),
+// or an argument batchq's functions refuse (class BQ1).
 func isDataError(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22")
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "BQ1"))
 }
 
 // retry runs write until it succeeds, backing off up to a minute in all; on

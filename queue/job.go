@@ -50,7 +50,8 @@ type ClaimOpts struct {
 	// Budget, when > 0, stops the claim before the first job that would take
 	// the claimed cost past it: what the throttle can grant now.
 	Budget int64
-	// Worker names the claimer in outcomes and reports. "": unnamed.
+	// Worker names the claimer in outcomes and reports, in at most 256
+	// bytes. "": unnamed.
 	Worker string
 }
 
@@ -333,28 +334,29 @@ func (c *Client) boundResult(out []byte) string {
 	if json.Valid(out) && utf8.Valid(out) && jsonbRejects(out) == "" && jsonbTextLen(out) <= c.cfg.MaxResultBytes {
 		return string(out)
 	}
-	head := out
-	if len(head) > c.cfg.MaxResultBytes/2 {
-		head = head[:c.cfg.MaxResultBytes/2]
-		// Where the cut split a character, drop the part before the cut.
-		for k := len(head) - 1; k >= 0 && k >= len(head)-utf8.UTFMax; k-- {
-			if utf8.RuneStart(head[k]) {
-				if !utf8.FullRune(head[k:]) {
-					head = head[:k]
-				}
-				break
-			}
+	// A summary of what it was: its size and its head, cut until the
+	// summary, as jsonb prints it, fits.
+	text := strings.ToValidUTF8(string(out), "\uFFFD")
+	keep := min(len(text), c.cfg.MaxResultBytes/2)
+	for {
+		for keep > 0 && keep < len(text) && !utf8.RuneStart(text[keep]) {
+			keep--
 		}
+		// The wrapper is JSON text the server stores: no NUL (jsonb refuses
+		// the escaped NUL json.Marshal writes).
+		b, _ := json.Marshal(struct {
+			Truncated bool   `json:"truncated"`
+			Bytes     int    `json:"bytes"`
+			Head      string `json:"head"`
+		}{keep < len(text), len(out), strings.ReplaceAll(text[:keep], "\x00", "\uFFFD")})
+		n := jsonbTextLen(b)
+		if n <= c.cfg.MaxResultBytes || keep == 0 {
+			return string(b)
+		}
+		// Escapes make the head longer than its bytes: cut it in
+		// proportion, and a little more.
+		keep = keep * c.cfg.MaxResultBytes / n * 9 / 10
 	}
-	// The wrapper is JSON text the server stores: no bytes that are not
-	// UTF-8, and no NUL (jsonb refuses the escaped NUL json.Marshal writes).
-	text := strings.ToValidUTF8(string(head), "\uFFFD")
-	b, _ := json.Marshal(struct {
-		Truncated bool   `json:"truncated"`
-		Bytes     int    `json:"bytes"`
-		Head      string `json:"head"`
-	}{len(head) < len(out), len(out), strings.ReplaceAll(text, "\x00", "\uFFFD")})
-	return string(b)
 }
 
 // FailOpts shapes a failure. nil means defaults.
@@ -438,10 +440,15 @@ func (c *Client) failMany(ctx context.Context, fs []failure) (map[run]bool, erro
 
 // cleanText makes s storable as text: no NUL, valid UTF-8, at most n bytes.
 func cleanText(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) <= n {
+		return s
 	}
-	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	// Cut at a character's start, so what is kept is still UTF-8.
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Backoff is the wait before retrying after the given attempt failed:

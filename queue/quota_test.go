@@ -167,6 +167,8 @@ func TestSaveQuotaRefusesWhatTheThrottleCannotUse(t *testing.T) {
 		{`{"backoff": 1e30}`, "BQ300", "state.backoff: must be a whole number"},
 		{`{"admitted": [{"at": "2026-01-01T00:00:00Z", "calls": 1, "tokens": 1, "extra": 1}]}`, "BQ300", `"extra" is not a field of it`},
 		{`{"mood": "sunny"}`, "BQ300", `"mood" is not a field of it`},
+		{`{"requests": {"observed": false, "reset_at": "garbage"}}`, "BQ300", `state.requests.reset_at: must be an RFC 3339 time`},
+		{`{"tokens": {"observed": false, "received_at": 12}}`, "BQ300", `state.tokens.received_at: must be an RFC 3339 time`},
 	} {
 		err := save(tc.state)
 		require.ErrorContains(t, err, tc.says, tc.state)

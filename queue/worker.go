@@ -227,6 +227,9 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 		host, _ := os.Hostname()
 		cfg.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
+	if len(cfg.Name) > maxNameBytes {
+		return nil, fmt.Errorf("batchq: worker: Name must be at most %d bytes (got %d)", maxNameBytes, len(cfg.Name))
+	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
 	}

@@ -94,7 +94,9 @@ BEGIN
         p_unique_key := array_fill(NULL::text, ARRAY[v_n]);
     ELSE
         v_keyed := true;
-        p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_unique_key) WITH ORDINALITY AS u (k, o) ORDER BY u.o);
+        -- One key per line: a short array leaves the last lines without.
+        p_unique_key := ARRAY(SELECT nullif(u.k, '') FROM unnest(p_tenant, p_unique_key) WITH ORDINALITY AS u (t, k, o)
+                              ORDER BY u.o);
         SELECT array_agg(d.existing ORDER BY d.ord),
                array_agg(d.existing IS NULL AND (d.first_ord IS NULL OR d.first_ord = d.ord) ORDER BY d.ord)
         INTO v_dup, v_adds
@@ -487,6 +489,11 @@ CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS
             ARRAY['BQ104', key, format('must be a string (got %s)', jsonb_typeof(value))]
         WHEN key = 'ttl' AND jsonb_typeof(value) NOT IN ('string', 'number') THEN
             ARRAY['BQ104', key, format('must be a string or a number (got %s)', jsonb_typeof(value))]
+        WHEN key = 'ttl' AND jsonb_typeof(value) = 'number' AND abs(value::text::numeric) > 300000000000 THEN
+            ARRAY['BQ103', key, format('must be at most 300000000000 seconds either way (got %s)', value::text)]
+        WHEN key = 'deadline'
+             AND value #>> '{}' !~* '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$' THEN
+            ARRAY['BQ103', key, format('must be an RFC 3339 time such as "2026-12-01T02:00:00Z" (got %s)', value::text)]
         WHEN key IN ('cost', 'max_attempts') AND jsonb_typeof(value) <> 'number' THEN
             ARRAY['BQ104', key, format('must be a number (got %s)', jsonb_typeof(value))]
         WHEN key = 'cost' AND (value::text::numeric <> trunc(value::text::numeric)
@@ -510,7 +517,8 @@ CREATE OR REPLACE FUNCTION batchq.json_interval(value jsonb) RETURNS interval
 -- transaction, all or nothing. jobs is a JSON array of objects with the
 -- fields of enqueue_job: tenant and cost (required), payload, kind,
 -- deadline (RFC 3339), ttl (a PostgreSQL interval such as "1 hour", or
--- seconds), max_attempts, unique_key. It returns a row per job, in order:
+-- seconds), max_attempts, unique_key. A payload of JSON null is stored as
+-- null, as the Go client stores it; a missing one is {}. It returns a row per job, in order:
 -- its place (ord, from 1), its id, and whether it was a duplicate. Errors
 -- as enqueue_job's, the index of the job in their DETAIL.
 CREATE OR REPLACE FUNCTION batchq.enqueue_jobs(queue text, jobs jsonb)
@@ -598,7 +606,8 @@ BEGIN
     END IF;
     FOR r IN
         SELECT * FROM batchq.insert_jobs(queue, v_tenant, v_kind, v_cost,
-                                         ARRAY(SELECT coalesce(d.deadline, statement_timestamp() + nullif(d.ttl, interval '0'))
+                                         ARRAY(SELECT coalesce(CASE WHEN d.deadline >= '0002-01-01' THEN d.deadline END,
+                                                               statement_timestamp() + nullif(d.ttl, interval '0'))
                                                FROM unnest(v_deadline, v_ttl) WITH ORDINALITY AS d (deadline, ttl, n)
                                                ORDER BY d.n),
                                          v_max_attempts, v_payload, v_unique_key)

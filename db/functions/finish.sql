@@ -154,6 +154,9 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_retry          bigint[];
+    v_retry_tokens   uuid[];
+    v_retry_errors   text[];
+    v_retry_at       timestamptz[];
     v_failed         bigint[];
     v_failed_errors  text[];
     v_discard        bigint[];
@@ -173,27 +176,33 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('fail', 'errors',
             'each error must be at most 4096 bytes, and retry_at and final must be given for every id');
     END IF;
-    -- Lock the runs that still hold their lease, in id order.
+    -- Lock the runs that still hold their lease, in id order; a run listed
+    -- twice counts once, as first listed.
     SELECT array_agg(t.id ORDER BY t.id) FILTER (WHERE t.retry),
+           array_agg(t.token ORDER BY t.id) FILTER (WHERE t.retry),
+           array_agg(t.error ORDER BY t.id) FILTER (WHERE t.retry),
+           array_agg(t.retry_at ORDER BY t.id) FILTER (WHERE t.retry),
            array_agg(t.id ORDER BY t.id) FILTER (WHERE NOT t.retry AND NOT t.final),
            array_agg(t.error ORDER BY t.id) FILTER (WHERE NOT t.retry AND NOT t.final),
            array_agg(t.id ORDER BY t.id) FILTER (WHERE NOT t.retry AND t.final),
            array_agg(t.error ORDER BY t.id) FILTER (WHERE NOT t.retry AND t.final)
-    INTO v_retry, v_failed, v_failed_errors, v_discard, v_discard_errors
-    FROM (SELECT j.id, i.final, i.error,
-                 (NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline) AS retry
-          FROM batchq.jobs j
-          JOIN unnest(p_ids, p_tokens, p_errors, p_retry_at, p_final) AS i (id, token, error, retry_at, final)
-               ON i.id = j.id AND i.token = j.lease_token
-          WHERE j.queue = p_queue AND j.id = ANY (p_ids)
-          ORDER BY j.id
-          FOR UPDATE OF j) t;
+    INTO v_retry, v_retry_tokens, v_retry_errors, v_retry_at, v_failed, v_failed_errors, v_discard, v_discard_errors
+    FROM (SELECT DISTINCT ON (l.id) l.*
+          FROM (SELECT j.id, i.token, i.final, i.error, i.retry_at, i.n,
+                       (NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline) AS retry
+                FROM batchq.jobs j
+                JOIN unnest(p_ids, p_tokens, p_errors, p_retry_at, p_final) WITH ORDINALITY
+                     AS i (id, token, error, retry_at, final, n) ON i.id = j.id AND i.token = j.lease_token
+                WHERE j.queue = p_queue AND j.id = ANY (p_ids)
+                ORDER BY j.id
+                FOR UPDATE OF j) l
+          ORDER BY l.id, l.n) t;
     IF v_retry IS NOT NULL THEN
         RETURN QUERY
         UPDATE batchq.jobs j
         SET state = 'retrying', run_after = i.retry_at, last_error = i.error,
             lease_token = NULL, lease_expires_at = NULL, worker = NULL
-        FROM unnest(p_ids, p_tokens, p_errors, p_retry_at) AS i (id, token, error, retry_at)
+        FROM unnest(v_retry, v_retry_tokens, v_retry_errors, v_retry_at) AS i (id, token, error, retry_at)
         WHERE j.queue = p_queue AND j.id = ANY (v_retry) AND i.id = j.id AND i.token = j.lease_token
         RETURNING j.id, i.token, true;
     END IF;

@@ -93,6 +93,7 @@ DECLARE
     c_max  constant numeric := 9223372036854775807;
     v_error  text[] := batchq.name_error('quota key', p_key);
     v_field  text;
+    v_name   text;
     v_unit   jsonb;
     v_cols   bigint[] := '{NULL,NULL,NULL,NULL}';
     v_resets timestamptz[] := '{NULL,NULL}';
@@ -126,10 +127,17 @@ BEGIN
             v_cols[2 * i] := batchq.quota_number(v_unit -> 'remaining', -c_max, c_max);
             v_field := (ARRAY['requests', 'tokens'])[i] || '.interactive';
             PERFORM batchq.quota_number(v_unit -> 'interactive', -c_max, c_max);
+            -- Every field is checked, whatever observed says: the throttle
+            -- reads them all.
+            FOREACH v_name IN ARRAY ARRAY['observed', 'has_limit', 'has_reset'] LOOP
+                v_field := (ARRAY['requests', 'tokens'])[i] || '.' || v_name;
+                PERFORM batchq.quota_flag(v_unit -> v_name);
+            END LOOP;
+            FOREACH v_name IN ARRAY ARRAY['sent_at', 'received_at', 'reset_from', 'reset_at', 'interactive_since'] LOOP
+                v_field := (ARRAY['requests', 'tokens'])[i] || '.' || v_name;
+                PERFORM batchq.quota_time(v_unit -> v_name);
+            END LOOP;
             v_field := (ARRAY['requests', 'tokens'])[i];
-            PERFORM batchq.quota_flag(v_unit -> 'has_limit'), batchq.quota_flag(v_unit -> 'has_reset'),
-                    batchq.quota_time(v_unit -> 'sent_at'), batchq.quota_time(v_unit -> 'reset_from'),
-                    batchq.quota_time(v_unit -> 'interactive_since');
             IF batchq.quota_flag(v_unit -> 'observed') THEN
                 IF NOT batchq.quota_flag(v_unit -> 'has_limit') THEN
                     v_cols[2 * i - 1] := NULL;

@@ -1,0 +1,115 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/pgtest"
+	"github.com/batchq/batchq/queue"
+)
+
+// The SQL API's edges, as a caller that skips the Go client meets them.
+func TestSQLAPIEdges(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	sqlErr := func(t *testing.T, sql string, args ...any) string {
+		t.Helper()
+		_, err := b.pool.Exec(b.ctx, sql, args...)
+		require.Error(t, err)
+		return err.Error()
+	}
+
+	t.Run("a short array of unique keys leaves the last lines without one", func(t *testing.T) {
+		rows, err := b.pool.Query(b.ctx, `SELECT status FROM batchq.enqueue('q', ARRAY['sa','sb','sc'], NULL, ARRAY[1,2,3]::bigint[], NULL, NULL, NULL, ARRAY['uk1'])`)
+		require.NoError(t, err)
+		statuses, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Equal(t, []string{"inserted", "inserted", "inserted"}, statuses)
+		require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant IN ('sa', 'sb', 'sc')`))
+	})
+
+	t.Run("a ttl of JSON seconds past any deadline is refused by name", func(t *testing.T) {
+		msg := sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "ttl": 1e13}]')`)
+		require.Contains(t, msg, "batchq: invalid job 1: ttl: must be at most 300000000000 seconds either way (got 10000000000000)")
+		require.Contains(t, msg, "SQLSTATE BQ103")
+	})
+
+	t.Run("a deadline is RFC 3339, not any text timestamptz reads", func(t *testing.T) {
+		msg := sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "deadline": "tomorrow"}]')`)
+		require.Contains(t, msg, `batchq: invalid job 1: deadline: must be an RFC 3339 time such as "2026-12-01T02:00:00Z" (got "tomorrow")`)
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "deadline": "2026-13-45T00:00:00Z"}]')`)
+		require.Contains(t, msg, `batchq: invalid job 1: deadline: must be a time such as`)
+	})
+
+	t.Run("a zero deadline is none, and the ttl gives the deadline", func(t *testing.T) {
+		var id int64
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT job_id FROM batchq.enqueue_jobs('q',
+			'[{"tenant": "z", "cost": 1, "deadline": "0001-01-01T00:00:00Z", "ttl": "1 hour"}]')`).Scan(&id))
+		require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs
+			WHERE id = $1 AND deadline BETWEEN now() + interval '59 minutes' AND now() + interval '61 minutes'`, id))
+	})
+
+	t.Run("a run listed twice fails once, as first listed", func(t *testing.T) {
+		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "q", Tenant: "twice", Cost: 1})
+		require.NoError(t, err)
+		var id int64
+		var token [16]byte
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id, lease_token FROM batchq.claim('q', 10, 'w', 9223372036854775807)
+			WHERE tenant = 'twice'`).Scan(&id, &token))
+		rows, err := b.pool.Query(b.ctx, `SELECT retrying FROM batchq.fail('q', ARRAY[$1, $1]::bigint[], ARRAY[$2, $2]::uuid[],
+			ARRAY['first', 'second'], ARRAY[now() + interval '1 minute', now() + interval '1 minute'], ARRAY[false, true])`, id, token)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, got)
+		require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'retrying' AND last_error = 'first'`, id))
+		require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id))
+	})
+}
+
+// What a worker reports is stored within the database's limits, never
+// refused for its size or its bytes: an error of 4,095 bytes ending in a
+// two-byte character, and a result of 2 MiB of quotes, which as JSON text
+// would be twice that.
+func TestWhatAWorkerReportsFitsTheDatabasesLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	c, err := queue.NewClient(b.pool, queue.Config{MaxResultBytes: queue.MaxResultBytes})
+	require.NoError(t, err)
+	b.enqueueN(t, "t", 2, 1)
+	jobs, err := c.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+
+	long := strings.Repeat("a", 4095) + "é"
+	retrying, err := c.Fail(b.ctx, jobs[0], errors.New(long), &queue.FailOpts{RetryIn: time.Hour})
+	require.NoError(t, err)
+	require.True(t, retrying)
+	require.Equal(t, int64(4095), b.scalar(t, `SELECT octet_length(last_error) FROM batchq.jobs WHERE id = $1`, jobs[0].ID))
+
+	require.NoError(t, c.Complete(b.ctx, jobs[1], queue.Result{Output: []byte(strings.Repeat(`"`, 2<<20))}))
+	var size int64
+	var truncated bool
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT octet_length(result::text), (result->>'truncated')::bool
+		FROM batchq.outcomes WHERE job_id = $1`, jobs[1].ID).Scan(&size, &truncated))
+	require.True(t, truncated)
+	require.LessOrEqual(t, size, int64(queue.MaxResultBytes))
+	require.Greater(t, size, int64(queue.MaxResultBytes/4), "the summary keeps as much of the head as fits")
+}
+
+// A worker's name is a name: at most 256 bytes, as the database keeps it.
+func TestWorkerNameIsBounded(t *testing.T) {
+	t.Parallel()
+	c, err := queue.NewClient(pgtest.New(t), queue.Config{})
+	require.NoError(t, err)
+	require.NoError(t, c.CreateQueue(t.Context(), queue.QueueConfig{Name: "q"}))
+	err = c.Work(t.Context(), queue.WorkerConfig{Queue: "q", Name: strings.Repeat("w", 257),
+		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) { return queue.Result{}, nil }})
+	require.ErrorContains(t, err, "Name must be at most 256 bytes (got 257)")
+}
