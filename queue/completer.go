@@ -2,9 +2,9 @@ package queue
 
 import (
 	"context"
-	"maps"
 	"errors"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"time"
