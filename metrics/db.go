@@ -110,6 +110,11 @@ func (c *Collector) collectBacklog(ctx context.Context, ch chan<- prometheus.Met
 		if _, ok := gauges[label{r.Queue, other}]; ok {
 			continue
 		}
+		paused := 0.0
+		if r.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.queuePaused, prometheus.GaugeValue, paused, r.Queue)
 		// Every queue has "other", and every named tenant a gauge, if only of
 		// zeros: gauges fall to 0 rather than vanish.
 		gauges[label{r.Queue, other}] = &backlog{}

@@ -67,10 +67,16 @@ func TestBacklogGauges(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, retrying)
 
+	_, err = b.client.PauseQueue(b.ctx, "empty")
+	require.NoError(t, err)
+
 	c, clk := newTestCollector(t, Config{Client: b.client, TopTenants: 5, Queues: []string{"q", "empty"}})
 	s := collect(t, c)
 
 	require.Equal(t, 1.0, s["batchq_database_up"])
+	require.Equal(t, 1.0, s[series("batchq_queue_paused", "queue", "empty")])
+	require.Contains(t, s, series("batchq_queue_paused", "queue", "q"))
+	require.Equal(t, 0.0, s[series("batchq_queue_paused", "queue", "q")])
 	problems, err := testutil.CollectAndLint(c)
 	require.NoError(t, err)
 	require.Empty(t, problems, "Prometheus naming conventions")

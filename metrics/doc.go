@@ -29,6 +29,7 @@
 //	batchq_interactive_tokens_total{key}                          estimated
 //	batchq_rate_limited_responses_total{key,priority}             429s received
 //	batchq_quota_paused_seconds_total{key}
+//	batchq_quota_long_pauses_total{key}                           429s that paused the fleet for over a minute
 //	batchq_worker_errors_total{queue}
 //
 // outcome is that of queue.EventFinished: succeeded, failed and discarded
@@ -53,6 +54,7 @@
 //	batchq_running_jobs{queue,tenant}
 //	batchq_retrying_jobs{queue,tenant}
 //	batchq_backlog_tenants{queue}                                 tenants with unfinished jobs, as ranked
+//	batchq_queue_paused{queue}                                    1 while the queue is paused
 //	batchq_quota_limit{key,unit}                                  as the provider last reported
 //	batchq_quota_remaining{key,unit}
 //	batchq_quota_pause_remaining_seconds{key}                     0 unless paused after a 429

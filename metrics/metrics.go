@@ -77,6 +77,7 @@ type Collector struct {
 	interTokens     *prometheus.CounterVec
 	rateLimited     *prometheus.CounterVec
 	pausedSeconds   *prometheus.CounterVec
+	longPauses      *prometheus.CounterVec
 	errors          *prometheus.CounterVec
 	events          []prometheus.Collector
 
@@ -95,7 +96,7 @@ type Collector struct {
 	tenants  map[string]int64 // its count of tenants with unfinished jobs, by queue
 
 	queuedJobs, queuedTokens, oldestAge, runningJobs, retryingJobs *prometheus.Desc
-	backlogTenants                                                 *prometheus.Desc
+	backlogTenants, queuePaused                                    *prometheus.Desc
 	quotaLimit, quotaRemaining, pauseRemaining, headroom, dbUp     *prometheus.Desc
 }
 
@@ -188,6 +189,8 @@ func New(cfg Config) (*Collector, error) {
 		"429 responses received from the provider, by the priority of the call.", "key", "priority")
 	c.pausedSeconds = counter("batchq_quota_paused_seconds_total",
 		"Seconds of pause the provider's 429s announced (Retry-After), counted once where pauses overlap.", "key")
+	c.longPauses = counter("batchq_quota_long_pauses_total",
+		"429s after which the fleet paused for more than a minute (each is logged with its key, reason and end).", "key")
 	c.errors = counter("batchq_worker_errors_total",
 		"Database or bookkeeping errors of the worker pools.", "queue")
 
@@ -199,6 +202,7 @@ func New(cfg Config) (*Collector, error) {
 	c.retryingJobs = prometheus.NewDesc("batchq_retrying_jobs", "Jobs waiting for their backoff before they rejoin the queue.", qt, nil)
 	c.backlogTenants = prometheus.NewDesc("batchq_backlog_tenants",
 		"Tenants with unfinished jobs in the queue, named or not, as of the latest ranking.", []string{"queue"}, nil)
+	c.queuePaused = prometheus.NewDesc("batchq_queue_paused", "1 while the queue is paused (batchq queues pause): its workers claim nothing.", []string{"queue"}, nil)
 	c.quotaLimit = prometheus.NewDesc("batchq_quota_limit", "The quota's limit, as the provider last reported it.", []string{"key", "unit"}, nil)
 	c.quotaRemaining = prometheus.NewDesc("batchq_quota_remaining", "What was left of the quota, as the provider last reported it.", []string{"key", "unit"}, nil)
 	c.pauseRemaining = prometheus.NewDesc("batchq_quota_pause_remaining_seconds", "How long every call stays paused after a 429; 0 when not paused.", []string{"key"}, nil)
@@ -216,7 +220,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	// The gauges too, though without a Client they are never collected: the
 	// set described is the same for every Collector.
 	for _, d := range []*prometheus.Desc{c.queuedJobs, c.queuedTokens, c.oldestAge, c.runningJobs, c.retryingJobs,
-		c.backlogTenants, c.quotaLimit, c.quotaRemaining, c.pauseRemaining, c.headroom, c.dbUp} {
+		c.backlogTenants, c.queuePaused, c.quotaLimit, c.quotaRemaining, c.pauseRemaining, c.headroom, c.dbUp} {
 		ch <- d
 	}
 }
@@ -290,6 +294,9 @@ func (c *Collector) observe(key string, e queue.Event) {
 	case queue.EventRateLimited:
 		c.rateLimited.WithLabelValues(key, throttle.Batch.String()).Inc()
 		c.pausedSeconds.WithLabelValues(key).Add(c.announce("pause", "", key, e.Wait))
+		if e.Wait > time.Minute {
+			c.longPauses.WithLabelValues(key).Inc()
+		}
 	case queue.EventError:
 		c.errors.WithLabelValues(e.Queue).Inc()
 	}

@@ -73,6 +73,9 @@ func TestEventsBecomeSeries(t *testing.T) {
 		on(queue.Event{Kind: queue.EventRateLimited, Queue: "q", Job: job("big", 100), Wait: 5 * time.Second})
 	}
 	on(queue.Event{Kind: queue.EventRateLimited, Queue: "q", Job: job("big", 100)})
+	// A Retry-After of an hour is a long pause; the 5s ones are not.
+	clk.advance(10 * time.Second)
+	on(queue.Event{Kind: queue.EventRateLimited, Queue: "q", Job: job("big", 100), Wait: time.Hour})
 	c.ObserveEnqueueError(fmt.Errorf("enqueue: %w", &queue.QueueFullError{Queue: "q", Tenant: "big", Bound: 10, Queued: 9, Adding: 3}))
 	c.ObserveEnqueueError(&queue.QueueFullError{Queue: "q", Tenant: "small", Bound: 10, Queued: 10, Adding: 1})
 	c.ObserveEnqueueError(&queue.InvalidJobError{Field: "cost", Rule: "must be > 0"})
@@ -109,8 +112,9 @@ func TestEventsBecomeSeries(t *testing.T) {
 		series("batchq_worker_errors_total", "queue", "q"):                                     1,
 		series("batchq_batch_throttle_waits_total", "key", "sim/model", "queue", "q"):          3,
 		series("batchq_batch_throttle_wait_seconds_total", "key", "sim/model", "queue", "q"):   4,
-		series("batchq_rate_limited_responses_total", "key", "sim/model", "priority", "batch"): 5,
-		series("batchq_quota_paused_seconds_total", "key", "sim/model"):                        5,
+		series("batchq_rate_limited_responses_total", "key", "sim/model", "priority", "batch"): 6,
+		series("batchq_quota_paused_seconds_total", "key", "sim/model"):                        5 + 3600,
+		series("batchq_quota_long_pauses_total", "key", "sim/model"):                           1,
 	} {
 		require.Contains(t, s, name)
 		require.InDelta(t, want, s[name], 1e-9, name)

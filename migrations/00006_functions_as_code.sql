@@ -25,6 +25,26 @@ ALTER TABLE batchq.tenants
 ALTER TABLE batchq.queues
     ADD CONSTRAINT queues_quantum_range CHECK (quantum <= 1000000000) NOT VALID;
 
+-- A paused queue hands out no job: claims find nothing until it is resumed,
+-- while enqueues, running jobs and maintenance go on.
+ALTER TABLE batchq.queues ADD COLUMN paused_at timestamptz;
+
+-- An operator asked the job's worker to stop it: the heartbeat tells the
+-- worker, which cancels the handler, and every way the run ends but success
+-- finishes it as 'cancelled'.
+ALTER TABLE batchq.jobs ADD COLUMN cancel_requested_at timestamptz;
+
+-- A tenant's weight and bound in one queue, over its settings for every
+-- queue (batchq.tenants).
+CREATE TABLE batchq.queue_tenants (
+    queue      text NOT NULL REFERENCES batchq.queues (name) ON DELETE CASCADE,
+    tenant     text NOT NULL CHECK (octet_length(tenant) BETWEEN 1 AND 256),
+    weight     double precision CHECK (weight BETWEEN 0.001 AND 1000000),
+    max_queued integer CHECK (max_queued > 0),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue, tenant)
+);
+
 -- +goose Down
 
 -- Back to release 0.1.0: drop every function (and with them the two
@@ -45,6 +65,9 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+DROP TABLE batchq.queue_tenants;
+ALTER TABLE batchq.jobs DROP COLUMN cancel_requested_at;
+ALTER TABLE batchq.queues DROP COLUMN paused_at;
 ALTER TABLE batchq.queues DROP CONSTRAINT queues_quantum_range;
 ALTER TABLE batchq.tenants DROP CONSTRAINT tenants_weight_range;
 DROP TABLE batchq.function_files;

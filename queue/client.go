@@ -82,6 +82,8 @@ type Client struct {
 	// beforeFinishWrite, when set (by tests only), runs before a worker
 	// pool's completer writes each batch.
 	beforeFinishWrite func()
+	// schemaGoneAfter, when set (by tests only), stands for schemaGoneAfter.
+	schemaGoneAfter time.Duration
 }
 
 // NewClient returns a Client over pool. The pool's database must be migrated
@@ -135,6 +137,9 @@ type QueueConfig struct {
 	// UniqueFor is how long after a job finished its unique key still
 	// deduplicates enqueues. 0: only while the job is unfinished.
 	UniqueFor time.Duration
+	// PausedAt is when PauseQueue paused the queue, nil while it runs. Read
+	// only: CreateQueue and UpdateQueue leave it as it is.
+	PausedAt *time.Time
 }
 
 var queueName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
@@ -377,6 +382,7 @@ func queueConfigOf(r dbsqlc.BatchqQueue) QueueConfig {
 		Lease:        r.Lease,
 		MaxAttempts:  int(r.MaxAttempts),
 		UniqueFor:    r.UniqueFor,
+		PausedAt:     r.PausedAt,
 	}
 }
 

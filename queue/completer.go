@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +32,8 @@ type completer struct {
 
 	abandonOnce sync.Once
 	abandoned   chan struct{} // closed: stop retrying failed writes
+
+	unrecorded atomic.Int64 // runs whose end could not be written
 }
 
 type finishKind int
@@ -137,6 +140,7 @@ func (d *completer) flush(batch []finishOp) {
 			switch {
 			case !written[o.job.run()]:
 				outcome = "unrecorded"
+				d.unrecorded.Add(1)
 			case lost[o.job.run()]:
 				outcome = "lease_lost"
 				d.log.Warn("completion refused: the job's lease was lost", "job", o.job.ID)
@@ -148,33 +152,28 @@ func (d *completer) flush(batch []finishOp) {
 		res, unwritten := d.failAll(fails)
 		for i, f := range fails {
 			outcome := "lease_lost"
-			if retrying, ok := res[f.job.run()]; ok {
-				switch {
-				case retrying:
-					outcome = "retrying"
-				case f.opts.Final:
-					outcome = "discarded"
-				default:
-					outcome = "failed"
-				}
+			if got, ok := res[f.job.run()]; ok {
+				outcome = got
 			} else if unwritten[f.job.run()] {
 				outcome = "unrecorded"
+				d.unrecorded.Add(1)
 			}
 			d.emit(Event{Kind: EventFinished, Job: f.job, Outcome: outcome, Err: f.cause, Duration: failTook[i]})
 		}
 	}
 	if len(rel) > 0 {
-		var released map[run]bool
+		var released map[run]string
 		err := d.retry("release", func(ctx context.Context) (err error) {
 			released, err = d.c.releaseMany(ctx, rel, delays)
 			return err
 		})
 		for i, j := range rel {
-			outcome := "released"
+			outcome := released[j.run()] // released, or cancelled
 			switch {
 			case err != nil:
 				outcome = "unrecorded"
-			case !released[j.run()]:
+				d.unrecorded.Add(1)
+			case outcome == "":
 				outcome = "lease_lost"
 			}
 			d.emit(Event{Kind: EventFinished, Job: j, Outcome: outcome, Duration: relTook[i]})
@@ -182,15 +181,15 @@ func (d *completer) flush(batch []finishOp) {
 	}
 }
 
-// failAll writes the failures and returns, for each run it recorded,
-// whether its job will be retried, and the runs it could not write. As
+// failAll writes the failures and returns, for each run it recorded, what
+// became of its job, and the runs it could not write. As
 // completeAll does, it writes a batch the database refuses in halves, so one
 // failure it cannot store costs only itself.
-func (d *completer) failAll(fails []failure) (res, unwritten map[run]bool) {
-	res, unwritten = map[run]bool{}, map[run]bool{}
+func (d *completer) failAll(fails []failure) (res map[run]string, unwritten map[run]bool) {
+	res, unwritten = map[run]string{}, map[run]bool{}
 	var write func(part []failure)
 	write = func(part []failure) {
-		var got map[run]bool
+		var got map[run]string
 		err := d.retry("fail", func(ctx context.Context) (err error) {
 			got, err = d.c.failMany(ctx, part)
 			return err

@@ -40,6 +40,26 @@ var (
 	// ErrNotFound is returned when a job id names no unfinished job.
 	ErrNotFound = errors.New("batchq: job not found")
 
+	// ErrQueuePaused is returned by Work with Drain when the queue is paused
+	// (PauseQueue) and its running jobs have finished: a paused queue hands
+	// out nothing, so it cannot be drained until it is resumed.
+	ErrQueuePaused = errors.New("batchq: queue paused")
+
+	// ErrUnrecorded is returned by Work when some outcomes could not be
+	// written (the database was away for longer than the pool retries): the
+	// jobs stay running until their leases expire, and are then rescued and
+	// run again.
+	ErrUnrecorded = errors.New("batchq: outcomes not recorded")
+
+	// ErrSchemaGone is returned by Work when batchq's schema has been missing
+	// from the database for longer than the pool waits for it.
+	ErrSchemaGone = errors.New("batchq: schema missing")
+
+	// ErrCancelRequested is returned by Heartbeat when an operator asked for
+	// a job to stop (Cancel, CancelJobs): stop its work and Fail it, and its
+	// outcome is 'cancelled'. The worker pool does this itself.
+	ErrCancelRequested = errors.New("batchq: cancel requested")
+
 	// ErrLedgerFull is returned by the Enqueue functions when a tenant's
 	// ledger in the fair order has no room for the jobs: its cumulative cost,
 	// or the round of its last job, would pass 2^62. Only a tenant that kept
@@ -58,8 +78,13 @@ type QueueFullError struct {
 }
 
 func (e *QueueFullError) Error() string {
-	return fmt.Sprintf("batchq: queue_full: tenant %s has %d queued jobs in queue %s (bound %d); %d more do not fit",
-		quote(e.Tenant), e.Queued, quote(e.Queue), e.Bound, e.Adding)
+	// batchq.raise_refused (db/functions/enqueue.sql) words it the same.
+	fit := "do not fit"
+	if e.Adding == 1 {
+		fit = "does not fit"
+	}
+	return fmt.Sprintf("batchq: queue_full: tenant %s has %d queued jobs in queue %s (bound %d); %d more %s",
+		quote(e.Tenant), e.Queued, quote(e.Queue), e.Bound, e.Adding, fit)
 }
 
 // Unwrap returns ErrQueueFull.

@@ -13,3 +13,7 @@ func SetBeforeFinishWrite(c *Client, f func()) { c.beforeFinishWrite = f }
 
 // Quote is quote: how errors write names, as SQL's batchq.quote does.
 var Quote = quote
+
+// SetSchemaGoneAfter sets how long the worker pools of c keep claiming while
+// batchq's schema is missing.
+func SetSchemaGoneAfter(c *Client, d time.Duration) { c.schemaGoneAfter = d }

@@ -50,6 +50,9 @@ type JobInfo struct {
 	Error string
 	// Result is what a succeeded job's handler returned, if anything.
 	Result json.RawMessage
+	// CancelRequestedAt is when an operator asked a running job to stop
+	// (Cancel); its run ends as 'cancelled' unless it succeeds first.
+	CancelRequestedAt *time.Time
 }
 
 // JobInfo looks a job up by id: unfinished, or its outcome once finished. It
@@ -63,7 +66,7 @@ func (c *Client) JobInfo(ctx context.Context, id int64) (JobInfo, error) {
 			UniqueKey: deref(j.UniqueKey), Payload: j.Payload, State: j.State, Attempt: int(j.Attempt),
 			MaxAttempts: int(j.MaxAttempts), RunAfter: j.RunAfter, LeaseExpiresAt: j.LeaseExpiresAt,
 			Worker: deref(j.Worker), EnqueuedAt: j.EnqueuedAt, FirstClaimedAt: j.FirstClaimedAt,
-			Error: deref(j.LastError),
+			Error: deref(j.LastError), CancelRequestedAt: j.CancelRequestedAt,
 		}, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {

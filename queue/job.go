@@ -383,11 +383,11 @@ func (c *Client) Fail(ctx context.Context, j *Job, cause error, opts *FailOpts) 
 	if err != nil {
 		return false, err
 	}
-	r, ok := res[j.run()]
+	outcome, ok := res[j.run()]
 	if !ok {
 		return false, fmt.Errorf("%w: job %d", ErrLeaseLost, j.ID)
 	}
-	return r, nil
+	return outcome == "retrying", nil
 }
 
 // failure is one failed attempt to record.
@@ -398,12 +398,13 @@ type failure struct {
 }
 
 // failMany records failed attempts, one statement per queue named. The
-// result maps each run it recorded to whether its job will be retried; runs
-// missing from it lost their lease. A run listed twice is recorded once,
-// with its first failure.
-func (c *Client) failMany(ctx context.Context, fs []failure) (map[run]bool, error) {
+// result maps each run it recorded to what became of its job: "retrying",
+// "failed", "discarded", or "cancelled" (an operator had asked it to stop);
+// runs missing from it lost their lease. A run listed twice is recorded
+// once, with its first failure.
+func (c *Client) failMany(ctx context.Context, fs []failure) (map[run]string, error) {
 	now := time.Now()
-	out := make(map[run]bool, len(fs))
+	out := make(map[run]string, len(fs))
 	order := distinctRuns(len(fs), func(i int) *Job { return fs[i].job })
 	err := c.byQueue(ctx, order, func(i int) string { return fs[i].job.Queue }, func(tx dbsqlc.DBTX, queue string, idx []int) error {
 		p := dbsqlc.FailParams{Queue: queue}
@@ -428,7 +429,7 @@ func (c *Client) failMany(ctx context.Context, fs []failure) (map[run]bool, erro
 			return err
 		}
 		for _, r := range rows {
-			out[run{r.ID, r.LeaseToken}] = r.Retrying
+			out[run{r.ID, r.LeaseToken}] = r.Outcome
 		}
 		return nil
 	})
@@ -479,18 +480,19 @@ func (c *Client) Release(ctx context.Context, j *Job, delay time.Duration) error
 	if err != nil {
 		return err
 	}
-	if !released[j.run()] {
+	if released[j.run()] == "" {
 		return fmt.Errorf("%w: job %d", ErrLeaseLost, j.ID)
 	}
 	return nil
 }
 
 // releaseMany releases jobs, each after its delay, in one statement, and
-// returns the runs it released; the rest lost their lease. (By run, not by
-// id: a stale run listed beside the current run of the same job lost its
-// lease though the job was released.)
-func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Duration) (released map[run]bool, err error) {
-	released = make(map[run]bool, len(jobs))
+// returns the runs it released ("released"), or finished because an
+// operator had asked them to stop ("cancelled"); the rest lost their lease.
+// (By run, not by id: a stale run listed beside the current run of the same
+// job lost its lease though the job was released.)
+func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Duration) (released map[run]string, err error) {
+	released = make(map[run]string, len(jobs))
 	order := make([]int, len(jobs))
 	for i := range order {
 		order[i] = i
@@ -507,7 +509,7 @@ func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Dur
 			return err
 		}
 		for _, r := range rows {
-			released[run{r.ID, r.LeaseToken}] = true
+			released[run{r.ID, r.LeaseToken}] = r.Outcome
 		}
 		return nil
 	})
@@ -519,31 +521,42 @@ func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Dur
 
 // Heartbeat extends the leases of running jobs by their queue's lease length.
 // It updates each job's LeaseExpiresAt and returns ErrLeaseLost naming the
-// jobs whose lease was already lost.
+// jobs whose lease was already lost, or else ErrCancelRequested naming the
+// jobs an operator asked to stop (their leases were extended).
 func (c *Client) Heartbeat(ctx context.Context, jobs ...*Job) error {
-	lost, err := c.heartbeat(ctx, jobs)
+	lost, stop, err := c.heartbeat(ctx, jobs)
 	if err != nil {
 		return err
 	}
-	if len(lost) > 0 {
-		ids := make([]int64, len(lost))
-		for i, r := range lost {
-			ids[i] = r.id
+	ids := func(runs []run) []int64 {
+		out := make([]int64, len(runs))
+		for i, r := range runs {
+			out[i] = r.id
 		}
-		return fmt.Errorf("%w: jobs %v", ErrLeaseLost, ids)
+		return out
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("%w: jobs %v", ErrLeaseLost, ids(lost))
+	}
+	if len(stop) > 0 {
+		return fmt.Errorf("%w: jobs %v", ErrCancelRequested, ids(stop))
 	}
 	return nil
 }
 
 // heartbeat extends the leases of jobs' runs and returns, once each, the
-// runs whose lease was lost. By run, not by id: a stale run listed beside
-// the current run of the same job lost its lease though the job's was
-// extended.
-func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost []run, err error) {
+// runs whose lease was lost and those an operator asked to stop. By run,
+// not by id: a stale run listed beside the current run of the same job lost
+// its lease though the job's was extended.
+func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost, stop []run, err error) {
 	if len(jobs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	extended := make(map[run]time.Time, len(jobs))
+	type extension struct {
+		at   time.Time
+		stop bool
+	}
+	extended := make(map[run]extension, len(jobs))
 	order := make([]int, len(jobs))
 	for i := range order {
 		order[i] = i
@@ -558,39 +571,59 @@ func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost []run, err er
 			return err
 		}
 		for _, r := range rows {
-			extended[run{r.ID, r.LeaseToken}] = r.LeaseExpiresAt
+			extended[run{r.ID, r.LeaseToken}] = extension{r.LeaseExpiresAt, r.CancelRequested}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("batchq: heartbeat: %w", err)
+		return nil, nil, fmt.Errorf("batchq: heartbeat: %w", err)
 	}
 	seen := make(map[run]bool, len(jobs))
 	for _, j := range jobs {
-		if at, ok := extended[j.run()]; ok {
-			j.LeaseExpiresAt = at
-		} else if !seen[j.run()] {
-			lost = append(lost, j.run())
+		if seen[j.run()] {
+			continue
 		}
 		seen[j.run()] = true
+		e, ok := extended[j.run()]
+		switch {
+		case !ok:
+			lost = append(lost, j.run())
+		case e.stop:
+			stop = append(stop, j.run())
+		}
+		if ok {
+			j.LeaseExpiresAt = e.at
+		}
 	}
-	return lost, nil
+	return lost, stop, nil
 }
 
-// Cancel finishes a job that has not started (queued, or waiting to retry)
-// with outcome 'cancelled'. A running job cannot be cancelled; it returns
-// ErrNotFound for it and for ids of no unfinished job.
+// Cancel cancels a job. One that has not started (queued, or waiting to
+// retry) is finished at once with outcome 'cancelled', and its cost leaves
+// its tenant's ledger. A running one is asked to stop: its worker pool
+// cancels the handler's context at its next heartbeat (Heartbeat returns
+// ErrCancelRequested to others), and the run ends as 'cancelled' unless it
+// succeeds first. It returns ErrNotFound for an id of no unfinished job.
 func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
+	_, err := c.CancelJob(ctx, id, reason)
+	return err
+}
+
+// CancelJob is Cancel that also says what it did: Cancelled 1 for a job
+// that had not started, Stopping 1 for a running one asked to stop.
+func (c *Client) CancelJob(ctx context.Context, id int64, reason string) (CancelStats, error) {
 	if reason == "" {
 		reason = "cancelled"
 	}
-	r := cleanText(reason, 4096)
-	_, err := c.q.Cancel(ctx, c.pool, dbsqlc.CancelParams{ID: id, Reason: r})
+	r, err := c.q.Cancel(ctx, c.pool, dbsqlc.CancelParams{ID: id, Reason: cleanText(reason, 4096)})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: no queued or retrying job %d", ErrNotFound, id)
+		return CancelStats{}, fmt.Errorf("%w: no unfinished job %d", ErrNotFound, id)
 	}
 	if err != nil {
-		return fmt.Errorf("batchq: cancel job %d: %w", id, err)
+		return CancelStats{}, fmt.Errorf("batchq: cancel job %d: %w", id, err)
 	}
-	return nil
+	if r.Stopping {
+		return CancelStats{Stopping: 1}, nil
+	}
+	return CancelStats{Cancelled: 1}, nil
 }

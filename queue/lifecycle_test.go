@@ -391,7 +391,10 @@ func TestCancel(t *testing.T) {
 	running := b.enqueue(t, "t", 1)
 	_, err := b.client.Claim(b.ctx, b.queue, nil)
 	require.NoError(t, err)
-	require.ErrorIs(t, b.client.Cancel(b.ctx, running, ""), queue.ErrNotFound)
+	st, err := b.client.CancelJob(b.ctx, running, "")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Stopping: 1}, st, "a running job is asked to stop")
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running' AND cancel_requested_at IS NOT NULL`, running))
 }
 
 // CompleteMany takes jobs in any order, a job listed twice included: each

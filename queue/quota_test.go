@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,4 +228,46 @@ func TestUnreadableQuotaStateIsResetAndLogged(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT state::text FROM batchq.quota WHERE key = 'k'`).Scan(&state))
 	var st throttle.State
 	require.NoError(t, json.Unmarshal([]byte(state), &st), "the row reads again: %s", state)
+}
+
+// A 429 asking for a day pauses the fleet for MaxRetryAfter, and the pool
+// logs the pause with its key, reason and end; the fleet's shared row
+// holds the capped pause.
+func TestPoolLogsALongPause(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "a", 1)
+	var logs syncBuffer
+	th, err := b.client.Throttle("openai/gpt", throttle.Config{})
+	require.NoError(t, err)
+	answered := make(chan struct{}, 1)
+	handler := queue.Handler(func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"86400"}}}
+		select {
+		case answered <- struct{}{}:
+		default:
+		}
+		return queue.Result{Response: resp}, queue.ErrRateLimited
+	})
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	start := time.Now()
+	wait := b.work(ctx, queue.WorkerConfig{Queue: b.queue, Handler: handler, Throttle: th, Concurrency: 1,
+		PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	<-answered
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "quota paused") }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.NoError(t, wait())
+	line := logs.String()
+	require.Contains(t, line, "key=openai/gpt")
+	require.Contains(t, line, `reason="HTTP 429 with Retry-After 24h0m0s"`)
+	require.Contains(t, line, "for=1h0m0s")
+	m := regexp.MustCompile(`until=(\S+)`).FindStringSubmatch(line)
+	require.NotNil(t, m, line)
+	until, err := time.Parse(time.RFC3339, m[1])
+	require.NoError(t, err)
+	require.WithinDuration(t, start.Add(time.Hour), until, time.Minute)
+	var paused time.Time
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT paused_until FROM batchq.quota WHERE key = 'openai/gpt'`).Scan(&paused))
+	require.WithinDuration(t, start.Add(time.Hour), paused, time.Minute, "the shared pause is capped too")
 }

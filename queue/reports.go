@@ -26,6 +26,9 @@ type BacklogRow struct {
 	// NearestDeadline is the earliest deadline of the queued and retrying
 	// jobs; nil when none waits.
 	NearestDeadline *time.Time
+	// Paused reports whether the queue is paused (PauseQueue): its workers
+	// claim nothing until it is resumed.
+	Paused bool
 }
 
 // Backlog returns what each tenant has waiting and running, by queue and

@@ -62,12 +62,12 @@ func TestSQLAPIEdges(t *testing.T) {
 		var token [16]byte
 		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id, lease_token FROM batchq.claim('q', 10, 'w', 9223372036854775807)
 			WHERE tenant = 'twice'`).Scan(&id, &token))
-		rows, err := b.pool.Query(b.ctx, `SELECT retrying FROM batchq.fail('q', ARRAY[$1, $1]::bigint[], ARRAY[$2, $2]::uuid[],
+		rows, err := b.pool.Query(b.ctx, `SELECT outcome FROM batchq.fail('q', ARRAY[$1, $1]::bigint[], ARRAY[$2, $2]::uuid[],
 			ARRAY['first', 'second'], ARRAY[now() + interval '1 minute', now() + interval '1 minute'], ARRAY[false, true])`, id, token)
 		require.NoError(t, err)
-		got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
-		require.Equal(t, []bool{true}, got)
+		require.Equal(t, []string{"retrying"}, got)
 		require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'retrying' AND last_error = 'first'`, id))
 		require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, id))
 	})

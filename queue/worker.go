@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -109,7 +111,7 @@ const (
 	// shutdown) has none.
 	EventClaimed EventKind = iota
 	// EventFinished: Job finished with Outcome ("succeeded", "failed",
-	// "discarded", "retrying", "released", "lease_lost"), its handler
+	// "discarded", "cancelled", "retrying", "released", "lease_lost"), its handler
 	// running for Duration (0 for a job handed back before it started); or
 	// its outcome could not be written ("unrecorded": the job's lease will
 	// expire and it will be rescued and run again).
@@ -201,9 +203,10 @@ type dispatch struct {
 }
 
 type runningJob struct {
-	token  pgtype.UUID // the run's lease token: the same job may run again under another
-	lease  *Job        // a copy holding the id and token, for heartbeats; nil once lost
-	cancel context.CancelFunc
+	token    pgtype.UUID // the run's lease token: the same job may run again under another
+	lease    *Job        // a copy holding the id and token, for heartbeats; nil once lost
+	cancel   context.CancelFunc
+	stopping bool // an operator cancelled the job, and its handler was told
 }
 
 func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
@@ -314,6 +317,10 @@ func (p *pool) run(ctx context.Context) error {
 	p.done.close()
 	stopBG()
 	bgWG.Wait()
+	if n := p.done.unrecorded.Load(); n > 0 {
+		err = errors.Join(err, fmt.Errorf("%w: %d runs ended without their outcome written; their jobs will be rescued "+
+			"when their leases expire, and run again", ErrUnrecorded, n))
+	}
 	return err
 }
 
@@ -321,11 +328,18 @@ func (p *pool) run(ctx context.Context) error {
 // claimed but could not hand over are released when it stops.
 func (p *pool) fetch(ctx context.Context) error {
 	var ready []*dispatch
+	var schemaGone schemaWatch
+	var pausedSince time.Time // when the queue was paused, as last seen; zero: running
 	defer func() {
 		for _, d := range ready {
 			p.handBack(d)
 		}
 	}()
+	// While claimed jobs wait for a free handler, the pool looks now and
+	// then whether the queue was paused: then it hands them back, as they
+	// have not started, and runs only what already runs.
+	pauseCheck := time.NewTicker(p.cfg.PollInterval)
+	defer pauseCheck.Stop()
 	for {
 		// Hand out what is ready while handlers are free.
 		for len(ready) > 0 {
@@ -338,6 +352,14 @@ func (p *pool) fetch(ctx context.Context) error {
 				continue
 			case <-ctx.Done():
 				return nil
+			case <-pauseCheck.C:
+				if p.paused(ctx, &pausedSince) {
+					for _, d := range ready {
+						p.handBack(d)
+					}
+					p.addInflight(-len(ready))
+					ready = nil
+				}
 			}
 		}
 		if ctx.Err() != nil {
@@ -357,11 +379,22 @@ func (p *pool) fetch(ctx context.Context) error {
 			p.emit(Event{Kind: EventError, Err: err})
 			p.log.Error("claim failed", "err", err)
 			wait = p.cfg.PollInterval
+			if gone := schemaGone.since(err, time.Now()); gone > cmp.Or(p.c.schemaGoneAfter, schemaGoneAfter) {
+				return fmt.Errorf("%w: claims have failed for %s (%v); stopping", ErrSchemaGone, gone.Round(time.Second), err)
+			}
+		} else {
+			schemaGone = schemaWatch{}
 		}
 		if len(got) > 0 {
 			p.addInflight(len(got))
 			ready = append(ready, got...)
 			continue
+		}
+		if err == nil {
+			if paused := p.paused(ctx, &pausedSince); paused && p.cfg.Drain && p.inflightCount() == 0 {
+				return fmt.Errorf("%w: %s was paused at %s, and claims take nothing until it is resumed (batchq queues resume %s)",
+					ErrQueuePaused, quote(p.cfg.Queue), pausedSince.UTC().Format(time.RFC3339), p.cfg.Queue)
+			}
 		}
 		if p.cfg.Drain && p.drained(ctx) {
 			return nil
@@ -373,6 +406,53 @@ func (p *pool) fetch(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// longPause is how long a quota pause must be for the pool to log it: a
+// fleet that stops for longer is worth an operator's look.
+const longPause = time.Minute
+
+// paused reports whether the pool's queue is paused, and says so in the log
+// when that changes (since holds the pause's start as last seen). A claim
+// that took nothing asks: a paused queue's claims take nothing.
+func (p *pool) paused(ctx context.Context, since *time.Time) bool {
+	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancel()
+	q, err := p.c.q.GetQueue(ctx, p.c.pool, p.cfg.Queue)
+	if err != nil {
+		return !since.IsZero()
+	}
+	switch {
+	case q.PausedAt != nil && since.IsZero():
+		p.log.Warn("queue paused; claiming nothing until it is resumed", "paused_at", q.PausedAt.UTC().Format(time.RFC3339))
+		*since = *q.PausedAt
+	case q.PausedAt == nil && !since.IsZero():
+		p.log.Info("queue resumed")
+		*since = time.Time{}
+	}
+	return q.PausedAt != nil
+}
+
+// schemaGoneAfter is how long a pool keeps claiming while batchq's schema
+// is missing (dropped, or the database restored without it) before it
+// stops: long enough for a migration's down and up, not for ever.
+const schemaGoneAfter = 30 * time.Second
+
+// schemaWatch tracks claims that fail because batchq's schema is missing.
+type schemaWatch struct{ first time.Time }
+
+// since returns how long claims have failed for a missing schema, err
+// being the latest claim's error (0 when it is another error).
+func (w *schemaWatch) since(err error, now time.Time) time.Duration {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || (pe.Code != "42P01" && pe.Code != "42883" && pe.Code != "3F000") {
+		w.first = time.Time{}
+		return 0
+	}
+	if w.first.IsZero() {
+		w.first = now
+	}
+	return now.Sub(w.first)
 }
 
 // sleep waits for d, a wake-up, or ctx; it reports whether to go on.
@@ -781,13 +861,23 @@ func (p *pool) runJob(d *dispatch) {
 			}
 			cancel()
 		}
-		if wait == 0 && p.th != nil {
-			// No Retry-After: the throttle paused for its default (doubling).
+		asked := wait
+		if p.th != nil {
+			// The pause the throttle keeps: its default (doubling) without a
+			// Retry-After, a Retry-After capped at MaxRetryAfter.
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
 			if pause, perr := p.th.PauseAt(pctx, received); perr == nil {
 				wait = pause
 			}
 			cancel()
+		}
+		if p.th != nil && wait > longPause {
+			reason := fmt.Sprintf("HTTP %d without Retry-After", status)
+			if asked > 0 {
+				reason = fmt.Sprintf("HTTP %d with Retry-After %s", status, asked.Round(time.Second))
+			}
+			p.log.Warn("quota paused", "key", p.th.Key(), "reason", reason,
+				"until", received.Add(wait).UTC().Format(time.RFC3339), "for", wait.Round(time.Second))
 		}
 		p.emit(Event{Kind: EventRateLimited, Job: j, Wait: wait})
 		p.done.release(j, wait, took)
@@ -939,11 +1029,11 @@ func (p *pool) heartbeat(bg context.Context, interval *time.Duration, t *time.Ti
 		}
 	}
 	p.mu.Unlock()
-	var lost []run
+	var lost, stop []run
 	for {
 		ctx, cancel := context.WithTimeout(bg, try)
 		var err error
-		lost, err = p.c.heartbeat(ctx, leases)
+		lost, stop, err = p.c.heartbeat(ctx, leases)
 		timedOut := ctx.Err() != nil
 		cancel()
 		if err == nil {
@@ -965,6 +1055,14 @@ func (p *pool) heartbeat(bg context.Context, interval *time.Duration, t *time.Ti
 		if r, ok := p.running[l.id]; ok && r.lease != nil && r.lease.token == l.token {
 			p.log.Warn("lease lost; cancelling the handler", "job", l.id)
 			r.lease = nil
+			r.cancel()
+		}
+	}
+	for _, s := range stop {
+		// The run keeps its lease: its end is recorded, as 'cancelled'.
+		if r, ok := p.running[s.id]; ok && r.lease != nil && r.lease.token == s.token && !r.stopping {
+			p.log.Info("an operator cancelled the job; cancelling the handler", "job", s.id)
+			r.stopping = true
 			r.cancel()
 		}
 	}

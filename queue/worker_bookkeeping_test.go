@@ -250,7 +250,9 @@ func TestOneRefusedCompletionCostsOnlyItself(t *testing.T) {
 	close(release)
 	require.Eventually(t, func() bool { return len(events.outcomes(poison)) == 1 }, 10*time.Second, 5*time.Millisecond)
 	cancel()
-	require.NoError(t, wait())
+	err := wait()
+	require.ErrorIs(t, err, queue.ErrUnrecorded, "a pool that could not record an outcome does not end as if all went well")
+	require.ErrorContains(t, err, "1 runs ended without their outcome written")
 
 	require.Equal(t, []string{"unrecorded"}, events.outcomes(poison))
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, poison))
@@ -849,4 +851,38 @@ func TestHeadroomReadWhileHandlersAreAdmittedClaimsNoMore(t *testing.T) {
 	require.NoError(t, wait())
 	require.Equal(t, int64(2), claims.Load())
 	require.Zero(t, released, "jobs claimed past the headroom were handed back")
+}
+
+// A pool whose schema is gone (dropped, or the database restored without
+// it) stops claiming after a bounded time with ErrSchemaGone, even under
+// Drain, instead of retrying for ever.
+func TestPoolStopsWhenTheSchemaIsGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "a", 1)
+	client, err := queue.NewClient(b.pool, queue.Config{})
+	require.NoError(t, err)
+	queue.SetSchemaGoneAfter(client, 200*time.Millisecond)
+	ran := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- client.Work(b.ctx, queue.WorkerConfig{Queue: b.queue, Drain: true, PollInterval: 10 * time.Millisecond,
+			MaintainInterval: -1, ShutdownTimeout: 200 * time.Millisecond,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				close(ran)
+				<-release
+				return queue.Result{}, nil
+			}})
+	}()
+	<-ran
+	b.exec(t, `DROP SCHEMA batchq CASCADE`)
+	close(release)
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pool kept going without its schema")
+	}
+	require.ErrorIs(t, err, queue.ErrSchemaGone)
+	require.ErrorIs(t, err, queue.ErrUnrecorded, "the run that finished could not be recorded")
 }

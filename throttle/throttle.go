@@ -249,6 +249,14 @@ func New(cfg Config) (*Throttle, error) {
 	return t, nil
 }
 
+// Key returns the quota key the throttle paces (Config.Key).
+func (t *Throttle) Key() string {
+	if t == nil {
+		return ""
+	}
+	return t.key
+}
+
 func (t *Throttle) init() {
 	t.once.Do(func() {
 		if !t.built {

@@ -9,7 +9,7 @@
 -- seq), whose order is the claim order. The jobs of one claim share a lease
 -- token: a run is a job and the claim that took it.
 --
--- It also moves the queue's cursor, the round joining tenants join, to the
+-- A paused queue's claims take nothing. It also moves the queue's cursor, the round joining tenants join, to the
 -- round of the last job it claimed, but not past a row still waiting before
 -- its first one in a round the cursor has not passed (held by another
 -- transaction, or queued since the claim locked its rows). It never waits
@@ -50,6 +50,10 @@ BEGIN
     IF octet_length(p_worker) > batchq.max_name_bytes() THEN
         PERFORM batchq.raise_invalid_argument('claim', 'worker',
             format('must be at most %s bytes (got %s)', batchq.max_name_bytes(), octet_length(p_worker)));
+    END IF;
+    -- A paused queue hands out nothing.
+    IF EXISTS (SELECT FROM batchq.queues q WHERE q.name = p_queue AND q.paused_at IS NOT NULL) THEN
+        RETURN;
     END IF;
 
     SELECT array_agg(o.id) FILTER (WHERE NOT o.expired AND o.spent <= p_budget),

@@ -125,10 +125,12 @@ BEGIN
     SELECT array_agg(r.pos ORDER BY l.ord), array_agg(r.share ORDER BY l.ord), array_agg(r.cum ORDER BY l.ord),
            array_agg(r.enq_seq ORDER BY l.ord),
            array_agg(CASE WHEN l.head IS NULL THEN greatest(r.join_round, v_cursor) ELSE r.join_round END ORDER BY l.ord),
-           array_agg(coalesce(r.max_queued, q.max_per_tenant) ORDER BY l.ord)
+           array_agg(coalesce(r.queue_max_queued, r.max_queued, q.max_per_tenant) ORDER BY l.ord)
     INTO v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round, v_ring_bound
     FROM unnest(v_ring_tenant, v_ring_head) WITH ORDINALITY AS l (tenant, head, ord)
     LEFT JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round,
+                              (SELECT t.max_queued FROM batchq.queue_tenants t
+                               WHERE t.queue = p_queue AND t.tenant = r.tenant) AS queue_max_queued,
                               (SELECT w.max_queued FROM batchq.tenants w WHERE w.name = r.tenant) AS max_queued
                        FROM batchq.tenant_ring r
                        WHERE r.queue = p_queue AND r.tenant = l.tenant
@@ -405,8 +407,9 @@ BEGIN
     WHEN 'queue_full' THEN
         RAISE EXCEPTION USING
             ERRCODE = 'BQ200',
-            MESSAGE = format('batchq: queue_full: tenant %s has %s queued jobs in queue %s (bound %s); %s more do not fit',
-                             batchq.quote(r.tenant), r.queued, batchq.quote(p_queue), r.bound, r.adding),
+            MESSAGE = format('batchq: queue_full: tenant %s has %s queued jobs in queue %s (bound %s); %s more %s',
+                             batchq.quote(r.tenant), r.queued, batchq.quote(p_queue), r.bound, r.adding,
+                             CASE WHEN r.adding = 1 THEN 'does not fit' ELSE 'do not fit' END),
             DETAIL = jsonb_build_object('queue', p_queue, 'tenant', r.tenant, 'bound', r.bound, 'queued', r.queued,
                                        'adding', r.adding)::text;
     WHEN 'unknown_queue' THEN

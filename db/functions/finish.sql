@@ -136,14 +136,16 @@ END
 $$;
 
 -- fail records a failed attempt of each listed run of p_queue whose token
--- still holds the job's lease. A job with attempts left whose retry time
--- (p_retry_at) falls before its deadline waits in 'retrying' until then;
--- any other is finished as 'failed', or 'discarded' when its p_final says
--- retrying would not help. Returns each run it recorded and whether its job
--- will be retried; the runs missing lost their lease.
+-- still holds the job's lease. A job an operator cancelled while it ran is
+-- finished as 'cancelled'; one with attempts left whose retry time
+-- (p_retry_at) falls before its deadline waits in 'retrying' until then; any
+-- other is finished as 'failed', or 'discarded' when its p_final says
+-- retrying would not help. Returns each run it recorded and what became of
+-- its job; the runs missing lost their lease. A run listed twice counts once,
+-- as first listed.
 CREATE OR REPLACE FUNCTION batchq.fail(p_queue text, p_ids bigint[], p_tokens uuid[], p_errors text[],
                                        p_retry_at timestamptz[], p_final boolean[])
-RETURNS TABLE (id bigint, lease_token uuid, retrying boolean)
+RETURNS TABLE (id bigint, lease_token uuid, outcome text)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -153,14 +155,7 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_retry          bigint[];
-    v_retry_tokens   uuid[];
-    v_retry_errors   text[];
-    v_retry_at       timestamptz[];
-    v_failed         bigint[];
-    v_failed_errors  text[];
-    v_discard        bigint[];
-    v_discard_errors text[];
+    v record;
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
         PERFORM batchq.check_runs('fail', p_queue, p_ids, p_tokens);
@@ -176,20 +171,25 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('fail', 'errors',
             'each error must be at most 4096 bytes, and retry_at and final must be given for every id');
     END IF;
-    -- Lock the runs that still hold their lease, in id order; a run listed
-    -- twice counts once, as first listed.
-    SELECT array_agg(t.id ORDER BY t.id) FILTER (WHERE t.retry),
-           array_agg(t.token ORDER BY t.id) FILTER (WHERE t.retry),
-           array_agg(t.error ORDER BY t.id) FILTER (WHERE t.retry),
-           array_agg(t.retry_at ORDER BY t.id) FILTER (WHERE t.retry),
-           array_agg(t.id ORDER BY t.id) FILTER (WHERE NOT t.retry AND NOT t.final),
-           array_agg(t.error ORDER BY t.id) FILTER (WHERE NOT t.retry AND NOT t.final),
-           array_agg(t.id ORDER BY t.id) FILTER (WHERE NOT t.retry AND t.final),
-           array_agg(t.error ORDER BY t.id) FILTER (WHERE NOT t.retry AND t.final)
-    INTO v_retry, v_retry_tokens, v_retry_errors, v_retry_at, v_failed, v_failed_errors, v_discard, v_discard_errors
+    -- Lock the runs that still hold their lease, in id order, and sort them
+    -- by what becomes of them.
+    SELECT array_agg(t.id ORDER BY t.id) FILTER (WHERE t.fate = 'retrying') AS retry,
+           array_agg(t.token ORDER BY t.id) FILTER (WHERE t.fate = 'retrying') AS retry_tokens,
+           array_agg(t.error ORDER BY t.id) FILTER (WHERE t.fate = 'retrying') AS retry_errors,
+           array_agg(t.retry_at ORDER BY t.id) FILTER (WHERE t.fate = 'retrying') AS retry_at,
+           array_agg(t.id ORDER BY t.id) FILTER (WHERE t.fate = 'failed') AS failed,
+           array_agg(t.error ORDER BY t.id) FILTER (WHERE t.fate = 'failed') AS failed_errors,
+           array_agg(t.id ORDER BY t.id) FILTER (WHERE t.fate = 'discarded') AS discarded,
+           array_agg(t.error ORDER BY t.id) FILTER (WHERE t.fate = 'discarded') AS discarded_errors,
+           array_agg(t.id ORDER BY t.id) FILTER (WHERE t.fate = 'cancelled') AS cancelled,
+           array_agg(t.reason ORDER BY t.id) FILTER (WHERE t.fate = 'cancelled') AS cancelled_reasons
+    INTO v
     FROM (SELECT DISTINCT ON (l.id) l.*
-          FROM (SELECT j.id, i.token, i.final, i.error, i.retry_at, i.n,
-                       (NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline) AS retry
+          FROM (SELECT j.id, i.token, i.error, i.retry_at, i.n, j.last_error AS reason,
+                       CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                            WHEN NOT i.final AND j.attempt < j.max_attempts AND i.retry_at < j.deadline THEN 'retrying'
+                            WHEN i.final THEN 'discarded'
+                            ELSE 'failed' END AS fate
                 FROM batchq.jobs j
                 JOIN unnest(p_ids, p_tokens, p_errors, p_retry_at, p_final) WITH ORDINALITY
                      AS i (id, token, error, retry_at, final, n) ON i.id = j.id AND i.token = j.lease_token
@@ -197,23 +197,28 @@ BEGIN
                 ORDER BY j.id
                 FOR UPDATE OF j) l
           ORDER BY l.id, l.n) t;
-    IF v_retry IS NOT NULL THEN
+    IF v.retry IS NOT NULL THEN
         RETURN QUERY
         UPDATE batchq.jobs j
         SET state = 'retrying', run_after = i.retry_at, last_error = i.error,
             lease_token = NULL, lease_expires_at = NULL, worker = NULL
-        FROM unnest(v_retry, v_retry_tokens, v_retry_errors, v_retry_at) AS i (id, token, error, retry_at)
-        WHERE j.queue = p_queue AND j.id = ANY (v_retry) AND i.id = j.id AND i.token = j.lease_token
-        RETURNING j.id, i.token, true;
+        FROM unnest(v.retry, v.retry_tokens, v.retry_errors, v.retry_at) AS i (id, token, error, retry_at)
+        WHERE j.queue = p_queue AND j.id = ANY (v.retry) AND i.id = j.id AND i.token = j.lease_token
+        RETURNING j.id, i.token, 'retrying'::text;
     END IF;
-    IF v_failed IS NOT NULL THEN
+    IF v.failed IS NOT NULL THEN
         RETURN QUERY
-        SELECT f.id, f.lease_token, false FROM batchq.finish_jobs(p_queue, 'failed', v_failed, NULL, v_failed_errors) f;
+        SELECT f.id, f.lease_token, 'failed'::text FROM batchq.finish_jobs(p_queue, 'failed', v.failed, NULL, v.failed_errors) f;
     END IF;
-    IF v_discard IS NOT NULL THEN
+    IF v.discarded IS NOT NULL THEN
         RETURN QUERY
-        SELECT f.id, f.lease_token, false
-        FROM batchq.finish_jobs(p_queue, 'discarded', v_discard, NULL, v_discard_errors) f;
+        SELECT f.id, f.lease_token, 'discarded'::text
+        FROM batchq.finish_jobs(p_queue, 'discarded', v.discarded, NULL, v.discarded_errors) f;
+    END IF;
+    IF v.cancelled IS NOT NULL THEN
+        RETURN QUERY
+        SELECT f.id, f.lease_token, 'cancelled'::text
+        FROM batchq.finish_jobs(p_queue, 'cancelled', v.cancelled, NULL, v.cancelled_reasons) f;
     END IF;
 END
 $$;
@@ -223,10 +228,11 @@ $$;
 -- worker is shutting down): each waits in 'retrying' for its delay
 -- (p_delays_us, microseconds on the database's clock), then rejoins its
 -- tenant's queue at the tail. It never ran, so its cost goes back to its
--- tenant's ledger, as an expired job's does. Returns the runs it released;
--- the rest lost their lease.
+-- tenant's ledger, as an expired job's does. A job an operator cancelled is
+-- finished as 'cancelled' instead. Returns the runs it released or
+-- cancelled; the rest lost their lease.
 CREATE OR REPLACE FUNCTION batchq.release(p_queue text, p_ids bigint[], p_tokens uuid[], p_delays_us bigint[])
-RETURNS TABLE (id bigint, lease_token uuid)
+RETURNS TABLE (id bigint, lease_token uuid, outcome text)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -235,6 +241,9 @@ SET enable_seqscan = off
 SET jit = off
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_cancel  bigint[];
+    v_reasons text[];
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
         PERFORM batchq.check_runs('release', p_queue, p_ids, p_tokens);
@@ -243,6 +252,17 @@ BEGIN
        OR EXISTS (SELECT FROM unnest(p_delays_us) AS d WHERE d IS NULL OR d < 0 OR d > 86400000000) THEN
         PERFORM batchq.raise_invalid_argument('release', 'delays',
             'must hold one delay per id, each in 0s..24h');
+    END IF;
+    SELECT array_agg(l.id ORDER BY l.id), array_agg(l.reason ORDER BY l.id) INTO v_cancel, v_reasons
+    FROM (SELECT j.id, j.last_error AS reason FROM batchq.jobs j
+          JOIN unnest(p_ids, p_tokens) AS i (id, token) ON i.id = j.id AND i.token = j.lease_token
+          WHERE j.queue = p_queue AND j.id = ANY (p_ids) AND j.cancel_requested_at IS NOT NULL
+          ORDER BY j.id
+          FOR UPDATE OF j) l;
+    IF v_cancel IS NOT NULL THEN
+        RETURN QUERY
+        SELECT f.id, f.lease_token, 'cancelled'::text
+        FROM batchq.finish_jobs(p_queue, 'cancelled', v_cancel, NULL, v_reasons) f;
     END IF;
     RETURN QUERY
     WITH target AS (
@@ -263,14 +283,15 @@ BEGIN
         INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
         SELECT p_queue, r.tenant, r.pos, r.seq, -r.cost FROM released r
     )
-    SELECT r.id, r.token FROM released r;
+    SELECT r.id, r.token, 'released'::text FROM released r;
 END
 $$;
 
 -- heartbeat extends the leases of running jobs of p_queue whose token still
--- holds them by the queue's lease length. Returns the runs it extended.
+-- holds them by the queue's lease length. Returns the runs it extended, and
+-- whether an operator asked for each to stop.
 CREATE OR REPLACE FUNCTION batchq.heartbeat(p_queue text, p_ids bigint[], p_tokens uuid[])
-RETURNS TABLE (id bigint, lease_token uuid, lease_expires_at timestamptz)
+RETURNS TABLE (id bigint, lease_token uuid, lease_expires_at timestamptz, cancel_requested boolean)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -296,38 +317,61 @@ BEGIN
     SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = p_queue)
     FROM target t
     WHERE j.queue = p_queue AND j.id = t.id
-    RETURNING j.id, j.lease_token, j.lease_expires_at;
+    RETURNING j.id, j.lease_token, j.lease_expires_at, j.cancel_requested_at IS NOT NULL;
 END
 $$;
 
--- cancel finishes a job that has not started (queued or retrying) with
--- outcome 'cancelled' and hands a queued job's cost back to its tenant's
--- ledger. Returns its id, or nothing when no such job is waiting.
+-- cancel_waiting finishes the listed waiting (queued or retrying) jobs of
+-- p_queue, which the caller has locked, as 'cancelled' with p_reason, and
+-- hands a queued job's cost back to its tenant's ledger, so the fair order
+-- is re-keyed as for any removal. Returns the jobs.
+CREATE OR REPLACE FUNCTION batchq.cancel_waiting(p_queue text, p_ids bigint[], p_reason text)
+RETURNS TABLE (id bigint, tenant text, cost bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH gone AS (
+        SELECT * FROM batchq.finish_jobs(p_queue, 'cancelled', p_ids, NULL,
+                                         array_fill(p_reason, ARRAY[cardinality(p_ids)]))
+    ), refund AS (
+        INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+        SELECT p_queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
+    )
+    SELECT g.id, g.tenant, g.cost FROM gone g;
+END
+$$;
+
+-- cancel cancels one job: a waiting one (queued or retrying) is finished as
+-- 'cancelled' now; a running one is asked to stop: its worker learns it at
+-- its next heartbeat and cancels the handler, and the run ends as
+-- 'cancelled' unless it succeeds first. Returns the job, and whether it was
+-- only asked to stop; nothing when no unfinished job has the id.
 CREATE OR REPLACE FUNCTION batchq.cancel(p_id bigint, p_reason text)
-RETURNS SETOF bigint
+RETURNS TABLE (id bigint, stopping boolean)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     v_queue text;
+    v_state batchq.job_state;
+    v_reason text := coalesce(nullif(p_reason, ''), 'cancelled');
 BEGIN
     IF octet_length(p_reason) > 4096 THEN
         PERFORM batchq.raise_invalid_argument('cancel', 'reason', 'must be at most 4096 bytes');
     END IF;
-    -- The job's queue, its row locked: finish_jobs works within a queue.
-    SELECT j.queue INTO v_queue FROM batchq.jobs j WHERE j.id = p_id AND j.state <> 'running' FOR UPDATE;
+    SELECT j.queue, j.state INTO v_queue, v_state FROM batchq.jobs j WHERE j.id = p_id FOR UPDATE;
     IF v_queue IS NULL THEN
         RETURN;
     END IF;
-    RETURN QUERY
-    WITH gone AS (
-        SELECT * FROM batchq.finish_jobs(v_queue, 'cancelled', ARRAY[p_id], NULL,
-                                         ARRAY[coalesce(nullif(p_reason, ''), 'cancelled')])
-    ), refund AS (
-        INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
-        SELECT v_queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g WHERE g.state = 'queued'
-    )
-    SELECT g.id FROM gone g;
+    IF v_state = 'running' THEN
+        UPDATE batchq.jobs j SET cancel_requested_at = coalesce(j.cancel_requested_at, now()), last_error = v_reason
+        WHERE j.queue = v_queue AND j.id = p_id;
+        RETURN QUERY SELECT p_id, true;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT c.id, false FROM batchq.cancel_waiting(v_queue, ARRAY[p_id], v_reason) c;
 END
 $$;

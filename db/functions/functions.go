@@ -28,6 +28,7 @@ var Files = []string{
 	"enqueue.sql",
 	"maintain.sql",
 	"quota.sql",
+	"operate.sql",
 	"reports.sql",
 	"privileges.sql",
 }

@@ -16,7 +16,8 @@ $$;
 -- rescue sends up to p_limit running jobs of p_queue whose lease expired
 -- (their worker died or stalled) back to 'retrying', due now, while
 -- attempts and deadline allow; the others are finished as 'failed' or
--- 'expired'. Returns each job, with its outcome when it has one.
+-- 'expired', and one an operator cancelled as 'cancelled'. Returns each
+-- job, with its outcome when it has one.
 CREATE OR REPLACE FUNCTION batchq.rescue(p_queue text, p_limit integer)
 RETURNS TABLE (id bigint, retrying boolean, tenant text, cost bigint, outcome text)
 LANGUAGE plpgsql
@@ -27,44 +28,53 @@ SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_retry   bigint[];
-    v_expired bigint[];
-    v_failed  bigint[];
+    v record;
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.check_limit('rescue', p_queue, p_limit);
     END IF;
-    SELECT array_agg(l.id) FILTER (WHERE l.retry),
-           array_agg(l.id) FILTER (WHERE NOT l.retry AND l.past_deadline),
-           array_agg(l.id) FILTER (WHERE NOT l.retry AND NOT l.past_deadline)
-    INTO v_retry, v_expired, v_failed
-    FROM (SELECT j.id, (j.attempt < j.max_attempts AND j.deadline > now()) AS retry, j.deadline <= now() AS past_deadline
+    SELECT array_agg(l.id) FILTER (WHERE l.fate = 'retrying') AS retry,
+           array_agg(l.id) FILTER (WHERE l.fate = 'expired') AS expired,
+           array_agg(l.id) FILTER (WHERE l.fate = 'failed') AS failed,
+           array_agg(l.id) FILTER (WHERE l.fate = 'cancelled') AS cancelled,
+           array_agg(l.reason) FILTER (WHERE l.fate = 'cancelled') AS reasons
+    INTO v
+    FROM (SELECT j.id, j.last_error AS reason,
+                 CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      WHEN j.attempt < j.max_attempts AND j.deadline > now() THEN 'retrying'
+                      WHEN j.deadline <= now() THEN 'expired'
+                      ELSE 'failed' END AS fate
           FROM batchq.jobs j
           WHERE j.queue = p_queue AND j.state = 'running' AND j.lease_expires_at < now()
           ORDER BY j.lease_expires_at
           LIMIT p_limit
           FOR UPDATE SKIP LOCKED) l;
-    IF v_retry IS NOT NULL THEN
+    IF v.retry IS NOT NULL THEN
         RETURN QUERY
         UPDATE batchq.jobs j
         SET state = 'retrying', run_after = now(), last_error = 'lease expired while running',
             lease_token = NULL, lease_expires_at = NULL, worker = NULL
-        WHERE j.queue = p_queue AND j.id = ANY (v_retry)
+        WHERE j.queue = p_queue AND j.id = ANY (v.retry)
         RETURNING j.id, true, j.tenant, j.cost, ''::text;
     END IF;
-    IF v_expired IS NOT NULL THEN
+    IF v.expired IS NOT NULL THEN
         RETURN QUERY
         SELECT f.id, false, f.tenant, f.cost, 'expired'::text
-        FROM batchq.finish_jobs(p_queue, 'expired', v_expired, NULL,
+        FROM batchq.finish_jobs(p_queue, 'expired', v.expired, NULL,
                                 array_fill('lease expired while running, and the deadline passed'::text,
-                                           ARRAY[cardinality(v_expired)])) f;
+                                           ARRAY[cardinality(v.expired)])) f;
     END IF;
-    IF v_failed IS NOT NULL THEN
+    IF v.failed IS NOT NULL THEN
         RETURN QUERY
         SELECT f.id, false, f.tenant, f.cost, 'failed'::text
-        FROM batchq.finish_jobs(p_queue, 'failed', v_failed, NULL,
+        FROM batchq.finish_jobs(p_queue, 'failed', v.failed, NULL,
                                 array_fill('lease expired while running, and no attempts are left'::text,
-                                           ARRAY[cardinality(v_failed)])) f;
+                                           ARRAY[cardinality(v.failed)])) f;
+    END IF;
+    IF v.cancelled IS NOT NULL THEN
+        RETURN QUERY
+        SELECT f.id, false, f.tenant, f.cost, 'cancelled'::text
+        FROM batchq.finish_jobs(p_queue, 'cancelled', v.cancelled, NULL, v.reasons) f;
     END IF;
 END
 $$;

@@ -46,9 +46,8 @@ BEGIN
     INTO v_tenants, v_pos
     FROM batchq.tenant_ring r
     JOIN batchq.queues q ON q.name = r.queue
-    LEFT JOIN batchq.tenants w ON w.name = r.tenant
     WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
-      AND r.share <> batchq.drr_share(q.quantum, coalesce(w.weight, 1));
+      AND r.share <> batchq.drr_share(q.quantum, batchq.tenant_weight(p_queue, r.tenant));
     IF v_tenants IS NULL THEN
         RETURN;
     END IF;
@@ -63,10 +62,9 @@ BEGIN
         WHERE r.queue = p_queue AND r.tenant = ANY (v_tenants)
         ORDER BY r.tenant
     LOOP
-        SELECT batchq.drr_share(q.quantum, coalesce(w.weight, 1)), coalesce(c.round, 0)
+        SELECT batchq.drr_share(q.quantum, batchq.tenant_weight(p_queue, v.tenant)), coalesce(c.round, 0)
         INTO v_share, v_cursor
         FROM batchq.queues q
-        LEFT JOIN batchq.tenants w ON w.name = v.tenant
         LEFT JOIN batchq.queue_cursors c ON c.queue = q.name AND c.queue = p_queue
         WHERE q.name = p_queue;
         -- Pending adjustments first, at the old share: they are about the

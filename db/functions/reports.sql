@@ -37,8 +37,10 @@ WITH w AS (
     WHERE o.finished_at >= tenant_usage.since AND o.finished_at < tenant_usage.until
     GROUP BY o.queue, o.tenant
 ), s AS (
-    SELECT w.*, coalesce(t.weight, 1) AS weight
-    FROM w LEFT JOIN batchq.tenants t ON t.name = w.tenant
+    SELECT w.*, coalesce(qt.weight, t.weight, 1) AS weight
+    FROM w
+    LEFT JOIN batchq.queue_tenants qt ON qt.queue = w.queue AND qt.tenant = w.tenant
+    LEFT JOIN batchq.tenants t ON t.name = w.tenant
 ), r AS (
     -- Weights relative to the queue's largest, which add up without
     -- overflow however large the weights.

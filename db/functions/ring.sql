@@ -105,8 +105,7 @@ BEGIN
     UPDATE batchq.tenant_ring r
     SET pos = n.pos, cum = 0, visited = -1,
         join_round = CASE WHEN r.reached >= v_round THEN v_round + 1 ELSE v_round END,
-        share = batchq.drr_share(v_quantum,
-                                 coalesce((SELECT w.weight FROM batchq.tenants w WHERE w.name = n.tenant), 1))
+        share = batchq.drr_share(v_quantum, batchq.tenant_weight(p_queue, n.tenant))
     FROM numbered n
     WHERE r.ctid = n.rid; -- this transaction holds the row, so its ctid stays
 

@@ -1,7 +1,7 @@
 -- name: GetJob :one
 SELECT j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key,
        j.state::text AS state, j.attempt, j.max_attempts, j.run_after, j.lease_expires_at, j.worker,
-       j.enqueued_at, j.first_claimed_at, j.last_error
+       j.enqueued_at, j.first_claimed_at, j.last_error, j.cancel_requested_at
 FROM batchq.jobs j WHERE j.id = @id;
 
 -- name: GetOutcome :one

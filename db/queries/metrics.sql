@@ -64,7 +64,8 @@ SELECT q.name                                                                AS 
        coalesce(g.queued_tokens, 0)::bigint                                  AS queued_tokens,
        coalesce(extract(epoch FROM now() - g.oldest_queued_at), 0)::float8   AS oldest_queued_age_seconds,
        coalesce(g.running_jobs, 0)::bigint                                   AS running_jobs,
-       coalesce(g.retrying_jobs, 0)::bigint                                  AS retrying_jobs
+       coalesce(g.retrying_jobs, 0)::bigint                                  AS retrying_jobs,
+       (q.paused_at IS NOT NULL)::boolean                                    AS paused
 FROM batchq.queues q
 LEFT JOIN grouped g ON g.queue = q.name
 WHERE sqlc.narg(queues)::text[] IS NULL OR q.name = ANY (sqlc.narg(queues)::text[])

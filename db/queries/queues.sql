@@ -47,6 +47,26 @@ RETURNING *;
 -- name: ListTenants :many
 SELECT * FROM batchq.tenants ORDER BY name;
 
+-- name: LockQueueTenant :one
+-- A tenant's settings in one queue, created empty (the tenant's settings
+-- for every queue apply) if it has none, held until the transaction ends.
+INSERT INTO batchq.queue_tenants (queue, tenant) VALUES (@queue, @tenant)
+ON CONFLICT (queue, tenant) DO UPDATE SET tenant = excluded.tenant
+RETURNING *;
+
+-- name: UpdateQueueTenant :exec
+UPDATE batchq.queue_tenants
+SET weight = sqlc.narg(weight), max_queued = sqlc.narg(max_queued), updated_at = now()
+WHERE queue = @queue AND tenant = @tenant;
+
+-- name: DeleteQueueTenant :execrows
+-- Removes a tenant's settings for one queue: its settings for every queue
+-- apply there again.
+DELETE FROM batchq.queue_tenants WHERE queue = @queue AND tenant = @tenant;
+
+-- name: ListQueueTenants :many
+SELECT * FROM batchq.queue_tenants ORDER BY queue, tenant;
+
 -- name: RingTenants :many
 -- The tenants of a queue's ring that have queued jobs, for re-keying.
 SELECT r.tenant FROM batchq.tenant_ring r

@@ -13,7 +13,7 @@ import (
 )
 
 const cancel = `-- name: Cancel :one
-SELECT c.id::bigint AS id FROM batchq.cancel($1, $2) AS c (id)
+SELECT c.id::bigint AS id, c.stopping::boolean AS stopping FROM batchq.cancel($1, $2) c
 `
 
 type CancelParams struct {
@@ -21,14 +21,19 @@ type CancelParams struct {
 	Reason string
 }
 
-// Removes a job that has not started (queued or retrying) with outcome
-// 'cancelled' and hands its cost back to its tenant's ledger; no row when
-// no such job waits. See batchq.cancel in db/functions/finish.sql.
-func (q *Queries) Cancel(ctx context.Context, db DBTX, arg CancelParams) (int64, error) {
+type CancelRow struct {
+	ID       int64
+	Stopping bool
+}
+
+// Cancels a job: a waiting one now, a running one by asking its worker to
+// stop it (stopping); no row when no unfinished job has the id. See
+// batchq.cancel in db/functions/finish.sql.
+func (q *Queries) Cancel(ctx context.Context, db DBTX, arg CancelParams) (CancelRow, error) {
 	row := db.QueryRow(ctx, cancel, arg.ID, arg.Reason)
-	var id int64
-	err := row.Scan(&id)
-	return id, err
+	var i CancelRow
+	err := row.Scan(&i.ID, &i.Stopping)
+	return i, err
 }
 
 const complete = `-- name: Complete :many
@@ -79,7 +84,7 @@ func (q *Queries) Complete(ctx context.Context, db DBTX, arg CompleteParams) ([]
 }
 
 const fail = `-- name: Fail :many
-SELECT f.id::bigint AS id, f.lease_token::uuid AS lease_token, f.retrying::boolean AS retrying
+SELECT f.id::bigint AS id, f.lease_token::uuid AS lease_token, f.outcome::text AS outcome
 FROM batchq.fail($1::text, $2::bigint[], $3::uuid[], $4::text[], $5::timestamptz[],
                  $6::boolean[]) f
 `
@@ -96,12 +101,13 @@ type FailParams struct {
 type FailRow struct {
 	ID         int64
 	LeaseToken pgtype.UUID
-	Retrying   bool
+	Outcome    string
 }
 
 // Records a failed attempt of running jobs whose lease token still matches;
 // see batchq.fail in db/functions/finish.sql. Returns the runs it recorded
-// and whether each job will be retried; the rest lost their lease.
+// and what became of each job (retrying, failed, discarded, cancelled); the
+// rest lost their lease.
 func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) ([]FailRow, error) {
 	rows, err := db.Query(ctx, fail,
 		arg.Queue,
@@ -118,7 +124,7 @@ func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) ([]FailRow,
 	var items []FailRow
 	for rows.Next() {
 		var i FailRow
-		if err := rows.Scan(&i.ID, &i.LeaseToken, &i.Retrying); err != nil {
+		if err := rows.Scan(&i.ID, &i.LeaseToken, &i.Outcome); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -130,7 +136,8 @@ func (q *Queries) Fail(ctx context.Context, db DBTX, arg FailParams) ([]FailRow,
 }
 
 const heartbeat = `-- name: Heartbeat :many
-SELECT h.id::bigint AS id, h.lease_token::uuid AS lease_token, h.lease_expires_at::timestamptz AS lease_expires_at
+SELECT h.id::bigint AS id, h.lease_token::uuid AS lease_token, h.lease_expires_at::timestamptz AS lease_expires_at,
+       h.cancel_requested::boolean AS cancel_requested
 FROM batchq.heartbeat($1::text, $2::bigint[], $3::uuid[]) h
 `
 
@@ -141,13 +148,15 @@ type HeartbeatParams struct {
 }
 
 type HeartbeatRow struct {
-	ID             int64
-	LeaseToken     pgtype.UUID
-	LeaseExpiresAt time.Time
+	ID              int64
+	LeaseToken      pgtype.UUID
+	LeaseExpiresAt  time.Time
+	CancelRequested bool
 }
 
 // Extends the leases of running jobs whose token still matches by the
-// queue's lease length. Returns the runs it extended.
+// queue's lease length. Returns the runs it extended, and whether an operator
+// asked each to stop.
 func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) ([]HeartbeatRow, error) {
 	rows, err := db.Query(ctx, heartbeat, arg.Queue, arg.Ids, arg.Tokens)
 	if err != nil {
@@ -157,7 +166,12 @@ func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) (
 	var items []HeartbeatRow
 	for rows.Next() {
 		var i HeartbeatRow
-		if err := rows.Scan(&i.ID, &i.LeaseToken, &i.LeaseExpiresAt); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.CancelRequested,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -169,7 +183,7 @@ func (q *Queries) Heartbeat(ctx context.Context, db DBTX, arg HeartbeatParams) (
 }
 
 const release = `-- name: Release :many
-SELECT r.id::bigint AS id, r.lease_token::uuid AS lease_token
+SELECT r.id::bigint AS id, r.lease_token::uuid AS lease_token, r.outcome::text AS outcome
 FROM batchq.release($1::text, $2::bigint[], $3::uuid[], $4::bigint[]) r
 `
 
@@ -183,11 +197,13 @@ type ReleaseParams struct {
 type ReleaseRow struct {
 	ID         int64
 	LeaseToken pgtype.UUID
+	Outcome    string
 }
 
 // Hands running jobs back without using an attempt, each after its delay
 // (@delays_us, microseconds); see batchq.release in db/functions/finish.sql.
-// Returns the runs it released; the rest lost their lease.
+// Returns the runs it released, or cancelled (an operator asked them to
+// stop); the rest lost their lease.
 func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) ([]ReleaseRow, error) {
 	rows, err := db.Query(ctx, release,
 		arg.Queue,
@@ -202,7 +218,7 @@ func (q *Queries) Release(ctx context.Context, db DBTX, arg ReleaseParams) ([]Re
 	var items []ReleaseRow
 	for rows.Next() {
 		var i ReleaseRow
-		if err := rows.Scan(&i.ID, &i.LeaseToken); err != nil {
+		if err := rows.Scan(&i.ID, &i.LeaseToken, &i.Outcome); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -15,28 +15,29 @@ import (
 const getJob = `-- name: GetJob :one
 SELECT j.id, j.queue, j.tenant, j.kind, j.cost, j.deadline, j.payload, j.unique_key,
        j.state::text AS state, j.attempt, j.max_attempts, j.run_after, j.lease_expires_at, j.worker,
-       j.enqueued_at, j.first_claimed_at, j.last_error
+       j.enqueued_at, j.first_claimed_at, j.last_error, j.cancel_requested_at
 FROM batchq.jobs j WHERE j.id = $1
 `
 
 type GetJobRow struct {
-	ID             int64
-	Queue          string
-	Tenant         string
-	Kind           string
-	Cost           int64
-	Deadline       time.Time
-	Payload        []byte
-	UniqueKey      *string
-	State          string
-	Attempt        int32
-	MaxAttempts    int32
-	RunAfter       *time.Time
-	LeaseExpiresAt *time.Time
-	Worker         *string
-	EnqueuedAt     time.Time
-	FirstClaimedAt *time.Time
-	LastError      *string
+	ID                int64
+	Queue             string
+	Tenant            string
+	Kind              string
+	Cost              int64
+	Deadline          time.Time
+	Payload           []byte
+	UniqueKey         *string
+	State             string
+	Attempt           int32
+	MaxAttempts       int32
+	RunAfter          *time.Time
+	LeaseExpiresAt    *time.Time
+	Worker            *string
+	EnqueuedAt        time.Time
+	FirstClaimedAt    *time.Time
+	LastError         *string
+	CancelRequestedAt *time.Time
 }
 
 func (q *Queries) GetJob(ctx context.Context, db DBTX, id int64) (GetJobRow, error) {
@@ -60,6 +61,7 @@ func (q *Queries) GetJob(ctx context.Context, db DBTX, id int64) (GetJobRow, err
 		&i.EnqueuedAt,
 		&i.FirstClaimedAt,
 		&i.LastError,
+		&i.CancelRequestedAt,
 	)
 	return i, err
 }

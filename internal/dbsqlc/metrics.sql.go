@@ -33,7 +33,8 @@ SELECT q.name                                                                AS 
        coalesce(g.queued_tokens, 0)::bigint                                  AS queued_tokens,
        coalesce(extract(epoch FROM now() - g.oldest_queued_at), 0)::float8   AS oldest_queued_age_seconds,
        coalesce(g.running_jobs, 0)::bigint                                   AS running_jobs,
-       coalesce(g.retrying_jobs, 0)::bigint                                  AS retrying_jobs
+       coalesce(g.retrying_jobs, 0)::bigint                                  AS retrying_jobs,
+       (q.paused_at IS NOT NULL)::boolean                                    AS paused
 FROM batchq.queues q
 LEFT JOIN grouped g ON g.queue = q.name
 WHERE $1::text[] IS NULL OR q.name = ANY ($1::text[])
@@ -54,6 +55,7 @@ type MetricsBacklogRow struct {
 	OldestQueuedAgeSeconds float64
 	RunningJobs            int64
 	RetryingJobs           int64
+	Paused                 bool
 }
 
 // The backlog gauges, read at each scrape: per queue, one row for each tenant
@@ -81,6 +83,7 @@ func (q *Queries) MetricsBacklog(ctx context.Context, db DBTX, arg MetricsBacklo
 			&i.OldestQueuedAgeSeconds,
 			&i.RunningJobs,
 			&i.RetryingJobs,
+			&i.Paused,
 		); err != nil {
 			return nil, err
 		}

@@ -174,29 +174,30 @@ type BatchqFunctionFile struct {
 }
 
 type BatchqJob struct {
-	ID             int64
-	Queue          string
-	Tenant         string
-	Kind           string
-	Cost           int64
-	Deadline       time.Time
-	Payload        []byte
-	UniqueKey      *string
-	State          BatchqJobState
-	Attempt        int32
-	MaxAttempts    int32
-	Round          int64
-	Pos            int64
-	Cum            int64
-	Seq            int64
-	RunAfter       *time.Time
-	LeaseToken     pgtype.UUID
-	LeaseExpiresAt *time.Time
-	Worker         *string
-	EnqueuedAt     time.Time
-	FirstClaimedAt *time.Time
-	ClaimedAt      *time.Time
-	LastError      *string
+	ID                int64
+	Queue             string
+	Tenant            string
+	Kind              string
+	Cost              int64
+	Deadline          time.Time
+	Payload           []byte
+	UniqueKey         *string
+	State             BatchqJobState
+	Attempt           int32
+	MaxAttempts       int32
+	Round             int64
+	Pos               int64
+	Cum               int64
+	Seq               int64
+	RunAfter          *time.Time
+	LeaseToken        pgtype.UUID
+	LeaseExpiresAt    *time.Time
+	Worker            *string
+	EnqueuedAt        time.Time
+	FirstClaimedAt    *time.Time
+	ClaimedAt         *time.Time
+	LastError         *string
+	CancelRequestedAt *time.Time
 }
 
 type BatchqLedgerAdjustment struct {
@@ -239,11 +240,20 @@ type BatchqQueue struct {
 	UniqueFor    time.Duration
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	PausedAt     *time.Time
 }
 
 type BatchqQueueCursor struct {
 	Queue string
 	Round int64
+}
+
+type BatchqQueueTenant struct {
+	Queue     string
+	Tenant    string
+	Weight    pgtype.Float8
+	MaxQueued *int32
+	UpdatedAt time.Time
 }
 
 type BatchqQuotum struct {

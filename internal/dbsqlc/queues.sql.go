@@ -8,6 +8,7 @@ package dbsqlc
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"time"
 )
 
@@ -54,8 +55,27 @@ func (q *Queries) CreateQueue(ctx context.Context, db DBTX, arg CreateQueueParam
 	return err
 }
 
+const deleteQueueTenant = `-- name: DeleteQueueTenant :execrows
+DELETE FROM batchq.queue_tenants WHERE queue = $1 AND tenant = $2
+`
+
+type DeleteQueueTenantParams struct {
+	Queue  string
+	Tenant string
+}
+
+// Removes a tenant's settings for one queue: its settings for every queue
+// apply there again.
+func (q *Queries) DeleteQueueTenant(ctx context.Context, db DBTX, arg DeleteQueueTenantParams) (int64, error) {
+	result, err := db.Exec(ctx, deleteQueueTenant, arg.Queue, arg.Tenant)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getQueue = `-- name: GetQueue :one
-SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at FROM batchq.queues WHERE name = $1
+SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at, paused_at FROM batchq.queues WHERE name = $1
 `
 
 func (q *Queries) GetQueue(ctx context.Context, db DBTX, name string) (BatchqQueue, error) {
@@ -71,12 +91,43 @@ func (q *Queries) GetQueue(ctx context.Context, db DBTX, name string) (BatchqQue
 		&i.UniqueFor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PausedAt,
 	)
 	return i, err
 }
 
+const listQueueTenants = `-- name: ListQueueTenants :many
+SELECT queue, tenant, weight, max_queued, updated_at FROM batchq.queue_tenants ORDER BY queue, tenant
+`
+
+func (q *Queries) ListQueueTenants(ctx context.Context, db DBTX) ([]BatchqQueueTenant, error) {
+	rows, err := db.Query(ctx, listQueueTenants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []BatchqQueueTenant
+	for rows.Next() {
+		var i BatchqQueueTenant
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Tenant,
+			&i.Weight,
+			&i.MaxQueued,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listQueues = `-- name: ListQueues :many
-SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at FROM batchq.queues ORDER BY name
+SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at, paused_at FROM batchq.queues ORDER BY name
 `
 
 func (q *Queries) ListQueues(ctx context.Context, db DBTX) ([]BatchqQueue, error) {
@@ -98,6 +149,7 @@ func (q *Queries) ListQueues(ctx context.Context, db DBTX) ([]BatchqQueue, error
 			&i.UniqueFor,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PausedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -139,7 +191,7 @@ func (q *Queries) ListTenants(ctx context.Context, db DBTX) ([]BatchqTenant, err
 }
 
 const lockQueue = `-- name: LockQueue :one
-SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at FROM batchq.queues WHERE name = $1 FOR NO KEY UPDATE
+SELECT name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at, paused_at FROM batchq.queues WHERE name = $1 FOR NO KEY UPDATE
 `
 
 // A queue's settings, held until the transaction ends: a change reads what it
@@ -156,6 +208,33 @@ func (q *Queries) LockQueue(ctx context.Context, db DBTX, name string) (BatchqQu
 		&i.MaxAttempts,
 		&i.UniqueFor,
 		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.PausedAt,
+	)
+	return i, err
+}
+
+const lockQueueTenant = `-- name: LockQueueTenant :one
+INSERT INTO batchq.queue_tenants (queue, tenant) VALUES ($1, $2)
+ON CONFLICT (queue, tenant) DO UPDATE SET tenant = excluded.tenant
+RETURNING queue, tenant, weight, max_queued, updated_at
+`
+
+type LockQueueTenantParams struct {
+	Queue  string
+	Tenant string
+}
+
+// A tenant's settings in one queue, created empty (the tenant's settings
+// for every queue apply) if it has none, held until the transaction ends.
+func (q *Queries) LockQueueTenant(ctx context.Context, db DBTX, arg LockQueueTenantParams) (BatchqQueueTenant, error) {
+	row := db.QueryRow(ctx, lockQueueTenant, arg.Queue, arg.Tenant)
+	var i BatchqQueueTenant
+	err := row.Scan(
+		&i.Queue,
+		&i.Tenant,
+		&i.Weight,
+		&i.MaxQueued,
 		&i.UpdatedAt,
 	)
 	return i, err
@@ -265,7 +344,7 @@ SET quantum        = coalesce($1, quantum),
     unique_for     = coalesce($6, unique_for),
     updated_at     = now()
 WHERE name = $7
-RETURNING name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at
+RETURNING name, quantum, max_per_tenant, default_ttl, lease, max_attempts, unique_for, created_at, updated_at, paused_at
 `
 
 type UpdateQueueParams struct {
@@ -299,8 +378,32 @@ func (q *Queries) UpdateQueue(ctx context.Context, db DBTX, arg UpdateQueueParam
 		&i.UniqueFor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PausedAt,
 	)
 	return i, err
+}
+
+const updateQueueTenant = `-- name: UpdateQueueTenant :exec
+UPDATE batchq.queue_tenants
+SET weight = $1, max_queued = $2, updated_at = now()
+WHERE queue = $3 AND tenant = $4
+`
+
+type UpdateQueueTenantParams struct {
+	Weight    pgtype.Float8
+	MaxQueued *int32
+	Queue     string
+	Tenant    string
+}
+
+func (q *Queries) UpdateQueueTenant(ctx context.Context, db DBTX, arg UpdateQueueTenantParams) error {
+	_, err := db.Exec(ctx, updateQueueTenant,
+		arg.Weight,
+		arg.MaxQueued,
+		arg.Queue,
+		arg.Tenant,
+	)
+	return err
 }
 
 const upsertTenant = `-- name: UpsertTenant :one

@@ -79,22 +79,37 @@ func (q *Queries) Audit(ctx context.Context, db DBTX, arg AuditParams) ([]Batchq
 }
 
 const backlog = `-- name: Backlog :many
-SELECT queue, tenant, queued_jobs, queued_tokens, oldest_queued_at, oldest_queued_age, running_jobs, retrying_jobs, nearest_deadline FROM batchq.backlog b
+SELECT b.queue, b.tenant, b.queued_jobs, b.queued_tokens, b.oldest_queued_at, b.oldest_queued_age, b.running_jobs,
+       b.retrying_jobs, b.nearest_deadline, (q.paused_at IS NOT NULL)::boolean AS paused
+FROM batchq.backlog b JOIN batchq.queues q ON q.name = b.queue
 WHERE $1::text IS NULL OR b.queue = $1
 ORDER BY b.queue, b.tenant
 `
 
-// What each tenant has waiting and running, per queue; all queues when
-// @queue is NULL.
-func (q *Queries) Backlog(ctx context.Context, db DBTX, queue *string) ([]BatchqBacklog, error) {
+type BacklogRow struct {
+	Queue           string
+	Tenant          string
+	QueuedJobs      int64
+	QueuedTokens    int64
+	OldestQueuedAt  *time.Time
+	OldestQueuedAge *time.Duration
+	RunningJobs     int64
+	RetryingJobs    int64
+	NearestDeadline *time.Time
+	Paused          bool
+}
+
+// What each tenant has waiting and running, per queue, and whether the
+// queue is paused; all queues when @queue is NULL.
+func (q *Queries) Backlog(ctx context.Context, db DBTX, queue *string) ([]BacklogRow, error) {
 	rows, err := db.Query(ctx, backlog, queue)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []BatchqBacklog
+	var items []BacklogRow
 	for rows.Next() {
-		var i BatchqBacklog
+		var i BacklogRow
 		if err := rows.Scan(
 			&i.Queue,
 			&i.Tenant,
@@ -105,6 +120,7 @@ func (q *Queries) Backlog(ctx context.Context, db DBTX, queue *string) ([]Batchq
 			&i.RunningJobs,
 			&i.RetryingJobs,
 			&i.NearestDeadline,
+			&i.Paused,
 		); err != nil {
 			return nil, err
 		}

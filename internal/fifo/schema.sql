@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS batchq_fifo.jobs (
     enqueued_at      timestamptz NOT NULL DEFAULT now(),
     first_claimed_at timestamptz,
     claimed_at       timestamptz,
-    last_error       text
+    last_error       text,
+    cancel_requested_at timestamptz
 ) WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 
 CREATE INDEX IF NOT EXISTS jobs_claim ON batchq_fifo.jobs (queue, enqueued_at, id) WHERE state = 'queued';

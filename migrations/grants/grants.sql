@@ -52,7 +52,8 @@ TO :"app_role";
 -- queue, tenant, state, cost and times; no payload), usage by tenant
 -- (batchq.tenant_usage reads the outcomes' columns below, never their
 -- payloads or results), the settings and the quota.
-GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants, batchq.quota
+GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants,
+    batchq.queue_tenants, batchq.quota
 TO :"app_role";
 GRANT SELECT (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts, max_attempts,
               deadline, enqueued_at, first_claimed_at, finished_at, worker, error, unique_key)

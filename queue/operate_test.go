@@ -1,0 +1,312 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// A paused queue hands out nothing while enqueues go on and a running job
+// finishes; the backlog says it is paused; resumed, it hands out again.
+func TestPauseStopsClaimsOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "a", 1)
+	running, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, running, 1)
+
+	changed, err := b.client.PauseQueue(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.True(t, changed)
+	changed, err = b.client.PauseQueue(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.False(t, changed, "paused already")
+
+	queued := b.enqueue(t, "b", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, jobs, "a paused queue hands out nothing")
+	require.NoError(t, b.client.Complete(b.ctx, running[0], queue.Result{}), "a running job finishes")
+
+	qc, err := b.client.Queue(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.NotNil(t, qc.PausedAt)
+	rows, err := b.client.Backlog(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.NotEmpty(t, rows)
+	for _, r := range rows {
+		require.True(t, r.Paused, r.Tenant)
+	}
+
+	changed, err = b.client.ResumeQueue(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.True(t, changed)
+	got := b.claimOne(t)
+	require.NotNil(t, got)
+	require.Equal(t, queued, got.ID)
+
+	_, err = b.client.PauseQueue(b.ctx, "nope")
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	_, err = b.client.ResumeQueue(b.ctx, "no/such")
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+}
+
+// A pool on a paused queue finishes what it runs and waits; with Drain it
+// returns ErrQueuePaused. Resumed, a pool drains the queue.
+func TestPoolOnAPausedQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "a", 5, 1)
+	release := make(chan struct{})
+	var ran atomic.Int32
+	handler := queue.Handler(func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+		if ran.Add(1) == 1 {
+			<-release
+		}
+		return queue.Result{}, nil
+	})
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	var handedBack atomic.Int32
+	onEvent := func(e queue.Event) {
+		if e.Kind == queue.EventFinished && e.Outcome == "released" {
+			handedBack.Add(1)
+		}
+	}
+	// The pool keeps one job claimed ahead of its one handler.
+	wait := b.work(ctx, queue.WorkerConfig{Queue: b.queue, Handler: handler, Concurrency: 1, BatchSize: 1,
+		Drain: true, PollInterval: 10 * time.Millisecond, OnEvent: onEvent})
+	require.Eventually(t, func() bool { return ran.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
+	_, err := b.client.PauseQueue(b.ctx, b.queue)
+	require.NoError(t, err)
+	// The job claimed ahead goes back unstarted, while the running one runs.
+	require.Eventually(t, func() bool { return handedBack.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
+	close(release)
+	require.ErrorIs(t, wait(), queue.ErrQueuePaused)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`),
+		"the running job finished, and nothing was claimed after the pause")
+	var states string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT string_agg(state::text, ',' ORDER BY id) FROM batchq.jobs`).Scan(&states))
+	// The job claimed ahead went back unstarted: it waits for maintenance
+	// to requeue it, its attempt not used.
+	require.Equal(t, "retrying,queued,queued,queued", states)
+	require.Zero(t, b.scalar(t, `SELECT sum(attempt) FROM batchq.jobs`))
+
+	_, err = b.client.ResumeQueue(b.ctx, b.queue)
+	require.NoError(t, err)
+	wait = b.work(ctx, queue.WorkerConfig{Queue: b.queue, Handler: handler, Drain: true, PollInterval: 10 * time.Millisecond})
+	require.NoError(t, wait())
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
+// Cancelling a running job cancels its handler's context at the next
+// heartbeat, and the job finishes as 'cancelled' on its first attempt,
+// without a retry.
+func TestCancelARunningJobStopsItsHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 5})
+	id := b.enqueue(t, "a", 1)
+	started := make(chan struct{})
+	var stopped atomic.Bool
+	handler := queue.Handler(func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+		close(started)
+		<-ctx.Done()
+		stopped.Store(true)
+		return queue.Result{}, ctx.Err()
+	})
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	wait := b.work(ctx, queue.WorkerConfig{Queue: b.queue, Handler: handler, Concurrency: 1,
+		HeartbeatInterval: 20 * time.Millisecond, Drain: true, PollInterval: 10 * time.Millisecond})
+	<-started
+	st, err := b.client.CancelJob(b.ctx, id, "operator stop")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Stopping: 1}, st)
+	info, err := b.client.JobInfo(b.ctx, id)
+	require.NoError(t, err)
+	if !info.Finished {
+		require.NotNil(t, info.CancelRequestedAt)
+	}
+	require.NoError(t, wait())
+	require.True(t, stopped.Load(), "the handler's context was cancelled")
+	require.Equal(t, "cancelled", b.outcome(t, id))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT attempts FROM batchq.outcomes WHERE job_id = $1`, id))
+	var reason string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT error FROM batchq.outcomes WHERE job_id = $1`, id).Scan(&reason))
+	require.Equal(t, "operator stop", reason)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "not retried")
+}
+
+// Heartbeat tells a worker of its own that a job was asked to stop, and
+// Fail then records it as cancelled, whatever the retries left.
+func TestHeartbeatReportsACancelRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 5})
+	id := b.enqueue(t, "a", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.client.Heartbeat(b.ctx, jobs[0]))
+	require.NoError(t, b.client.Cancel(b.ctx, id, ""))
+	require.ErrorIs(t, b.client.Heartbeat(b.ctx, jobs[0]), queue.ErrCancelRequested)
+	retrying, err := b.client.Fail(b.ctx, jobs[0], errors.New("stopped"), nil)
+	require.NoError(t, err)
+	require.False(t, retrying, "a cancelled run is not retried")
+	require.Equal(t, "cancelled", b.outcome(t, id))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
+// A bulk cancel takes only the jobs its filter picks, takes their cost out
+// of their tenant's ledger, so that the tenant's jobs left are re-keyed to
+// where they would be without the cancelled backlog, and asks a running one
+// to stop.
+func TestCancelJobsInBulkRekeysTheFairOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	b.enqueueN(t, "heavy", 2500, 100) // 2,500 rounds of backlog
+	kept, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "heavy", Kind: "summarize", Cost: 100})
+	require.NoError(t, err)
+	b.enqueueN(t, "light", 5, 100)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil) // heavy's first job runs
+	require.NoError(t, err)
+	require.Equal(t, "heavy", jobs[0].Tenant)
+
+	f := queue.JobFilter{Queue: b.queue, Tenant: "heavy", Kind: "default"}
+	n, err := b.client.CountJobs(b.ctx, f)
+	require.NoError(t, err)
+	require.Equal(t, queue.JobCount{Queued: 2499, Running: 1, Tokens: 250000}, n)
+	st, err := b.client.CancelJobs(b.ctx, f, "bad import")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Cancelled: 2499, Stopping: 1}, st)
+	require.Equal(t, int64(2499), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'cancelled' AND error = 'bad import'`))
+	require.Equal(t, int64(6), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`), "the jobs the filter leaves out stay")
+	require.ErrorIs(t, b.client.Heartbeat(b.ctx, jobs[0]), queue.ErrCancelRequested)
+	retrying, err := b.client.Fail(b.ctx, jobs[0], errors.New("stopped"), nil)
+	require.NoError(t, err)
+	require.False(t, retrying)
+
+	// heavy's ledger holds what it was served and what it has queued, not
+	// the cancelled backlog: its job left comes in its second round, among
+	// light's, not after them.
+	require.Equal(t, int64(200), b.scalar(t, `SELECT cum FROM batchq.tenant_ring WHERE tenant = 'heavy'`))
+	order := b.drainOrder(t, 10)
+	require.Len(t, order, 6)
+	require.Equal(t, []string{"light", "heavy", "light", "light", "light", "light"}, tenantsOf(order))
+	require.Equal(t, kept.ID, order[1].ID)
+}
+
+// A bulk cancel filters by kind and by when jobs were enqueued.
+func TestCancelJobsFilters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	enq := func(kind string) int64 {
+		res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Kind: kind, Cost: 1})
+		require.NoError(t, err)
+		return res.ID
+	}
+	old := enq("embed")
+	b.exec(t, `UPDATE batchq.jobs SET enqueued_at = now() - interval '2 hours' WHERE id = $1`, old)
+	newEmbed, summarize := enq("embed"), enq("summarize")
+
+	st, err := b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue, Kind: "embed", EnqueuedBefore: time.Now().Add(-time.Hour)}, "")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Cancelled: 1}, st)
+	require.Equal(t, "cancelled", b.outcome(t, old))
+	st, err = b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue, EnqueuedAfter: time.Now().Add(-time.Hour), Kind: "summarize"}, "")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Cancelled: 1}, st)
+	require.Equal(t, "cancelled", b.outcome(t, summarize))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1`, newEmbed))
+
+	_, err = b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: "nope"}, "")
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	_, err = b.client.CountJobs(b.ctx, queue.JobFilter{Queue: b.queue, Tenant: "a\x00b"})
+	var bad *queue.InvalidJobError
+	require.ErrorAs(t, err, &bad)
+	require.Equal(t, "tenant", bad.Field)
+}
+
+// A queue that holds jobs is not deleted, and the error says how many; an
+// empty one is, with its settings, and its outcomes stay.
+func TestDeleteQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "a", 3, 1)
+	_, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	_, err = b.client.UpdateQueueTenant(b.ctx, b.queue, "a", queue.TenantUpdate{Weight: ptr(2.0)})
+	require.NoError(t, err)
+
+	err = b.client.DeleteQueue(b.ctx, b.queue)
+	var full *queue.QueueNotEmptyError
+	require.ErrorAs(t, err, &full)
+	require.Equal(t, queue.QueueNotEmptyError{Queue: b.queue, Queued: 2, Running: 1}, *full)
+	require.Contains(t, err.Error(), `holds 3 unfinished jobs (2 queued, 1 running, 0 retrying)`)
+
+	_, err = b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue}, "")
+	require.NoError(t, err)
+	require.ErrorAs(t, b.client.DeleteQueue(b.ctx, b.queue), &full)
+	require.Equal(t, int64(1), full.Running, "a running job holds the queue until it stops")
+	b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second'`)
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+
+	require.NoError(t, b.client.DeleteQueue(b.ctx, b.queue))
+	_, err = b.client.Queue(b.ctx, b.queue)
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.outcomes`), "outcomes stay, as history")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queue_tenants`))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.tenant_ring`))
+	require.ErrorIs(t, b.client.DeleteQueue(b.ctx, b.queue), queue.ErrUnknownQueue)
+	// The name can be used again.
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: b.queue}))
+}
+
+// A tenant's weight and bound for one queue apply there and nowhere else.
+func TestTenantSettingsForOneQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Name: "imports", Quantum: 100})
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "chat", Quantum: 100}))
+	qt, err := b.client.UpdateQueueTenant(b.ctx, "imports", "a", queue.TenantUpdate{Weight: ptr(3.0), MaxQueued: ptr(2)})
+	require.NoError(t, err)
+	require.Equal(t, queue.QueueTenant{Queue: "imports", Tenant: "a", Weight: 3, MaxQueued: 2}, qt)
+
+	// The bound refuses the third job in imports only.
+	for range 2 {
+		b.enqueue(t, "a", 100)
+	}
+	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: "imports", Tenant: "a", Cost: 100})
+	var full *queue.QueueFullError
+	require.ErrorAs(t, err, &full)
+	_, err = b.client.EnqueueMany(b.ctx, []queue.NewJob{{Queue: "chat", Tenant: "a", Cost: 1}, {Queue: "chat", Tenant: "a", Cost: 1}, {Queue: "chat", Tenant: "a", Cost: 1}})
+	require.NoError(t, err)
+
+	// In imports a's share of a round is 3 quanta; in chat, 1.
+	require.Equal(t, int64(300), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE queue = 'imports' AND tenant = 'a'`))
+	require.Equal(t, int64(100), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE queue = 'chat' AND tenant = 'a'`))
+
+	// Cleared, its settings for every queue apply in imports again.
+	had, err := b.client.ClearQueueTenant(b.ctx, "imports", "a")
+	require.NoError(t, err)
+	require.True(t, had)
+	require.Equal(t, int64(100), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE queue = 'imports' AND tenant = 'a'`))
+	b.enqueue(t, "a", 100)
+
+	qts, err := b.client.QueueTenants(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, qts)
+	_, err = b.client.UpdateQueueTenant(b.ctx, "nope", "a", queue.TenantUpdate{Weight: ptr(2.0)})
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	_, err = b.client.UpdateQueueTenant(b.ctx, "imports", "a", queue.TenantUpdate{Weight: ptr(1e7)})
+	var se *queue.SettingError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "weight", se.Field)
+}
+
+func ptr[T any](v T) *T { return &v }
