@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
+
+	"github.com/batchq/batchq/queue"
 )
 
 // defaultDatabaseURL is the local server every command uses when neither
@@ -69,8 +71,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		After: func(*cli.Context) error { return unknown },
 	}
 	for _, cmd := range app.Commands {
-		setUsageErrors(cmd)
+		prepareCommand(cmd)
 	}
+	// urfave/cli adds the app's --help only along with its own help command.
+	app.Commands = append(app.Commands, helpCommand())
+	app.Flags = append(app.Flags, cli.HelpFlag)
 	return app
 }
 
@@ -91,14 +96,69 @@ func unknownCommand(c *cli.Context, name string) error {
 	return usagef("batchq: unknown command %q; run 'batchq %s help'", parent+" "+name, parent)
 }
 
-// setUsageErrors makes a flag parsing error of any subcommand a usageError.
-func setUsageErrors(cmd *cli.Command) {
+// prepareCommand makes a flag parsing error of cmd or any of its
+// subcommands a usageError, and gives each the help it can have.
+//
+// urfave/cli adds a help subcommand, "help" with the alias "h", to every
+// command. In a command that takes arguments it would take the argument's
+// place: `batchq queues create h` would print the help and create nothing,
+// and `batchq tenants set h --weight 2` would fail as help's own usage
+// error. Such commands get none: their --help still works, and `batchq
+// queues help create` too. They also read their whole command line in
+// commandArgs (SkipFlagParsing), because the flag package drops the "--" of
+// `batchq queues create -- -x` and would leave "-x" to be taken for a flag.
+// Command groups and commands without arguments get batchq's own help
+// command, whose usage errors are one line like every other.
+func prepareCommand(cmd *cli.Command) {
 	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 		return usageError{msg: err.Error()}
 	}
 	for _, sub := range cmd.Subcommands {
-		setUsageErrors(sub)
+		prepareCommand(sub)
 	}
+	if len(cmd.Subcommands) == 0 {
+		// With a help command of its own, urfave/cli would print a command
+		// without subcommands with its group's template.
+		cmd.CustomHelpTemplate = cli.CommandHelpTemplate
+	}
+	if len(cmd.Subcommands) == 0 && (cmd.ArgsUsage != "" || cmd.SkipFlagParsing) {
+		cmd.HideHelpCommand = true
+		cmd.SkipFlagParsing = true
+		return
+	}
+	cmd.Subcommands = append(cmd.Subcommands, helpCommand())
+}
+
+// helpCommand stands in for urfave/cli's help command, which prints its
+// usage errors with the whole help after them, on standard output.
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:            "help",
+		Aliases:         []string{"h"},
+		Usage:           "Shows a list of commands or help for one command",
+		ArgsUsage:       "[command]",
+		HideHelpCommand: true,
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{msg: err.Error()}
+		},
+		Action: showHelp,
+	}
+}
+
+// showHelp prints the help of the command help was given to, or of the
+// subcommand named after it: `batchq help`, `batchq help migrate`,
+// `batchq migrate help up`.
+func showHelp(c *cli.Context) error {
+	lineage := c.Lineage()
+	parent := lineage[1]
+	if name := c.Args().First(); name != "" {
+		// An unknown name goes to CommandNotFound, which fails the run.
+		return cli.ShowCommandHelp(parent, name)
+	}
+	if up := parent.Lineage(); len(up) < 2 || up[1].App == nil {
+		return cli.ShowAppHelp(parent)
+	}
+	return cli.ShowSubcommandHelp(parent)
 }
 
 // notMigrated reports whether err is the server not knowing one of batchq's
@@ -130,8 +190,16 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, msg)
 	var u usageError
-	if errors.As(err, &u) {
+	switch {
+	case errors.As(err, &u), errors.Is(err, queue.ErrUnknownQueue):
 		return 2
+	case errors.Is(err, queue.ErrQueuePaused):
+		// work --drain of a paused queue: not a failure, and not drained.
+		return exitPaused
 	}
 	return 1
 }
+
+// exitPaused is the exit code of `batchq work --drain` for a queue that is
+// paused: the jobs it could run are done, the queue is not drained.
+const exitPaused = 3

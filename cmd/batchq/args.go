@@ -59,8 +59,16 @@ func openQueueClient(ctx context.Context, url string) (*queue.Client, func(), er
 // commandArgs returns the command's positional arguments, exactly want of
 // them, named by names in errors. urfave/cli v2 stops reading flags at the
 // first argument; people type `batchq jobs cancel 42 --reason dup`, so flags
-// that follow the arguments are read here.
+// that follow the arguments are read here. A command that takes arguments
+// leaves all its flags to be read here (prepareCommand), so that everything
+// after a "--" is an argument, even one that starts with "-".
 func commandArgs(c *cli.Context, names ...string) ([]string, error) {
+	return commandArgsAtLeast(c, len(names), names...)
+}
+
+// commandArgsAtLeast is commandArgs for a command whose arguments after the
+// first required ones may be left out.
+func commandArgsAtLeast(c *cli.Context, required int, names ...string) ([]string, error) {
 	var args []string
 	rest := c.Args().Slice()
 	for len(rest) > 0 {
@@ -88,7 +96,7 @@ func commandArgs(c *cli.Context, names ...string) ([]string, error) {
 	// does not: "batchq: queues create: ...; usage: batchq queues create NAME".
 	cmd := strings.TrimPrefix(c.Command.HelpName, "batchq ")
 	usage := strings.TrimSpace("batchq " + cmd + " " + c.Command.ArgsUsage)
-	if len(args) < len(names) {
+	if len(args) < required {
 		return nil, usagef("batchq: %s: missing %s; usage: %s", cmd, names[len(args)], usage)
 	}
 	if len(args) > len(names) {
@@ -113,15 +121,16 @@ func setTrailingFlag(c *cli.Context, arg string, rest []string) ([]string, error
 			}
 		}
 	}
+	cmd := strings.TrimPrefix(c.Command.HelpName, "batchq ")
 	if flag == nil {
-		return nil, usagef("batchq: %s: flag provided but not defined: %s", c.Command.HelpName, arg)
+		return nil, usagef("batchq: %s: flag provided but not defined: %s", cmd, arg)
 	}
 	if _, isBool := flag.(*cli.BoolFlag); isBool && !hasValue {
 		value, hasValue = "true", true
 	}
 	if !hasValue {
 		if len(rest) == 0 {
-			return nil, usagef("batchq: %s: flag needs an argument: %s", c.Command.HelpName, arg)
+			return nil, usagef("batchq: %s: flag needs an argument: %s", cmd, arg)
 		}
 		value, rest = rest[0], rest[1:]
 	}
@@ -154,6 +163,16 @@ func requireFlags(c *cli.Context, flags ...string) error {
 	}
 	return nil
 }
+
+// int64NoDefault is an Int64Flag whose help shows no default: for a flag
+// that must be given, whose zero urfave/cli would show as "(default: 0)".
+type int64NoDefault struct{ *cli.Int64Flag }
+
+func (f int64NoDefault) GetDefaultText() string { return "" }
+
+// String is the flag's line in the help; the Int64Flag's own would call its
+// own GetDefaultText.
+func (f int64NoDefault) String() string { return cli.FlagStringer(f) }
 
 // parseJobID reads a job id argument.
 func parseJobID(s string) (int64, error) {

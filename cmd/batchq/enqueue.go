@@ -24,6 +24,10 @@ const maxLineBytes = 4*queue.DefaultMaxPayloadBytes + 64<<10
 // jobFlags describe one job; --file reads jobs instead.
 var jobFlags = []string{"queue", "tenant", "kind", "cost", "deadline", "ttl", "max-attempts", "payload", "unique-key"}
 
+// defaultBatchBytes bounds the lines of one batch of an enqueue file: jobs of
+// a megabyte each make batches of 16, not of --batch-size.
+const defaultBatchBytes = 16 << 20
+
 func enqueueCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "enqueue",
@@ -32,23 +36,29 @@ func enqueueCommand() *cli.Command {
    [--max-attempts N] [--payload JSON] [--unique-key KEY]
 
 Many jobs: batchq enqueue --file jobs.jsonl (or --file - for standard input), one JSON object
-per line with the fields queue, tenant, kind, cost, deadline (RFC 3339) or ttl (a Go duration),
-max_attempts, payload and unique_key; queue, tenant and cost are required. Lines are enqueued
-in batches of --batch-size, each in one transaction. Every line of a batch is parsed and
-checked before the batch is written; a bad line stops the command with its line number and
-why, and nothing of its batch (or after it) is written. Blank lines are skipped.`,
+per line with the fields queue, tenant, kind, cost, deadline (RFC 3339) or ttl (a duration
+in a string: Go's, like "90m" or "36h", or whole days, like "7d"), max_attempts, payload and
+unique_key; queue, tenant and cost are required. Lines are enqueued in batches, each in one
+transaction: a batch ends after --batch-size lines, or before the line that would take its
+lines past --batch-bytes (a longer line goes in a batch of its own). Every line of a batch is
+parsed and checked before the batch is written; a bad line stops the command with its line
+number and why, and nothing of its batch (or after it) is written. Blank lines are skipped.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "queue", Usage: "the queue to enqueue into"},
-			&cli.StringFlag{Name: "tenant", Usage: "the tenant the job belongs to"},
-			&cli.StringFlag{Name: "kind", Usage: "what the job does, for handlers and reports (default \"default\")"},
-			&cli.Int64Flag{Name: "cost", Usage: "estimated cost in tokens, 1 or more"},
-			&cli.StringFlag{Name: "deadline", Usage: "when the job stops being worth running, RFC 3339 (default: now + --ttl, or the queue's default TTL)"},
-			daysFlag("ttl", "the deadline as a duration from now, like 90m or 2d (instead of --deadline)", "the queue's default TTL"),
-			&cli.IntFlag{Name: "max-attempts", Usage: "how often the job may run (default: the queue's setting)"},
-			&cli.StringFlag{Name: "payload", Usage: "the job's input, JSON (default {})"},
+			&cli.StringFlag{Name: "queue", Usage: "required unless --file: the queue to enqueue into"},
+			&cli.StringFlag{Name: "tenant", Usage: "required unless --file: the tenant the job belongs to"},
+			&cli.StringFlag{Name: "kind", Usage: "what the job does, for handlers and reports", DefaultText: `"default"`},
+			int64NoDefault{&cli.Int64Flag{Name: "cost", Usage: "required unless --file: estimated cost in tokens, 1 or more"}},
+			&cli.StringFlag{Name: "deadline", Usage: "when the job stops being worth running, RFC 3339",
+				DefaultText: "now + --ttl, or + the queue's default TTL"},
+			daysFlag("ttl", "the deadline as a duration from now, instead of --deadline: Go's, like 90m or 36h, or whole days, like 2d",
+				"the queue's default TTL"),
+			&cli.IntFlag{Name: "max-attempts", Usage: "how often the job may run", DefaultText: "the queue's setting"},
+			&cli.StringFlag{Name: "payload", Usage: "the job's input, JSON", DefaultText: "{}"},
 			&cli.StringFlag{Name: "unique-key", Usage: "enqueue only if no unfinished job of the queue has this key"},
 			&cli.StringFlag{Name: "file", Usage: "read jobs from this JSON Lines file, - for standard input"},
-			&cli.IntFlag{Name: "batch-size", Usage: "jobs per transaction with --file", Value: 1000},
+			&cli.IntFlag{Name: "batch-size", Usage: "most jobs per transaction with --file, 1..100000", Value: 1000},
+			&cli.Int64Flag{Name: "batch-bytes", Usage: "most bytes of lines per transaction with --file, 1..1073741824",
+				Value: defaultBatchBytes, DefaultText: "16777216, 16 MiB"},
 			commandFormatFlag(),
 		},
 		Action: withQueueClient(enqueueAction),
@@ -68,10 +78,15 @@ func enqueueAction(c *cli.Context, client *queue.Client) error {
 		if n := c.Int("batch-size"); n < 1 || n > 100000 {
 			return usagef("batchq: --batch-size %d: must be in 1..100000", n)
 		}
+		if n := c.Int64("batch-bytes"); n < 1 || n > 1<<30 {
+			return usagef("batchq: --batch-bytes %d: must be in 1..1073741824", n)
+		}
 		return enqueueFile(c, client)
 	}
-	if c.IsSet("batch-size") {
-		return usagef("batchq: enqueue: --batch-size goes with --file")
+	for _, f := range []string{"batch-size", "batch-bytes"} {
+		if c.IsSet(f) {
+			return usagef("batchq: enqueue: --%s goes with --file", f)
+		}
 	}
 	return enqueueOne(c, client)
 }
@@ -145,7 +160,7 @@ func enqueueFile(c *cli.Context, client *queue.Client) error {
 		defer f.Close()
 		r = f
 	}
-	tally, err := enqueueLines(c, client, r, c.Int("batch-size"))
+	tally, err := enqueueLines(c, client, r, c.Int("batch-size"), c.Int64("batch-bytes"))
 	d := newDataset("enqueued", "duplicates", "lines")
 	d.add(tally.enqueued, tally.duplicates, tally.lines)
 	sentence := fmt.Sprintf("enqueued %d jobs, %d duplicates, from %d lines", tally.enqueued, tally.duplicates, tally.lines)
@@ -158,16 +173,18 @@ func enqueueFile(c *cli.Context, client *queue.Client) error {
 	return err
 }
 
-// enqueueLines reads job lines from r and enqueues them batch by batch. It
-// stops at the first line or batch that fails, with nothing of that batch
-// written, and returns what the batches before it did.
-func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize int) (enqueueTally, error) {
+// enqueueLines reads job lines from r and enqueues them batch by batch: at
+// most batchSize lines, and at most batchBytes bytes of lines unless one line
+// alone is longer. It stops at the first line or batch that fails, with
+// nothing of that batch written, and returns what the batches before it did.
+func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize int, batchBytes int64) (enqueueTally, error) {
 	var tally enqueueTally
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
 	var jobs []queue.NewJob
 	var lineNos []int
-	first := 1 // the first line of the batch being read
+	var size int64 // bytes of the lines in jobs
+	first := 1     // the first line after the batches written
 	flush := func() error {
 		if len(jobs) == 0 {
 			return nil
@@ -183,8 +200,10 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 				tally.enqueued++
 			}
 		}
-		jobs, lineNos = jobs[:0], lineNos[:0]
-		first = tally.lines + 1
+		first = lineNos[len(lineNos)-1] + 1
+		// The next batch gets arrays of its own: a batch of large payloads
+		// is let go of once it is written.
+		jobs, lineNos, size = nil, nil, 0
 		return nil
 	}
 	for sc.Scan() {
@@ -193,13 +212,21 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
+		// A line that would take the batch past batchBytes starts the next
+		// one, whether or not it parses, as the line after batchSize does.
+		if size+int64(len(line)) > batchBytes {
+			if err := flush(); err != nil {
+				return tally, err
+			}
+		}
 		j, err := parseJobLine(line)
 		if err != nil {
 			return tally, fmt.Errorf("batchq: line %d: %w; %s", tally.lines, err, notWritten(first))
 		}
 		jobs = append(jobs, j)
 		lineNos = append(lineNos, tally.lines)
-		if len(jobs) == batchSize {
+		size += int64(len(line))
+		if len(jobs) == batchSize || size >= batchBytes {
 			if err := flush(); err != nil {
 				return tally, err
 			}

@@ -99,7 +99,7 @@ func TestEnqueueFlagErrors(t *testing.T) {
 		{"both", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--deadline", "2999-01-01T00:00:00Z", "--ttl", "1h"}, 2, "--deadline: give a deadline or a ttl, not both"},
 		{"bad payload", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--payload", "{nope"}, 2, "--payload {nope: not valid JSON"},
 		{"bad queue name", []string{"--queue", "no queue", "--tenant", "a", "--cost", "1"}, 2, `--queue: must name a queue`},
-		{"unknown queue", []string{"--queue", "nope", "--tenant", "a", "--cost", "1"}, 1, `unknown queue: "nope"`},
+		{"unknown queue", []string{"--queue", "nope", "--tenant", "a", "--cost", "1"}, 2, `unknown queue: "nope"`},
 		{"file and flags", []string{"--file", "x.jsonl", "--tenant", "a"}, 2, "--tenant describes one job; with --file each line does"},
 		{"batch size alone", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--batch-size", "5"}, 2, "--batch-size goes with --file"},
 		{"batch size zero", []string{"--file", "-", "--batch-size", "0"}, 2, "--batch-size 0: must be in 1..100000"},

@@ -193,6 +193,11 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		func() error { return execSQL(appPool, `SELECT batchq.requeue('docs', 10)`) },
 		func() error { return execSQL(appPool, `CREATE TABLE batchq.mine (id int)`) },
 		func() error { return execSQL(appPool, `TRUNCATE batchq.quota`) },
+		func() error { return execSQL(appPool, `SELECT batchq.pause_queue('docs')`) },
+		func() error { return execSQL(appPool, `SELECT * FROM batchq.cancel_jobs('docs')`) },
+		func() error { return execSQL(appPool, `SELECT batchq.delete_queue('docs')`) },
+		func() error { return execSQL(appPool, `SELECT batchq.cancel(1, 'app')`) },
+		func() error { return execSQL(appPool, `UPDATE batchq.queue_tenants SET weight = 100`) },
 		func() error { _, err := appClient.Claim(ctx, "docs", nil); return err },
 		func() error { return appClient.SetTenant(ctx, queue.Tenant{Name: "tenant-0", Weight: 50}) },
 		func() error { return appClient.Cancel(ctx, 1, "app") },
@@ -272,6 +277,18 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		func() error { return execSQL(workerPool, `UPDATE batchq.quota SET paused_until = '9999-01-01'`) },
 		func() error { return execSQL(workerPool, `UPDATE batchq.queue_cursors SET round = 0`) },
 		func() error { return execSQL(workerPool, `SELECT batchq.cancel(1, 'worker')`) },
+		func() error { return execSQL(workerPool, `SELECT batchq.pause_queue('docs')`) },
+		func() error { return execSQL(workerPool, `SELECT batchq.resume_queue('docs')`) },
+		func() error { return execSQL(workerPool, `SELECT * FROM batchq.cancel_jobs('docs')`) },
+		func() error { return execSQL(workerPool, `SELECT batchq.delete_queue('docs')`) },
+		func() error {
+			return execSQL(workerPool, `SELECT * FROM batchq.cancel_waiting('docs', ARRAY[1::bigint], 'x')`)
+		},
+		func() error { return execSQL(workerPool, `UPDATE batchq.queues SET paused_at = now()`) },
+		func() error { return execSQL(workerPool, `UPDATE batchq.jobs SET cancel_requested_at = now()`) },
+		func() error {
+			return execSQL(workerPool, `INSERT INTO batchq.queue_tenants (queue, tenant, weight) VALUES ('docs', 'tenant-0', 100)`)
+		},
 		func() error {
 			return execSQL(workerPool, `SELECT * FROM batchq.finish_jobs('docs', 'succeeded', ARRAY[1::bigint])`)
 		},

@@ -40,7 +40,7 @@ func TestJobsShowCancelRetry(t *testing.T) {
 
 	r = runCLI(t, db.url, "jobs", "cancel", "1")
 	require.Equal(t, 1, r.code)
-	require.Equal(t, "batchq: job 1 cannot be cancelled: it finished (cancelled); only queued or retrying jobs can be cancelled\n", r.stderr)
+	require.Equal(t, "batchq: job 1 cannot be cancelled: it finished (cancelled); only unfinished jobs can be cancelled\n", r.stderr)
 
 	r = runCLI(t, db.url, "jobs", "retry", "1")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -64,10 +64,105 @@ func TestJobsShowCancelRetry(t *testing.T) {
 	require.Contains(t, r.stdout, "job 2 is due now")
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE id = 2 AND run_after <= now()`))
 
-	db.exec(t, `UPDATE batchq.jobs SET state = 'running' WHERE id = 2`)
-	r = runCLI(t, db.url, "jobs", "cancel", "2")
-	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "batchq: job 2 cannot be cancelled: it is running")
+	// A running job is asked to stop, and says so until its worker stops it.
+	db.exec(t, `UPDATE batchq.jobs SET state = 'running', lease_token = gen_random_uuid(),
+		lease_expires_at = now() + interval '1 minute', attempt = 1 WHERE id = 2`)
+	r = runCLI(t, db.url, "jobs", "cancel", "2", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"id": 2, "action": "stopping"}`, r.stdout)
+	r = runCLI(t, db.url, "jobs", "show", "2")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^state\s+running$`, r.stdout)
+	require.Regexp(t, `(?m)^cancel_requested_at\s+\d{4}-`, r.stdout)
+	require.Regexp(t, `(?m)^note\s+cancel requested: its worker stops it at its next heartbeat`, r.stdout)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE id = 2 AND state = 'running'`))
+}
+
+// jobs show on a succeeded job says why its payload is not there.
+func TestJobsShowSaysASucceededJobKeepsNoPayload(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	db.exec(t, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
+			max_attempts, deadline, enqueued_at, finished_at, result)
+		VALUES (5, 'imports', 't', 'k', 'succeeded', 1, 1, 1, now(), now(), now(), '{"ok":1}')`)
+	r := runCLI(t, db.url, "jobs", "show", "5")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^payload\s+-$`, r.stdout)
+	require.Regexp(t, `(?m)^note\s+the payload is not kept: a succeeded job's outcome keeps its result`, r.stdout)
+}
+
+// jobs cancel --queue counts first, and with --yes cancels: waiting jobs
+// finish as cancelled and leave the ledger, running ones are asked to stop,
+// and only the jobs the filters pick are touched.
+func TestJobsCancelInBulk(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports", "other")
+	enqueue := func(queue, tenant, kind string, n int) {
+		t.Helper()
+		var lines strings.Builder
+		for range n {
+			fmt.Fprintf(&lines, `{"queue":%q,"tenant":%q,"kind":%q,"cost":10}`+"\n", queue, tenant, kind)
+		}
+		r := runCLIInput(t, db.url, lines.String(), "enqueue", "--file", "-")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	enqueue("imports", "bulk", "embed", 2500)
+	enqueue("imports", "bulk", "summarize", 3)
+	enqueue("imports", "small", "embed", 2)
+	enqueue("other", "bulk", "embed", 4)
+	// One of bulk's embeds is running.
+	db.exec(t, `UPDATE batchq.jobs SET state = 'running', lease_token = gen_random_uuid(),
+		lease_expires_at = now() + interval '1 minute', attempt = 1 WHERE id = 1`)
+
+	r := runCLI(t, db.url, "jobs", "cancel", "--queue", "imports", "--tenant", "bulk", "--kind", "embed")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "jobs of queue imports, tenant bulk, kind embed: 2499 queued, 0 retrying and 1 running (25000 tokens); "+
+		"nothing changed: run again with --yes to cancel the waiting ones and ask the running ones to stop\n", r.stdout)
+	require.Equal(t, int64(2509), db.count(t, `SELECT count(*) FROM batchq.jobs`), "a count changes nothing")
+
+	r = runCLI(t, db.url, "jobs", "cancel", "--queue", "imports", "--tenant", "bulk", "--kind", "embed", "--yes",
+		"--reason", "bad import", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+	require.EqualValues(t, 2499, got["cancelled"])
+	require.EqualValues(t, 1, got["stopping"])
+	require.Equal(t, false, got["dry_run"])
+	require.Equal(t, int64(2499), db.count(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'cancelled' AND error = 'bad import'`))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE cancel_requested_at IS NOT NULL AND state = 'running'`))
+	// The rest is untouched, and bulk's ledger in imports holds only what is left.
+	require.Equal(t, int64(3+2+4+1), db.count(t, `SELECT count(*) FROM batchq.jobs`))
+	require.Equal(t, int64(3+2), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'imports' AND state = 'queued'`))
+
+	// Nothing is left to cancel, and a time filter picks nothing enqueued later.
+	r = runCLI(t, db.url, "jobs", "cancel", "--queue", "imports", "--tenant", "bulk", "--kind", "embed", "--before", "1h")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "jobs of queue imports, tenant bulk, kind embed, enqueued before ", r.stdout[:len("jobs of queue imports, tenant bulk, kind embed, enqueued before ")])
+	require.True(t, strings.HasSuffix(r.stdout, ": none; nothing to cancel\n"), r.stdout)
+	r = runCLI(t, db.url, "jobs", "cancel", "--queue", "imports", "--after", "1h", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, ": cancelled 5, asked 1 running to stop\n")
+	require.Equal(t, int64(4+1), db.count(t, `SELECT count(*) FROM batchq.jobs`))
+
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"cancel"}, "batchq: jobs cancel: give a job ID, or --queue to cancel in bulk"},
+		{[]string{"cancel", "--tenant", "bulk"}, "give a job ID, or --queue to cancel in bulk"},
+		{[]string{"cancel", "5", "--queue", "imports"}, "batchq: jobs cancel: --queue cancels in bulk, not a job ID: give one or the other"},
+		{[]string{"cancel", "--queue", "nope"}, `batchq: unknown queue: "nope"`},
+		{[]string{"cancel", "--queue", "imports", "--tenant", ""}, "batchq: --tenant: must not be empty"},
+		{[]string{"cancel", "--queue", "imports", "--kind", "a\tb"}, "batchq: --kind: must not contain control characters"},
+		{[]string{"cancel", "--queue", "imports", "--before", "yesterday"}, `batchq: --before "yesterday": not an RFC 3339 time`},
+		{[]string{"cancel", "--queue", "imports", "--before", "2h", "--after", "1h"}, "batchq: --after "},
+	} {
+		r := runCLI(t, db.url, append([]string{"jobs"}, tc.args...)...)
+		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
+		require.Contains(t, r.stderr, tc.msg, tc.args)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	}
+	require.Equal(t, int64(4+1), db.count(t, `SELECT count(*) FROM batchq.jobs`))
 }
 
 func TestJobsErrors(t *testing.T) {

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
+	"path"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +22,10 @@ import (
 func migrateCommand() *cli.Command {
 	upTo := &cli.Int64Flag{Name: "to", Usage: "apply up to and including this version", DefaultText: "every pending migration"}
 	downTo := &cli.Int64Flag{Name: "to", Usage: "revert down to this version, which stays applied (0: revert every migration)", DefaultText: "revert only the latest migration"}
+	// No environment variables: a BATCHQ_YES left set would answer for
+	// every later run.
+	yes := &cli.BoolFlag{Name: "yes", Usage: "revert, dropping the tables the reverted migrations drop and the data in them; without it, print what would be lost"}
+	force := &cli.BoolFlag{Name: "force", Usage: "revert even while jobs are running, whose workers then fail"}
 	return &cli.Command{
 		Name:  "migrate",
 		Usage: "apply, revert and inspect batchq's schema migrations",
@@ -31,8 +38,8 @@ func migrateCommand() *cli.Command {
 			},
 			{
 				Name:   "down",
-				Usage:  "revert the latest migration (or down to --to, exclusive)",
-				Flags:  []cli.Flag{downTo},
+				Usage:  "revert the latest migration (or down to --to, exclusive); asks for --yes, and refuses while jobs run",
+				Flags:  []cli.Flag{downTo, yes, force},
 				Action: withDB(migrateDown),
 			},
 			{
@@ -45,7 +52,7 @@ func migrateCommand() *cli.Command {
 				Name:  "get",
 				Usage: "print the SQL of one migration, or of the function files, for users who apply it with their own tooling",
 				Flags: []cli.Flag{
-					&cli.Int64Flag{Name: "version", Usage: "the migration's version number (or --functions)"},
+					int64NoDefault{&cli.Int64Flag{Name: "version", Usage: "required unless --functions: the migration's version number"}},
 					&cli.BoolFlag{Name: "up", Usage: "print the Up section"},
 					&cli.BoolFlag{Name: "down", Usage: "print the Down section"},
 					&cli.BoolFlag{Name: "functions", Usage: "print the function files, in the order to run them in one transaction after the migrations"},
@@ -88,15 +95,48 @@ func openSQL(url string) (*sql.DB, error) {
 }
 
 // checkTo refuses a --to that names no version; goose would fail on it
-// only after connecting, as if the database were at fault.
+// only after connecting, as if the database were at fault, or, beyond the
+// last migration, do nothing and succeed.
 func checkTo(c *cli.Context) error {
-	if v := c.Int64("to"); v < 0 {
+	if !c.IsSet("to") {
+		return nil
+	}
+	v := c.Int64("to")
+	if v < 0 {
 		return usagef("batchq: --to %d: must be a version, 0 or more", v)
+	}
+	last, err := lastMigration()
+	if err != nil {
+		return err
+	}
+	if v > last {
+		return usagef("batchq: --to %d: no such migration; the last is %d", v, last)
 	}
 	return nil
 }
 
+// lastMigration is the version of the last migration this binary holds.
+func lastMigration() (int64, error) {
+	names, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		return 0, err
+	}
+	var last int64
+	for _, name := range names {
+		digits, _, _ := strings.Cut(name, "_")
+		v, err := strconv.ParseInt(digits, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("batchq: migration %s: no version number", name)
+		}
+		last = max(last, v)
+	}
+	return last, nil
+}
+
 func migrateUp(c *cli.Context, db *sql.DB) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
 	if err := checkTo(c); err != nil {
 		return err
 	}
@@ -113,24 +153,171 @@ func migrateUp(c *cli.Context, db *sql.DB) error {
 }
 
 func migrateDown(c *cli.Context, db *sql.DB) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
 	if err := checkTo(c); err != nil {
 		return err
 	}
-	to := c.Int64("to")
-	if !c.IsSet("to") {
-		p, err := migrations.NewProvider(db)
-		if err != nil {
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+	v, err := p.GetDBVersion(c.Context)
+	if err != nil {
+		return fmt.Errorf("batchq: schema version: %w", err)
+	}
+	to := max(v-1, 0)
+	if c.IsSet("to") {
+		to = c.Int64("to")
+	}
+	if to > v {
+		// goose would revert nothing and succeed, as if it had gone down.
+		return usagef("batchq: --to %d: must be at most the schema's version, %d; migrate down only reverts", to, v)
+	}
+	if to < v {
+		if err := confirmDown(c, db, p, v, to); err != nil {
 			return err
 		}
-		v, err := p.GetDBVersion(c.Context)
-		if err != nil {
-			return fmt.Errorf("batchq: schema version: %w", err)
-		}
-		to = max(v-1, 0)
 	}
 	res, err := migrations.DownTo(c.Context, db, to)
 	printResult(c, res, "reverted")
 	return err
+}
+
+// confirmDown lets a revert from version v down to version to go ahead only
+// with --yes, and while jobs run only with --force as well. Without --yes it
+// prints the migrations it would revert and the data their Down sections
+// would drop, and fails.
+func confirmDown(c *cli.Context, db *sql.DB, p *goose.Provider, v, to int64) error {
+	st, err := p.Status(c.Context)
+	if err != nil {
+		return fmt.Errorf("batchq: migrate down: %w", err)
+	}
+	var reverted []string
+	dropped := map[string]bool{}
+	for i := len(st) - 1; i >= 0; i-- {
+		s := st[i]
+		if s.State != goose.StateApplied || s.Source.Version <= to {
+			continue
+		}
+		name := path.Base(s.Source.Path)
+		reverted = append(reverted, name)
+		b, err := fs.ReadFile(migrations.FS, name)
+		if err != nil {
+			return err
+		}
+		for _, t := range droppedTables(section(string(b), "-- +goose Down")) {
+			dropped[t] = true
+		}
+	}
+	lost, running, err := countLoss(c, db, dropped)
+	if err != nil {
+		return err
+	}
+	if !c.Bool("yes") {
+		w := c.App.Writer
+		for _, name := range reverted {
+			fmt.Fprintf(w, "would revert %s\n", name)
+		}
+		if len(lost) == 0 {
+			fmt.Fprintln(w, "would lose no jobs, outcomes, queues, tenants or quota rows")
+		} else {
+			fmt.Fprintf(w, "would lose, with the tables it drops: %s\n", strings.Join(lost, ", "))
+		}
+		if running > 0 && !c.Bool("force") {
+			fmt.Fprintf(w, "%s running now: stop the workers first, or add --force as well\n", howMany(running, "job is", "jobs are"))
+		}
+		return usagef("batchq: migrate down: reverting version %d down to %d drops the tables and data listed above; add --yes to go ahead", v, to)
+	}
+	if running > 0 && !c.Bool("force") {
+		return fmt.Errorf("batchq: migrate down: %s running; stop the workers first, or add --force", howMany(running, "job is", "jobs are"))
+	}
+	return nil
+}
+
+// dropAllTables is the table name droppedTables gives for DROP SCHEMA batchq.
+const dropAllTables = "*"
+
+var (
+	dropTableSQL  = regexp.MustCompile(`(?im)^\s*DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?batchq\.(\w+)`)
+	dropSchemaSQL = regexp.MustCompile(`(?im)^\s*DROP\s+SCHEMA\s+(?:IF\s+EXISTS\s+)?batchq\b`)
+)
+
+// droppedTables are the tables of schema batchq the SQL drops, or
+// dropAllTables when it drops the schema.
+func droppedTables(sql string) []string {
+	var tables []string
+	for _, m := range dropTableSQL.FindAllStringSubmatch(sql, -1) {
+		tables = append(tables, strings.ToLower(m[1]))
+	}
+	if dropSchemaSQL.MatchString(sql) {
+		tables = append(tables, dropAllTables)
+	}
+	return tables
+}
+
+// lossTables are the tables whose rows confirmDown counts, and what it
+// calls a row of each. batchq.jobs holds the unfinished jobs only.
+var lossTables = []struct{ table, one, many string }{
+	{"jobs", "unfinished job", "unfinished jobs"},
+	{"outcomes", "outcome", "outcomes"},
+	{"queues", "queue", "queues"},
+	{"tenants", "tenant", "tenants"},
+	{"quota", "quota row", "quota rows"},
+}
+
+// countLoss counts the rows of lossTables that dropping the tables in
+// dropped would lose, and the jobs running now. Each table is looked up with
+// to_regclass first: a schema at any version has some of them, or none.
+func countLoss(c *cli.Context, db *sql.DB, dropped map[string]bool) (lost []string, running int64, err error) {
+	tx, err := db.BeginTx(c.Context, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, 0, fmt.Errorf("batchq: migrate down: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	exists := func(table string) (bool, error) {
+		var ok bool
+		err := tx.QueryRowContext(c.Context, `SELECT to_regclass($1) IS NOT NULL`, "batchq."+table).Scan(&ok)
+		return ok, err
+	}
+	for _, t := range lossTables {
+		if !dropped[t.table] && !dropped[dropAllTables] {
+			continue
+		}
+		ok, err := exists(t.table)
+		if err != nil {
+			return nil, 0, fmt.Errorf("batchq: migrate down: %w", err)
+		}
+		if !ok {
+			continue
+		}
+		var n int64
+		// t.table is one of lossTables' names, not input.
+		if err := tx.QueryRowContext(c.Context, `SELECT count(*) FROM batchq.`+t.table).Scan(&n); err != nil {
+			return nil, 0, fmt.Errorf("batchq: migrate down: counting batchq.%s: %w", t.table, err)
+		}
+		lost = append(lost, howMany(n, t.one, t.many))
+	}
+	ok, err := exists("jobs")
+	if err != nil {
+		return nil, 0, fmt.Errorf("batchq: migrate down: %w", err)
+	}
+	if ok {
+		err := tx.QueryRowContext(c.Context, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`).Scan(&running)
+		if err != nil {
+			return nil, 0, fmt.Errorf("batchq: migrate down: counting running jobs: %w", err)
+		}
+	}
+	return lost, running, nil
+}
+
+// howMany says n of something: "1 outcome", "3 outcomes".
+func howMany(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // printResult says what a migration run did, then the version it left.
@@ -148,6 +335,9 @@ func printResult(c *cli.Context, res *migrations.Result, verb string) {
 }
 
 func migrateStatus(c *cli.Context, p *goose.Provider) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
 	st, err := p.Status(c.Context)
 	if err != nil {
 		return fmt.Errorf("batchq: migrate status: %w", err)
@@ -167,6 +357,9 @@ func migrateStatus(c *cli.Context, p *goose.Provider) error {
 // migrateGet prints one section of a migration file as it is embedded, or
 // the function files.
 func migrateGet(c *cli.Context) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
 	if c.Bool("functions") {
 		if c.IsSet("version") || c.Bool("up") || c.Bool("down") {
 			return usagef("migrate get: give --functions alone, or --version with --up or --down")

@@ -32,12 +32,12 @@ func TestMigrateUpStatusDown(t *testing.T) {
 	names, err := fs.Glob(migrations.FS, "*.sql")
 	require.NoError(t, err)
 	latest := len(names)
-	r = runCLI(t, url, "migrate", "down")
+	r = runCLI(t, url, "migrate", "down", "--yes")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "reverted "+names[latest-1])
 	require.Contains(t, r.stdout, fmt.Sprintf("schema version %d", latest-1))
 
-	r = runCLI(t, url, "migrate", "down", "--to", "1")
+	r = runCLI(t, url, "migrate", "down", "--to", "1", "--yes")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "reverted 00002_queue.sql")
 	require.Contains(t, r.stdout, "schema version 1")
@@ -48,7 +48,7 @@ func TestMigrateUpStatusDown(t *testing.T) {
 	require.Contains(t, r.stdout, "version,state,applied_at,file\n1,applied,")
 	require.Contains(t, r.stdout, "\n2,pending,,00002_queue.sql\n")
 
-	r = runCLI(t, url, "migrate", "down", "--to", "0")
+	r = runCLI(t, url, "migrate", "down", "--to", "0", "--yes")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "schema version 0")
 

@@ -16,7 +16,8 @@ import (
 
 // Commands whose output is data print it as --format says: an aligned table
 // for people, or JSON or CSV for programs. The same columns in each; in JSON
-// and CSV times are RFC 3339 in UTC and durations are seconds.
+// and CSV times are RFC 3339 in UTC and durations are seconds, rounded to the
+// millisecond (2.788, never 2.7878249999999998).
 
 const (
 	formatTable = "table"
@@ -24,7 +25,8 @@ const (
 	formatCSV   = "csv"
 )
 
-const formatUsage = "output format: table, json or csv"
+const formatUsage = "output format: table, json or csv; in json and csv, times are RFC 3339 in UTC " +
+	"and durations are seconds with at most 3 decimals (2.788)"
 
 // globalFormatFlag is the app's --format, given before the command.
 func globalFormatFlag() cli.Flag {
@@ -243,7 +245,7 @@ func jsonValue(v any) any {
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
 	case time.Duration:
-		return x.Seconds()
+		return json.Number(seconds(x))
 	case string:
 		if x == "" {
 			return nil
@@ -261,12 +263,21 @@ func csvCell(v any) string {
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
 	case time.Duration:
-		return strconv.FormatFloat(x.Seconds(), 'f', -1, 64)
+		return seconds(x)
 	case float64:
 		return strconv.FormatFloat(x, 'f', -1, 64)
 	default:
 		return plainCell(x)
 	}
+}
+
+// seconds writes d for JSON and CSV: seconds, rounded to the millisecond,
+// without trailing zeros (2.788, 90, 0.001). d.Seconds() would print the
+// float nearest to the nanoseconds, like 2.7878249999999998.
+func seconds(d time.Duration) string {
+	ms := d.Round(time.Millisecond).Milliseconds()
+	// The float nearest ms/1000 prints as that decimal, exactly.
+	return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64)
 }
 
 func tableCell(v any) string {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 func queuesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "queues",
-		Usage: "create, change and list queues",
+		Usage: "create, change, pause, resume, delete and list queues",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "create",
@@ -29,8 +31,29 @@ func queuesCommand() *cli.Command {
 				Action:    withQueueClient(queuesSet),
 			},
 			{
+				Name:      "pause",
+				Usage:     "stop a queue's claims: workers claim nothing until it is resumed; enqueues go on, running jobs finish",
+				ArgsUsage: "NAME",
+				Flags:     []cli.Flag{commandFormatFlag()},
+				Action:    withQueueClient(queuesPause),
+			},
+			{
+				Name:      "resume",
+				Usage:     "let a paused queue's workers claim again",
+				ArgsUsage: "NAME",
+				Flags:     []cli.Flag{commandFormatFlag()},
+				Action:    withQueueClient(queuesResume),
+			},
+			{
+				Name:      "delete",
+				Usage:     "delete a queue that holds no unfinished job (its outcomes stay)",
+				ArgsUsage: "NAME",
+				Flags:     []cli.Flag{commandFormatFlag()},
+				Action:    withQueueClient(queuesDelete),
+			},
+			{
 				Name:   "list",
-				Usage:  "list every queue's settings",
+				Usage:  "list every queue's settings, and whether it is paused",
 				Flags:  []cli.Flag{commandFormatFlag()},
 				Action: withQueueClient(queuesList),
 			},
@@ -160,10 +183,66 @@ func queuesList(c *cli.Context, client *queue.Client) error {
 	return writeList(c, queueDataset(qs...))
 }
 
+func queuesPause(c *cli.Context, client *queue.Client) error {
+	return pauseOrResume(c, client, client.PauseQueue, "paused", "was paused already")
+}
+
+func queuesResume(c *cli.Context, client *queue.Client) error {
+	return pauseOrResume(c, client, client.ResumeQueue, "resumed", "was not paused")
+}
+
+func pauseOrResume(c *cli.Context, client *queue.Client, fn func(context.Context, string) (bool, error), done, already string) error {
+	args, err := commandArgs(c, "NAME")
+	if err != nil {
+		return err
+	}
+	changed, err := fn(c.Context, args[0])
+	if errors.Is(err, queue.ErrUnknownQueue) {
+		return usageError{msg: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	got, err := client.Queue(c.Context, args[0])
+	if err != nil {
+		return err
+	}
+	sentence := fmt.Sprintf("%s queue %s", done, got.Name)
+	if !changed {
+		sentence = fmt.Sprintf("queue %s %s", got.Name, already)
+	}
+	return writeResult(c, sentence, queueDataset(got))
+}
+
+func queuesDelete(c *cli.Context, client *queue.Client) error {
+	args, err := commandArgs(c, "NAME")
+	if err != nil {
+		return err
+	}
+	err = client.DeleteQueue(c.Context, args[0])
+	var full *queue.QueueNotEmptyError
+	switch {
+	case errors.Is(err, queue.ErrUnknownQueue):
+		return usageError{msg: err.Error()}
+	case errors.As(err, &full):
+		return err
+	case err != nil:
+		return err
+	}
+	d := newDataset("deleted")
+	d.add(args[0])
+	return writeResult(c, "deleted queue "+args[0], d)
+}
+
 func queueDataset(qs ...queue.QueueConfig) *dataset {
-	d := newDataset("name", "quantum", "max_per_tenant", "default_ttl", "lease", "max_attempts", "unique_for")
+	d := newDataset("name", "quantum", "max_per_tenant", "default_ttl", "lease", "max_attempts", "unique_for", "paused_at")
 	for _, q := range qs {
-		d.add(q.Name, q.Quantum, q.MaxPerTenant, q.DefaultTTL, q.Lease, q.MaxAttempts, q.UniqueFor)
+		var paused *time.Time
+		if q.PausedAt != nil {
+			t := q.PausedAt.UTC()
+			paused = &t
+		}
+		d.add(q.Name, q.Quantum, q.MaxPerTenant, q.DefaultTTL, q.Lease, q.MaxAttempts, q.UniqueFor, paused)
 	}
 	return d
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -23,21 +24,21 @@ func TestQueuesCreateSetList(t *testing.T) {
 
 	r = runCLI(t, db.url, "queues", "set", "nightly", "--quantum", "500", "--format", "json")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.JSONEq(t, `{"name":"nightly","quantum":500,"max_per_tenant":10000,"default_ttl":86400,"lease":60,"max_attempts":5,"unique_for":0}`, r.stdout)
+	require.JSONEq(t, `{"name":"nightly","quantum":500,"max_per_tenant":10000,"default_ttl":86400,"lease":60,"max_attempts":5,"unique_for":0,"paused_at":null}`, r.stdout)
 
 	r = runCLI(t, db.url, "queues", "list")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, strings.Join([]string{
-		"NAME     QUANTUM  MAX PER TENANT  DEFAULT TTL  LEASE  MAX ATTEMPTS  UNIQUE FOR",
-		"imports  2000     50              2h0m0s       30s    3             1h0m0s",
-		"nightly  500      10000           24h0m0s      1m0s   5             0s",
+		"NAME     QUANTUM  MAX PER TENANT  DEFAULT TTL  LEASE  MAX ATTEMPTS  UNIQUE FOR  PAUSED AT",
+		"imports  2000     50              2h0m0s       30s    3             1h0m0s      -",
+		"nightly  500      10000           24h0m0s      1m0s   5             0s          -",
 		"",
 	}, "\n"), r.stdout)
 
 	r = runCLI(t, db.url, "--format", "csv", "queues", "list")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "name,quantum,max_per_tenant,default_ttl,lease,max_attempts,unique_for\n"+
-		"imports,2000,50,7200,30,3,3600\nnightly,500,10000,86400,60,5,0\n", r.stdout)
+	require.Equal(t, "name,quantum,max_per_tenant,default_ttl,lease,max_attempts,unique_for,paused_at\n"+
+		"imports,2000,50,7200,30,3,3600,\nnightly,500,10000,86400,60,5,0,\n", r.stdout)
 }
 
 func TestQueuesErrors(t *testing.T) {
@@ -60,7 +61,7 @@ func TestQueuesErrors(t *testing.T) {
 		{"trailing bad duration", []string{"set", "imports", "--unique-for", "soon"}, 2, `invalid value "soon" for flag --unique-for`},
 		{"unknown flag", []string{"set", "imports", "--colour", "red"}, 2, "flag provided but not defined: --colour"},
 		{"nothing to set", []string{"set", "imports"}, 2, "give at least one setting to change"},
-		{"unknown queue", []string{"set", "nope", "--quantum", "5"}, 1, `batchq: unknown queue: "nope"`},
+		{"unknown queue", []string{"set", "nope", "--quantum", "5"}, 2, `batchq: unknown queue: "nope"`},
 		{"bad format", []string{"list", "--format", "yaml"}, 2, `batchq: --format "yaml": must be table, json or csv`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,4 +115,65 @@ func TestHelpAfterArguments(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "--max-per-tenant")
 	require.Contains(t, r.stdout, "queued jobs a tenant may hold")
+}
+
+// queues pause and resume say what changed, in words and in JSON; the
+// list shows when a queue was paused; delete refuses a queue with jobs,
+// saying how many, and deletes an empty one.
+func TestQueuesPauseResumeDelete(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports", "spare")
+
+	r := runCLI(t, db.url, "queues", "pause", "imports")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "paused queue imports\n", r.stdout)
+	r = runCLI(t, db.url, "queues", "pause", "imports")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "queue imports was paused already\n", r.stdout)
+	r = runCLI(t, db.url, "queues", "list", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var qs []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &qs))
+	require.Len(t, qs, 2)
+	require.NotNil(t, qs[0]["paused_at"], "imports is paused")
+	require.Nil(t, qs[1]["paused_at"], "spare is not")
+
+	// Enqueues go on while it is paused.
+	r = runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "a", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	r = runCLI(t, db.url, "queues", "resume", "imports", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var q map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &q))
+	require.Equal(t, "imports", q["name"])
+	require.Nil(t, q["paused_at"])
+	r = runCLI(t, db.url, "queues", "resume", "imports")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "queue imports was not paused\n", r.stdout)
+
+	r = runCLI(t, db.url, "queues", "delete", "imports")
+	require.Equal(t, 1, r.code)
+	require.Equal(t, `batchq: queue "imports" holds 1 unfinished jobs (1 queued, 0 running, 0 retrying): `+
+		"cancel them (batchq jobs cancel --queue imports) or let them finish first\n", r.stderr)
+	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.queues`))
+
+	r = runCLI(t, db.url, "queues", "delete", "spare", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"deleted":"spare"}`, r.stdout)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.queues`))
+
+	for _, args := range [][]string{
+		{"pause", "nope"}, {"resume", "nope"}, {"delete", "nope"}, {"delete", "spare"},
+	} {
+		r := runCLI(t, db.url, append([]string{"queues"}, args...)...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, "batchq: unknown queue: ", args)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	}
+	for _, args := range [][]string{{"pause"}, {"delete", "a", "b"}} {
+		r := runCLI(t, db.url, append([]string{"queues"}, args...)...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	}
 }

@@ -26,7 +26,8 @@ func reportCommand() *cli.Command {
 				Usage: "what each tenant has queued, running and retrying, per queue, now",
 				Description: `Reads the view batchq.backlog. oldest_queued_at is the enqueue time of the tenant's oldest queued job;
 nearest_deadline is the earliest deadline of its queued and retrying jobs; oldest_queued_age is how
-long the oldest queued job has waited.`,
+long the oldest queued job has waited; paused says whether the queue is paused (batchq queues pause),
+and so hands out none of it.`,
 				Flags:  []cli.Flag{queueFlag, commandFormatFlag()},
 				Action: withQueueClient(reportBacklog),
 			},
@@ -81,10 +82,10 @@ func reportBacklog(c *cli.Context, client *queue.Client) error {
 		return err
 	}
 	// The age is last: it alone changes from one run to the next.
-	d := newDataset("queue", "tenant", "queued", "queued_tokens", "running", "retrying",
+	d := newDataset("queue", "tenant", "queued", "queued_tokens", "running", "retrying", "paused",
 		"oldest_queued_at", "nearest_deadline", "oldest_queued_age")
 	for _, r := range rows {
-		d.add(r.Queue, r.Tenant, r.QueuedJobs, r.QueuedTokens, r.RunningJobs, r.RetryingJobs,
+		d.add(r.Queue, r.Tenant, r.QueuedJobs, r.QueuedTokens, r.RunningJobs, r.RetryingJobs, r.Paused,
 			r.OldestQueuedAt, r.NearestDeadline, r.OldestQueuedAge)
 	}
 	return writeList(c, d)

@@ -35,6 +35,7 @@ func reportFixture(t *testing.T) *cliDB {
 	for _, args := range [][]string{
 		{"tenants", "set", "big", "--weight", "3"},
 		{"tenants", "set", "small", "--max-queued", "50"},
+		{"queues", "pause", "nightly"},
 	} {
 		r := runCLI(t, db.url, args...)
 		require.Equal(t, 0, r.code, r.stderr)
@@ -141,7 +142,7 @@ func TestReportFilters(t *testing.T) {
 
 	r := runCLI(t, db.url, "--format", "csv", "report", "backlog", "--queue", "nightly")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Regexp(t, `^queue,tenant,.*\nnightly,small,1,10,0,0,2025-03-01T12:06:00Z,2025-03-02T06:00:00Z,[0-9.]+\n$`, r.stdout)
+	require.Regexp(t, `^queue,tenant,.*\nnightly,small,1,10,0,0,true,2025-03-01T12:06:00Z,2025-03-02T06:00:00Z,[0-9.]+\n$`, r.stdout)
 
 	r = runCLI(t, db.url, append([]string{"--format", "csv", "report", "tenants", "--queue", "nightly"}, reportWindow...)...)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -195,13 +196,14 @@ func TestReportErrors(t *testing.T) {
 }
 
 // A report of a queue that does not exist fails as enqueue does, instead
-// of printing an empty table as if the queue had nothing in it.
+// of printing an empty table as if the queue had nothing in it: an unknown
+// queue is a usage error (exit 2) wherever a command names one.
 func TestReportUnknownQueue(t *testing.T) {
 	t.Parallel()
 	db := newCLIDB(t, "imports")
 	for _, report := range []string{"backlog", "tenants", "outcomes"} {
 		r := runCLI(t, db.url, "report", report, "--queue", "nosuch")
-		require.Equal(t, 1, r.code, "%s: %s", report, r.stderr)
+		require.Equal(t, 2, r.code, "%s: %s", report, r.stderr)
 		require.Equal(t, "batchq: unknown queue: \"nosuch\"\n", r.stderr, report)
 		require.Empty(t, r.stdout, report)
 
@@ -212,11 +214,11 @@ func TestReportUnknownQueue(t *testing.T) {
 	// are not UTF-8 with an error of its own).
 	for _, report := range []string{"backlog", "tenants", "outcomes"} {
 		r := runCLI(t, db.url, "report", report, "--queue", "q\xff")
-		require.Equal(t, 1, r.code, "%s: %s", report, r.stderr)
+		require.Equal(t, 2, r.code, "%s: %s", report, r.stderr)
 		require.Equal(t, "batchq: unknown queue: \"q\\xff\"\n", r.stderr, report)
 	}
 	r := runCLI(t, db.url, "enqueue", "--queue", "nosuch", "--tenant", "a", "--cost", "1")
-	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, 2, r.code, r.stderr)
 	require.Equal(t, "batchq: unknown queue: \"nosuch\"\n", r.stderr, "the same error as enqueue's")
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,11 +27,11 @@ func TestTenantsSetAndList(t *testing.T) {
 
 	r = runCLI(t, db.url, "tenants", "list")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "NAME   WEIGHT  MAX QUEUED\nbig    3       500\nsmall  0.5     -\n", r.stdout)
+	require.Equal(t, "NAME   WEIGHT  MAX QUEUED  QUEUE\nbig    3       500         -\nsmall  0.5     -           -\n", r.stdout)
 
 	r = runCLI(t, db.url, "tenants", "list", "--format", "json")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.JSONEq(t, `[{"name":"big","weight":3,"max_queued":500},{"name":"small","weight":0.5,"max_queued":null}]`, r.stdout)
+	require.JSONEq(t, `[{"name":"big","weight":3,"max_queued":500,"queue":null},{"name":"small","weight":0.5,"max_queued":null,"queue":null}]`, r.stdout)
 }
 
 func TestTenantsErrors(t *testing.T) {
@@ -62,9 +63,71 @@ func TestTenantsSetHelpSaysASettingIsNeeded(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "", "tenants", "set", "--help")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "create or change a tenant's settings: give --weight, --max-queued or both;")
+	require.Contains(t, r.stdout, "create or change a tenant's settings, for every queue or with --queue for one: give --weight, --max-queued or both;")
 	r = runCLI(t, "", "tenants", "--help")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "give --weight, --max-queued or both")
 	require.NotContains(t, r.stdout, "those not given stay as they are")
+}
+
+// A tenant's weight and bound for one queue apply there only, over its
+// settings for every queue, and unset brings those back.
+func TestTenantsSettingsForOneQueue(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	for _, q := range []string{"imports", "chat"} {
+		r := runCLI(t, db.url, "queues", "create", q)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r := runCLI(t, db.url, "tenants", "set", "acme", "--weight", "2", "--max-queued", "100")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "tenants", "set", "acme", "--queue", "imports", "--weight", "0.5")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "set tenant acme in queue imports: weight 0.5, its bound for every queue\n", r.stdout)
+	r = runCLI(t, db.url, "tenants", "set", "acme", "--queue", "imports", "--max-queued", "3", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"name":"acme","weight":0.5,"max_queued":3,"queue":"imports"}`, r.stdout)
+
+	r = runCLI(t, db.url, "tenants", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "NAME  WEIGHT  MAX QUEUED  QUEUE\nacme  2       100         -\nacme  0.5     3           imports\n", r.stdout)
+
+	// The bound of one queue refuses there, with its number, and not in
+	// the other queue.
+	for i := 0; i < 3; i++ {
+		r = runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "1")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r = runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "1")
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, "queue_full")
+	require.Contains(t, r.stderr, "(bound 3)")
+	r = runCLI(t, db.url, "enqueue", "--queue", "chat", "--tenant", "acme", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	// The weight for one queue is the one its fair order uses.
+	require.Equal(t, int64(500), db.count(t, `SELECT share FROM batchq.tenant_ring WHERE queue = 'imports' AND tenant = 'acme'`))
+	require.Equal(t, int64(2000), db.count(t, `SELECT share FROM batchq.tenant_ring WHERE queue = 'chat' AND tenant = 'acme'`))
+
+	r = runCLI(t, db.url, "tenants", "unset", "acme", "--queue", "imports")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "unset tenant acme in queue imports: its settings for every queue apply there\n", r.stdout)
+	require.Equal(t, int64(2000), db.count(t, `SELECT share FROM batchq.tenant_ring WHERE queue = 'imports' AND tenant = 'acme'`))
+	r = runCLI(t, db.url, "tenants", "unset", "acme", "--queue", "imports")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "tenant acme had no settings of its own in queue imports\n", r.stdout)
+
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"set", "acme", "--queue", "nope", "--weight", "2"}, `batchq: unknown queue: "nope"`},
+		{[]string{"set", "acme", "--queue", "imports", "--weight", "2e6"}, "batchq: --weight: must be in 0.001..1000000 (got 2e+06)"},
+		{[]string{"set", "acme", "--queue", "imports", "--max-queued", "-1"}, "--max-queued: must be in 0..2147483647"},
+		{[]string{"unset", "acme"}, "--queue is required"},
+	} {
+		r := runCLI(t, db.url, append([]string{"tenants"}, tc.args...)...)
+		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
+		require.Contains(t, r.stderr, tc.msg, tc.args)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	}
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,15 +28,24 @@ A 2xx answer succeeds (its body is the result, usage.total_tokens the actual cos
 a 429 hands the job back and pauses the fleet per Retry-After; 408, 409, 5xx and
 network errors are retried with backoff; other 4xx are discarded. With --quota-key the
 workers of every process using that key pace from one shared throttle.
-SIGINT or SIGTERM stops claiming and finishes running jobs.`,
+SIGINT or SIGTERM stops claiming and finishes running jobs.
+
+A paused queue (batchq queues pause) hands out nothing: the workers finish what they
+run, log that the queue is paused, and wait for it to be resumed. With --drain the
+command exits instead, with exit code 3.
+
+When it stops, it prints what it ran: succeeded, failed for good, retried, expired,
+discarded, cancelled, handed back, and the time taken. It exits non-zero when any
+outcome could not be recorded (those jobs run again once their leases expire).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "queue", Usage: "required: the queue to work", EnvVars: []string{"BATCHQ_QUEUE"}},
 			&cli.StringFlag{Name: "target", Usage: "required: the http(s) URL each job's payload is POSTed to", EnvVars: []string{"BATCHQ_TARGET"}},
 			&cli.IntFlag{Name: "concurrency", Usage: "requests in flight at once", Value: 8, EnvVars: []string{"BATCHQ_CONCURRENCY"}},
-			&cli.IntFlag{Name: "batch-size", Usage: "most jobs claimed at once (0: --concurrency)", EnvVars: []string{"BATCHQ_BATCH_SIZE"}},
+			&cli.IntFlag{Name: "batch-size", Usage: "most jobs claimed at once", DefaultText: "--concurrency", EnvVars: []string{"BATCHQ_BATCH_SIZE"}},
 			&cli.StringFlag{Name: "quota-key", Usage: "pace from the shared throttle of this key, e.g. openai/gpt-4o (empty: no throttle)", EnvVars: []string{"BATCHQ_QUOTA_KEY"}},
 			&cli.Float64Flag{Name: "reserve", Usage: "fraction of the quota left to interactive calls, in [0,1)", Value: 0.2, EnvVars: []string{"BATCHQ_RESERVE"}},
 			&cli.StringFlag{Name: "refill", Usage: "how the provider refills its quota: window or bucket", Value: "window", EnvVars: []string{"BATCHQ_REFILL"}},
+			&cli.DurationFlag{Name: "max-retry-after", Usage: "with --quota-key: the longest pause a 429's Retry-After may ask for, at most 24h; longer ones are cut to it", Value: time.Hour, EnvVars: []string{"BATCHQ_MAX_RETRY_AFTER"}},
 			&cli.StringSliceFlag{Name: "header-env", Usage: "add header NAME with the value of environment variable VAR, as NAME=VAR (repeatable); secrets never go on the command line", EnvVars: []string{"BATCHQ_HEADER_ENV"}},
 			&cli.DurationFlag{Name: "timeout", Usage: "how long one request may take", Value: 2 * time.Minute, EnvVars: []string{"BATCHQ_TIMEOUT"}},
 			&cli.DurationFlag{Name: "shutdown-timeout", Usage: "how long a shutdown waits for running requests", Value: 30 * time.Second, EnvVars: []string{"BATCHQ_SHUTDOWN_TIMEOUT"}},
@@ -44,12 +55,16 @@ SIGINT or SIGTERM stops claiming and finishes running jobs.`,
 			&cli.BoolFlag{Name: "drain", Usage: "exit once the queue has nothing queued, running or waiting to retry", EnvVars: []string{"BATCHQ_DRAIN"}},
 			metricsAddrFlag(),
 			metricsTopTenantsFlag(),
+			commandFormatFlag(),
 		},
 		Action: runWork,
 	}
 }
 
 func runWork(c *cli.Context) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
 	if err := requireFlags(c, "queue", "target"); err != nil {
 		return err
 	}
@@ -75,6 +90,20 @@ func runWork(c *cli.Context) error {
 	// never ends holds its job and a slot of --concurrency.
 	if d := c.Duration("timeout"); d <= 0 {
 		return usagef("batchq: --timeout %s: must be > 0", d)
+	}
+	// The pool takes a zero for its default; a zero or a negative given on
+	// the command line is a mistake, not a wish for the default.
+	if d := c.Duration("poll-interval"); d <= 0 {
+		return usagef("batchq: --poll-interval %s: must be > 0", d)
+	}
+	if d := c.Duration("shutdown-timeout"); d <= 0 {
+		return usagef("batchq: --shutdown-timeout %s: must be > 0", d)
+	}
+	if d := c.Duration("maintain-interval"); d == 0 {
+		return usagef("batchq: --maintain-interval 0s: must be > 0, or negative for never")
+	}
+	if d := c.Duration("max-retry-after"); d <= 0 || d > throttle.PauseLimit {
+		return usagef("batchq: --max-retry-after %s: must be in (0s, %s]", d, throttle.PauseLimit)
 	}
 	// Checked with or without --quota-key: a bad value is a mistake either way.
 	if r := c.Float64("reserve"); !(r >= 0 && r < 1) {
@@ -119,7 +148,8 @@ func runWork(c *cli.Context) error {
 		ShutdownTimeout: c.Duration("shutdown-timeout"), Drain: c.Bool("drain"), Logger: log,
 	}
 	if key := c.String("quota-key"); key != "" {
-		wc.Throttle, err = client.Throttle(key, throttle.Config{Reserve: c.Float64("reserve"), Refill: refill})
+		wc.Throttle, err = client.Throttle(key, throttle.Config{Reserve: c.Float64("reserve"), Refill: refill,
+			MaxRetryAfter: c.Duration("max-retry-after")})
 		if err != nil {
 			return usagef("batchq: --quota-key/--reserve: %v", err)
 		}
@@ -129,8 +159,87 @@ func runWork(c *cli.Context) error {
 		return err
 	}
 	defer stopMetrics()
+	ran := &workTally{}
+	if prev := wc.OnEvent; prev != nil {
+		wc.OnEvent = func(e queue.Event) { prev(e); ran.add(e) }
+	} else {
+		wc.OnEvent = ran.add
+	}
 	log.Info("working", "queue", wc.Queue, "target", redact(target), "concurrency", wc.Concurrency, "quota_key", c.String("quota-key"))
-	return client.Work(c.Context, wc)
+	start := time.Now()
+	err = client.Work(c.Context, wc)
+	if errors.Is(err, queue.ErrUnknownQueue) {
+		return err
+	}
+	if werr := ran.write(c, wc.Queue, time.Since(start)); werr != nil && err == nil {
+		err = werr
+	}
+	if errors.Is(err, queue.ErrQueuePaused) {
+		return fmt.Errorf("batchq: work --drain: queue %s is paused, so it cannot be drained: the jobs it had running are done; "+
+			"resume it (batchq queues resume %s) and run again: %w", wc.Queue, wc.Queue, err)
+	}
+	return err
+}
+
+// workTally counts what a worker pool ran, by outcome, for the summary work
+// prints when it stops.
+type workTally struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (t *workTally) add(e queue.Event) {
+	var what string
+	switch e.Kind {
+	case queue.EventFinished:
+		what = e.Outcome
+	case queue.EventExpired:
+		what = "expired"
+	default:
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = map[string]int64{}
+	}
+	t.n[what]++
+}
+
+// workOutcomes are the summary's columns, in the pool's words (Event's
+// Outcome) and the summary's.
+var workOutcomes = []struct{ outcome, column, words string }{
+	{"succeeded", "succeeded", "succeeded"},
+	{"failed", "failed", "failed for good"},
+	{"retrying", "retried", "failed and will be retried"},
+	{"expired", "expired", "expired"},
+	{"discarded", "discarded", "discarded"},
+	{"cancelled", "cancelled", "cancelled"},
+	{"released", "handed_back", "handed back unstarted"},
+	{"lease_lost", "lease_lost", "lost their lease"},
+	{"unrecorded", "unrecorded", "could not be recorded"},
+}
+
+func (t *workTally) write(c *cli.Context, queueName string, took time.Duration) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cols := []string{"queue"}
+	vals := []any{queueName}
+	var parts []string
+	for _, o := range workOutcomes {
+		n := t.n[o.outcome]
+		cols = append(cols, o.column)
+		vals = append(vals, n)
+		// The summary line names what happened, and always the successes.
+		if n > 0 || o.outcome == "succeeded" {
+			parts = append(parts, fmt.Sprintf("%d %s", n, o.words))
+		}
+	}
+	cols = append(cols, "took")
+	vals = append(vals, took)
+	d := newDataset(cols...)
+	d.add(vals...)
+	return writeResult(c, fmt.Sprintf("worked queue %s for %s: %s", queueName, took.Round(time.Millisecond), strings.Join(parts, ", ")), d)
 }
 
 // headersFromEnv builds request headers from NAME=VAR pairs, reading each

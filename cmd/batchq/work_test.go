@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +44,7 @@ func TestWorkDrainsThroughHTTP(t *testing.T) {
 		"--quota-key", "sim/model", "--header-env", "Authorization=TEST_PROVIDER_KEY", "--drain", "--poll-interval", "50ms")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NotContains(t, r.stderr, "sk-test-secret", "a secret reached the logs")
+	require.Regexp(t, `^worked queue summaries for [0-9.]+m?s: 30 succeeded\n$`, r.stdout, "the drain's summary")
 
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded' AND actual_cost = 50`).Scan(&n))
@@ -89,6 +91,14 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		{[]string{"--queue", "q", "--target", "http://x", "--reserve", "NaN", "--quota-key", "k"}, "batchq: --reserve NaN: must be in [0,1)"},
 		{[]string{"--queue", "q", "--target", "http://x", "--timeout", "0s"}, "batchq: --timeout 0s: must be > 0"},
 		{[]string{"--queue", "q", "--target", "http://x", "--timeout", "-1s"}, "batchq: --timeout -1s: must be > 0"},
+		// A zero or negative interval was once taken for the default.
+		{[]string{"--queue", "q", "--target", "http://x", "--poll-interval", "0s"}, "batchq: --poll-interval 0s: must be > 0"},
+		{[]string{"--queue", "q", "--target", "http://x", "--poll-interval", "-1s"}, "batchq: --poll-interval -1s: must be > 0"},
+		{[]string{"--queue", "q", "--target", "http://x", "--shutdown-timeout", "-1s"}, "batchq: --shutdown-timeout -1s: must be > 0"},
+		{[]string{"--queue", "q", "--target", "http://x", "--maintain-interval", "0s"}, "batchq: --maintain-interval 0s: must be > 0, or negative for never"},
+		{[]string{"--queue", "q", "--target", "http://x", "--max-retry-after", "48h"}, "batchq: --max-retry-after 48h0m0s: must be in (0s, 24h0m0s]"},
+		{[]string{"--queue", "q", "--target", "http://x", "--max-retry-after", "0s"}, "batchq: --max-retry-after 0s: must be in (0s, 24h0m0s]"},
+		{[]string{"--queue", "q", "--target", "http://x", "extra"}, `batchq: work: unexpected argument "extra"`},
 		{nil, "batchq: work: --queue is required (see batchq work --help)"},
 		{[]string{"--target", "http://x"}, "batchq: work: --queue is required (see batchq work --help)"},
 		{[]string{"--queue", "q"}, "batchq: work: --target is required (see batchq work --help)"},
@@ -101,4 +111,63 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		require.NotContains(t, r.stderr, "sk-test", "a secret reached the error")
 		require.Empty(t, r.stdout, "%v", tc.args)
 	}
+}
+
+// An unknown queue is a usage error, found before any work.
+func TestWorkUnknownQueueIsAUsageError(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	r := runCLI(t, url, "work", "--queue", "nope", "--target", "http://127.0.0.1:1", "--drain")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, `batchq: unknown queue: "nope"`)
+	require.Empty(t, r.stdout)
+}
+
+// work --drain of a paused queue finishes nothing new, says why, and exits
+// 3; resumed, it drains. Its summary counts each outcome, in JSON too.
+func TestWorkDrainOfAPausedQueue(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	pool := pgtest.Connect(t, url)
+	ctx := context.Background()
+	c, err := queue.NewClient(pool, queue.Config{})
+	require.NoError(t, err)
+	require.NoError(t, c.CreateQueue(ctx, queue.QueueConfig{Name: "imports"}))
+	var jobs []queue.NewJob
+	for i := range 6 {
+		jobs = append(jobs, queue.NewJob{Queue: "imports", Tenant: "a", Cost: 1, Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	_, err = c.EnqueueMany(ctx, jobs)
+	require.NoError(t, err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Batchq-Job-Id") == "1" {
+			w.WriteHeader(http.StatusBadRequest) // discarded
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+
+	r := runCLI(t, url, "queues", "pause", "imports")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "paused queue imports\n", r.stdout)
+	r = runCLI(t, url, "work", "--queue", "imports", "--target", srv.URL, "--drain", "--poll-interval", "20ms")
+	require.Equal(t, 3, r.code, r.stderr)
+	require.Contains(t, r.stderr, "batchq: work --drain: queue imports is paused, so it cannot be drained")
+	require.Contains(t, r.stderr, "batchq queues resume imports")
+	require.Contains(t, r.stdout, "worked queue imports for ")
+	require.Contains(t, r.stdout, ": 0 succeeded\n")
+	require.Equal(t, int64(6), (&cliDB{url: url, pool: pool}).count(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`), "a paused queue hands out nothing")
+
+	r = runCLI(t, url, "queues", "resume", "imports")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, url, "--format", "json", "work", "--queue", "imports", "--target", srv.URL, "--drain", "--poll-interval", "20ms")
+	require.Equal(t, 0, r.code, r.stderr)
+	var sum map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sum), r.stdout)
+	require.Equal(t, "imports", sum["queue"])
+	require.EqualValues(t, 5, sum["succeeded"])
+	require.EqualValues(t, 1, sum["discarded"])
+	require.EqualValues(t, 0, sum["failed"])
+	require.Contains(t, sum, "took")
 }

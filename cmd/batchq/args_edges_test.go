@@ -1,0 +1,140 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
+)
+
+// noServer is a database URL nothing answers on: a command run with it
+// fails to connect, unless the command line was wrong first.
+const noServer = "postgres://nobody@127.0.0.1:1/none?connect_timeout=1"
+
+// Any name a queue or tenant may have is a name on the command line: h and
+// help are not the help command, and after "--" a name may start with "-".
+func TestNamesLikeHelpOrFlagsAreNames(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	for _, args := range [][]string{
+		{"queues", "create", "h"},
+		{"queues", "create", "help"},
+		{"queues", "create", "--quantum", "7", "--", "hq"},
+		{"tenants", "set", "h", "--weight", "2"},
+		{"tenants", "set", "help", "--weight", "2"},
+		{"tenants", "set", "--weight", "2", "--", "-acme"},
+		{"tenants", "set", "--weight", "2", "--", "--help"},
+	} {
+		r := runCLI(t, db.url, args...)
+		require.Equal(t, 0, r.code, "%q: %s", args, r.stderr)
+		require.NotContains(t, r.stdout, "USAGE:", "%q", args)
+	}
+	require.Equal(t, int64(3), db.count(t, `SELECT count(*) FROM batchq.queues WHERE name IN ('h', 'help', 'hq')`))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.queues WHERE name = 'hq' AND quantum = 7`))
+	require.Equal(t, int64(4), db.count(t, `SELECT count(*) FROM batchq.tenants WHERE name IN ('h', 'help', '-acme', '--help') AND weight = 2`))
+
+	r := runCLI(t, db.url, "jobs", "show", "h")
+	require.Equal(t, 2, r.code)
+	require.Equal(t, "batchq: job id \"h\": must be a positive integer\n", r.stderr)
+}
+
+// Every command that takes an argument takes h, help and "-- h" as that
+// argument: none prints its help, each fails to connect (or refuses the
+// argument) on one line.
+func TestEveryCommandWithAnArgumentTakesHelpAsIt(t *testing.T) {
+	t.Parallel()
+	var paths [][]string
+	var walk func(prefix []string, cmds []*cli.Command)
+	walk = func(prefix []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			path := append(append([]string(nil), prefix...), c.Name)
+			if len(c.Subcommands) > 0 {
+				walk(path, c.Subcommands)
+			} else if c.ArgsUsage != "" && !c.Hidden && c.Name != "help" {
+				paths = append(paths, path)
+			}
+		}
+	}
+	walk(nil, newApp(io.Discard, io.Discard).Commands)
+	require.GreaterOrEqual(t, len(paths), 6, "queues create and set, tenants set, jobs show, cancel and retry at least")
+	for _, path := range paths {
+		for _, name := range [][]string{{"h"}, {"help"}, {"--", "h"}} {
+			args := append(append([]string(nil), path...), name...)
+			r := runCLI(t, noServer, args...)
+			require.NotEqual(t, 0, r.code, "%q printed: %s", args, r.stdout)
+			require.NotContains(t, r.stdout, "USAGE:", "%q", args)
+			require.Equal(t, 1, strings.Count(r.stderr, "\n"), "%q: one line: %q", args, r.stderr)
+		}
+	}
+}
+
+// A wrong command line is one line on standard error and exit code 2, even
+// where it reaches a help command.
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"tenants", "set", "h", "--weight"}, "batchq: tenants set: flag needs an argument: --weight\n"},
+		{[]string{"tenants", "set", "acme", "--colour", "red"}, "batchq: tenants set: flag provided but not defined: --colour\n"},
+		{[]string{"queues", "create", "--colour", "red", "q"}, "batchq: queues create: flag provided but not defined: --colour\n"},
+		{[]string{"queues", "create", "--", "a", "b"}, "batchq: queues create: unexpected argument \"b\"; usage: batchq queues create NAME\n"},
+		{[]string{"help", "--colour"}, "batchq: flag provided but not defined: -colour\n"},
+		{[]string{"queues", "help", "--colour"}, "batchq: flag provided but not defined: -colour\n"},
+		{[]string{"enqueue", "help", "--queue", "q"}, "batchq: flag provided but not defined: -queue\n"},
+		{[]string{"migrate", "up", "now"}, "batchq: migrate up: unexpected argument \"now\"; usage: batchq migrate up\n"},
+	} {
+		r := runCLI(t, noServer, tc.args...)
+		require.Equal(t, 2, r.code, "%q: %s", tc.args, r.stderr)
+		require.Equal(t, tc.msg, r.stderr, "%q", tc.args)
+		require.Empty(t, r.stdout, "%q", tc.args)
+	}
+}
+
+// Help is where it was: the app's, a group's and a command's, by the help
+// command and by --help, before or after the arguments.
+func TestHelpStillWorks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		name string // the command whose help it is
+	}{
+		{nil, "batchq - "},
+		{[]string{"help"}, "batchq - "},
+		{[]string{"h"}, "batchq - "},
+		{[]string{"--help"}, "batchq - "},
+		{[]string{"-h"}, "batchq - "},
+		{[]string{"queues"}, "batchq queues - "},
+		{[]string{"queues", "help"}, "batchq queues - "},
+		{[]string{"queues", "h"}, "batchq queues - "},
+		{[]string{"queues", "--help"}, "batchq queues - "},
+		{[]string{"help", "queues"}, "batchq queues - "},
+		{[]string{"queues", "help", "create"}, "batchq queues create - "},
+		{[]string{"queues", "create", "--help"}, "batchq queues create - "},
+		{[]string{"queues", "create", "-h"}, "batchq queues create - "},
+		{[]string{"queues", "create", "--help", "imports"}, "batchq queues create - "},
+		{[]string{"queues", "create", "imports", "--help"}, "batchq queues create - "},
+		{[]string{"tenants", "set", "acme", "--weight", "2", "-h"}, "batchq tenants set - "},
+		{[]string{"jobs", "show", "--help"}, "batchq jobs show - "},
+		{[]string{"enqueue", "--help"}, "batchq enqueue - "},
+		{[]string{"enqueue", "help"}, "batchq enqueue - "},
+		{[]string{"help", "enqueue"}, "batchq enqueue - "},
+		{[]string{"migrate", "help", "down"}, "batchq migrate down - "},
+	} {
+		r := runCLI(t, noServer, tc.args...)
+		require.Equal(t, 0, r.code, "%q: %s", tc.args, r.stderr)
+		require.Empty(t, r.stderr, "%q", tc.args)
+		require.Contains(t, r.stdout, "NAME:\n   "+tc.name, "%q", tc.args)
+		require.Contains(t, r.stdout, "USAGE:", "%q", tc.args)
+	}
+	// A command's help looks as it did: options, and no list of commands.
+	r := runCLI(t, noServer, "help", "enqueue")
+	require.Contains(t, r.stdout, "USAGE:\n   batchq enqueue [command options]")
+	require.NotContains(t, r.stdout, "COMMANDS:")
+	r = runCLI(t, noServer, "queues", "help", "create")
+	require.Contains(t, r.stdout, "USAGE:\n   batchq queues create [command options] NAME")
+	require.NotContains(t, r.stdout, "COMMANDS:")
+}

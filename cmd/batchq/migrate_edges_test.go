@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/migrations"
+)
+
+// Going below the schema's version asks for --yes, and says first what the
+// Down sections would drop; while a job runs it asks for --force as well.
+func TestMigrateDownAsksForYesAndRefusesWhileJobsRun(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	names, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	latest := names[len(names)-1]
+
+	for _, args := range [][]string{
+		{"tenants", "set", "acme", "--weight", "2"},
+		{"tenants", "set", "beta", "--weight", "3"},
+		{"enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5"},
+		{"enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "6"},
+		{"enqueue", "--queue", "imports", "--tenant", "beta", "--cost", "7"},
+		{"jobs", "cancel", "1"},
+	} {
+		r := runCLI(t, db.url, args...)
+		require.Equal(t, 0, r.code, "%q: %s", args, r.stderr)
+	}
+	db.exec(t, `INSERT INTO batchq.quota (key) VALUES ('openai/gpt-4o')`)
+	intact := func() {
+		t.Helper()
+		require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.jobs`))
+		require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.outcomes`))
+		require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.quota`))
+	}
+
+	r := runCLI(t, db.url, "migrate", "down", "--to", "0")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, fmt.Sprintf("batchq: migrate down: reverting version %d down to 0 drops the tables and data listed above; add --yes to go ahead\n", len(names)), r.stderr)
+	require.Contains(t, r.stdout, "would revert "+latest+"\n")
+	require.Contains(t, r.stdout, "would revert 00001_schema.sql\n")
+	require.Contains(t, r.stdout, "would lose, with the tables it drops: 2 unfinished jobs, 1 outcome, 1 queue, 2 tenants, 1 quota row\n")
+	require.NotContains(t, r.stdout, "running")
+	intact()
+
+	// Reverting the latest migration alone asks too, and lists only it.
+	r = runCLI(t, db.url, "migrate", "down")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "add --yes")
+	require.Contains(t, r.stdout, "would revert "+latest+"\n")
+	require.Equal(t, 1, strings.Count(r.stdout, "would revert "), r.stdout)
+	intact()
+
+	db.exec(t, `UPDATE batchq.jobs SET state = 'running' WHERE id = 2`)
+	r = runCLI(t, db.url, "migrate", "down", "--to", "0")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stdout, "1 job is running now: stop the workers first, or add --force as well\n")
+	r = runCLI(t, db.url, "migrate", "down", "--to", "0", "--yes")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, "batchq: migrate down: 1 job is running; stop the workers first, or add --force\n", r.stderr)
+	require.Empty(t, r.stdout)
+	intact()
+
+	r = runCLI(t, db.url, "migrate", "down", "--to", "0", "--yes", "--force")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "reverted 00001_schema.sql")
+	require.Contains(t, r.stdout, "schema version 0\n")
+	require.Zero(t, db.count(t, `SELECT count(*) FROM pg_namespace WHERE nspname = 'batchq'`))
+}
+
+// The counts hold at any version: a table a schema does not have yet is not
+// counted, and is not an error.
+func TestMigrateDownCountsWhatAnOlderSchemaHas(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	r := runCLI(t, db.url, "migrate", "down", "--to", "0", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	r = runCLI(t, db.url, "migrate", "up", "--to", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "migrate", "down")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "would revert 00001_schema.sql\nwould lose no jobs, outcomes, queues, tenants or quota rows\n", r.stdout)
+
+	// Version 2 has queues, tenants, jobs and outcomes, and no quota yet.
+	r = runCLI(t, db.url, "migrate", "up", "--to", "2")
+	require.Equal(t, 0, r.code, r.stderr)
+	db.exec(t, `INSERT INTO batchq.queues (name) VALUES ('imports'), ('nightly')`)
+	r = runCLI(t, db.url, "migrate", "down", "--to", "0")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "would revert 00002_queue.sql\nwould revert 00001_schema.sql\n"+
+		"would lose, with the tables it drops: 0 unfinished jobs, 0 outcomes, 2 queues, 0 tenants\n", r.stdout)
+	r = runCLI(t, db.url, "migrate", "down", "--to", "1")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stdout, "2 queues")
+	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.queues`))
+
+	// Nothing to revert asks nothing.
+	r = runCLI(t, db.url, "migrate", "down", "--to", "2")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "schema version 2\n", r.stdout)
+}
+
+// A --to past the last migration names no version: a usage error, before
+// anything connects, for up and for down.
+func TestMigrateToPastTheLastMigration(t *testing.T) {
+	t.Parallel()
+	names, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	last := len(names)
+	for _, cmd := range []string{"up", "down"} {
+		for _, to := range []string{"999", fmt.Sprint(last + 1)} {
+			r := runCLI(t, noServer, "migrate", cmd, "--to", to)
+			require.Equal(t, 2, r.code, "%s --to %s: %s", cmd, to, r.stderr)
+			require.Equal(t, fmt.Sprintf("batchq: --to %s: no such migration; the last is %d\n", to, last), r.stderr)
+			require.Empty(t, r.stdout)
+		}
+	}
+	db := newCLIDB(t)
+	r := runCLI(t, db.url, "migrate", "up", "--to", fmt.Sprint(last))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, fmt.Sprintf("schema version %d\n", last), r.stdout)
+}
+
+// A --to above the schema's version is no way down: a usage error, with
+// nothing reverted and nothing asked.
+func TestMigrateDownToAboveTheVersion(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	r := runCLI(t, db.url, "migrate", "down", "--to", "2", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	for _, args := range [][]string{{"--to", "3"}, {"--to", "3", "--yes"}} {
+		r = runCLI(t, db.url, append([]string{"migrate", "down"}, args...)...)
+		require.Equal(t, 2, r.code, "%q: %s", args, r.stderr)
+		require.Equal(t, "batchq: --to 3: must be at most the schema's version, 2; migrate down only reverts\n", r.stderr, "%q", args)
+		require.Empty(t, r.stdout, "%q", args)
+	}
+	r = runCLI(t, db.url, "migrate", "status")
+	require.Regexp(t, `(?m)^2\s+applied\s`, r.stdout)
+	require.Regexp(t, `(?m)^3\s+pending\s`, r.stdout)
+	// Down to the version itself is no change, and asks nothing.
+	r = runCLI(t, db.url, "migrate", "down", "--to", "2")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "schema version 2\n", r.stdout)
+}
