@@ -294,7 +294,8 @@ func (c *Collector) observe(key string, e queue.Event) {
 	case queue.EventRateLimited:
 		c.rateLimited.WithLabelValues(key, throttle.Batch.String()).Inc()
 		c.pausedSeconds.WithLabelValues(key).Add(c.announce("pause", "", key, e.Wait))
-		if e.Wait > time.Minute {
+		// Without a quota key the wait is that job's, not a pause of the fleet.
+		if e.Wait > time.Minute && key != "" {
 			c.longPauses.WithLabelValues(key).Inc()
 		}
 	case queue.EventError:

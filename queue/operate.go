@@ -207,16 +207,6 @@ func (c *Client) CancelJobs(ctx context.Context, f JobFilter, reason string) (Ca
 		}
 		p.AfterID = r.LastID
 	}
-	// The cancelled jobs' costs wait as ledger corrections, which workers'
-	// maintenance folds into the fair order; folding them now re-keys it
-	// before the tenant's next enqueue lands behind its cancelled backlog.
-	// A tenant whose ring row another transaction holds is left to that.
-	if st.Cancelled > 0 {
-		if _, err := c.q.ApplyAdjustments(ctx, c.pool, f.Queue); err != nil {
-			c.log.Warn("batchq: cancel jobs: folding the ledger corrections is left to maintenance",
-				"queue", f.Queue, "error", err)
-		}
-	}
 	return st, nil
 }
 

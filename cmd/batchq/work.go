@@ -25,7 +25,8 @@ func workCommand() *cli.Command {
 		Description: `Each job's payload is POSTed to --target with Content-Type: application/json,
 Idempotency-Key: batchq-<job id>, Batchq-Job-Id, Batchq-Tenant and Batchq-Attempt.
 A 2xx answer succeeds (its body is the result, usage.total_tokens the actual cost);
-a 429 hands the job back and pauses the fleet per Retry-After; 408, 409, 5xx and
+a 429 hands the job back (with --quota-key, pausing every worker of the key per
+Retry-After, at most --max-retry-after; without, that job waits for it); 408, 409, 5xx and
 network errors are retried with backoff; other 4xx are discarded. With --quota-key the
 workers of every process using that key pace from one shared throttle.
 SIGINT or SIGTERM stops claiming and finishes running jobs.

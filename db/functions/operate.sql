@@ -104,7 +104,8 @@ $$;
 -- cancel_jobs cancels the unfinished jobs of a queue that match a filter,
 -- up to p_limit of them with ids above p_after_id, in id order, in one
 -- transaction: a waiting job is finished as 'cancelled' (its cost leaves
--- its tenant's ledger), a running one is asked to stop (see batchq.cancel).
+-- its tenant's ledger, and the fair order is re-keyed), a running one is
+-- asked to stop (see batchq.cancel).
 -- Returns how many it cancelled and asked to stop, and the last id it
 -- reached, to pass as p_after_id to the next call: 0 when it reached the
 -- end. Calls in turn walk the queue once, whatever it holds.
@@ -156,6 +157,9 @@ BEGIN
     END IF;
     IF v_waiting IS NOT NULL THEN
         PERFORM 1 FROM batchq.cancel_waiting(p_queue, v_waiting, v_reason);
+        -- Their costs leave their tenants' ledgers now, so the jobs left
+        -- are re-keyed at once, not at the next maintenance pass.
+        PERFORM batchq.apply_adjustments(p_queue);
     END IF;
     RETURN QUERY SELECT coalesce(cardinality(v_waiting), 0), coalesce(cardinality(v_running), 0),
                         CASE WHEN v_n = p_limit THEN v_last ELSE 0 END;
