@@ -9,32 +9,41 @@ import (
 
 // GrantsTemplate is grants/grants.sql as embedded: the SQL that creates
 // batchq's least-privilege roles, with psql variables :'app_role',
-// :"app_role", :'worker_role' and :"worker_role" where the role names go.
-// It is not a migration: run it after migrating, with psql -v or through
-// Grants.
+// :"app_role", :'worker_role', :"worker_role", :'operator_role' and
+// :"operator_role" where the role names go, and the operator's grants
+// between psql's \if :{?operator_role} and \endif, so psql runs it without
+// operator_role too. It is not a migration: run it after migrating, with
+// psql -v or through Grants.
 //
 //go:embed grants/grants.sql
 var GrantsTemplate string
 
-// Grants returns GrantsTemplate with the role names filled in, quoted, ready
-// to run as one script. It creates appRole, which may enqueue and read
-// reports, and workerRole, which may claim and finish jobs, where they do
-// not exist, and grants each what it needs. Names must be 1-63 bytes of
+// Grants returns GrantsTemplate with the role names filled in, quoted, and
+// the operator's grants included, ready to run as one script without psql.
+// It creates appRole, which may enqueue and read reports, workerRole, which
+// may claim and finish jobs, and operatorRole, which may pause, resume and
+// delete queues, cancel jobs and read them, payloads included, where they
+// do not exist, and grants each what it needs. Names must be 1-63 bytes of
 // UTF-8 without control characters, differ from each other, and not be
 // reserved ("public", "pg_…").
-func Grants(appRole, workerRole string) (string, error) {
-	if err := checkRole("app role", appRole); err != nil {
-		return "", err
-	}
-	if err := checkRole("worker role", workerRole); err != nil {
-		return "", err
-	}
-	if appRole == workerRole {
-		return "", fmt.Errorf("batchq: grants: the app role and the worker role must differ (both %q)", appRole)
+func Grants(appRole, workerRole, operatorRole string) (string, error) {
+	roles := []struct{ what, name string }{{"app role", appRole}, {"worker role", workerRole}, {"operator role", operatorRole}}
+	for i, r := range roles {
+		if err := checkRole(r.what, r.name); err != nil {
+			return "", err
+		}
+		for _, earlier := range roles[:i] {
+			if earlier.name == r.name {
+				return "", fmt.Errorf("batchq: grants: the %s and the %s must differ (both %q)", earlier.what, r.what, r.name)
+			}
+		}
 	}
 	sql := strings.NewReplacer(
 		`:'app_role'`, quoteLiteral(appRole), `:"app_role"`, quoteIdent(appRole),
 		`:'worker_role'`, quoteLiteral(workerRole), `:"worker_role"`, quoteIdent(workerRole),
+		`:'operator_role'`, quoteLiteral(operatorRole), `:"operator_role"`, quoteIdent(operatorRole),
+		// psql's conditional, which the operator role always meets here.
+		`\if :{?operator_role}`, "", `\endif`, "",
 	).Replace(GrantsTemplate)
 	return sql, nil
 }

@@ -983,10 +983,16 @@ func TestJSONThatJsonbStoresIsKept(t *testing.T) {
 	// wrapper that shows where the bytes were, and the completion counts.
 	require.Equal(t, "{\"text\":\"caf\uFFFD\"}", storedHead(t, b, b.client, []byte("{\"text\":\"caf\xe9\"}")))
 
-	// Cut to size in the middle of a character: the part before the cut goes.
-	small, err := queue.NewClient(b.pool, queue.Config{MaxResultBytes: 11})
+	// Cut to size in the middle of a character: the part before the cut
+	// goes. A head of half of MaxResultBytes (51 bytes) splits the 26th é;
+	// with the wrapper around it, 25 fit.
+	small, err := queue.NewClient(b.pool, queue.Config{MaxResultBytes: 102})
 	require.NoError(t, err)
-	require.Equal(t, "éé", storedHead(t, b, small, []byte(strings.Repeat("é", 9))))
+	require.Equal(t, strings.Repeat("é", 25), storedHead(t, b, small, []byte(strings.Repeat("é", 100))))
+	// So small a bound that no head fits: the summary keeps only the size.
+	tiny, err := queue.NewClient(b.pool, queue.Config{MaxResultBytes: 11})
+	require.NoError(t, err)
+	require.Equal(t, "", storedHead(t, b, tiny, []byte(strings.Repeat("é", 9))))
 }
 
 // storedHead enqueues a job, has c claim and complete it with output, and

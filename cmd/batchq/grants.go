@@ -18,30 +18,37 @@ import (
 func migrateGrantsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "grants",
-		Usage: "print, or with --apply run, the SQL that creates least-privilege roles for the app and the workers",
+		Usage: "print, or with --apply run, the SQL that creates least-privilege roles for the app, the workers and operators",
 		Description: `The app role may enqueue (through batchq.enqueue, which runs as the schema's
 owner) and read reports: the backlog and audit views, tenant usage, settings and the
 quota, which its interactive calls also update. It cannot read job payloads or change
 or delete anything else. The worker role may claim, heartbeat, complete, fail and
 release jobs and maintain queues; it cannot enqueue, change settings, change a job's
 tenant, cost or payload, or change or delete an outcome. It records cost corrections
-that move tenants in the fair order, so it is for batchq's worker code only. Neither
-may create, alter or drop anything.
+that move tenants in the fair order, so it is for batchq's worker code only. The operator
+role may run 'batchq queues pause|resume|delete|list', 'batchq jobs show|cancel',
+'batchq tenants list' and 'batchq report': it reads jobs and outcomes whole, payloads
+included. It cannot enqueue, claim or finish jobs, or write a table, so 'queues
+create|set', 'tenants set|unset' and 'jobs retry' stay with the schema's owner. No role
+may create, alter or drop anything, and the three roles must differ.
 
 Missing roles are created with LOGIN. Passwords are read from the environment variables
-that --app-password-env and --worker-password-env name, never from the command line,
-and are sent to the server as SCRAM-SHA-256 verifiers, so the server and its logs never
-see them. Run it after 'batchq migrate up', as the schema's owner (if it may create
-roles) or a superuser. Without --apply the SQL goes to standard output, so psql can run
-it (set passwords with psql's \password then):
-  batchq migrate grants --app-role app --worker-role worker | psql "$DATABASE_URL"
-  psql -v app_role=app -v worker_role=worker -f migrations/grants/grants.sql`,
+that --app-password-env, --worker-password-env and --operator-password-env name, never
+from the command line, and are sent to the server as SCRAM-SHA-256 verifiers, so the
+server and its logs never see them. Run it after 'batchq migrate up', as the schema's
+owner (if it may create roles) or a superuser. Without --apply the SQL goes to standard
+output, so psql can run it (set passwords with psql's \password then):
+  batchq migrate grants --app-role app --worker-role worker --operator-role ops | psql "$DATABASE_URL"
+  psql -v app_role=app -v worker_role=worker -v operator_role=ops -f migrations/grants/grants.sql
+psql without -v operator_role creates and grants only the app and worker roles.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "app-role", Usage: "the application's role: may enqueue and read reports", Value: "batchq_app", EnvVars: []string{"BATCHQ_APP_ROLE"}},
 			&cli.StringFlag{Name: "worker-role", Usage: "the workers' role: may claim and finish jobs", Value: "batchq_worker", EnvVars: []string{"BATCHQ_WORKER_ROLE"}},
+			&cli.StringFlag{Name: "operator-role", Usage: "the operators' role: may pause, resume and delete queues, cancel jobs and read them", Value: "batchq_operator", EnvVars: []string{"BATCHQ_OPERATOR_ROLE"}},
 			&cli.BoolFlag{Name: "apply", Usage: "run the SQL on --database-url instead of printing it"},
 			&cli.StringFlag{Name: "app-password-env", Usage: "with --apply, set the app role's password from this environment variable"},
 			&cli.StringFlag{Name: "worker-password-env", Usage: "with --apply, set the worker role's password from this environment variable"},
+			&cli.StringFlag{Name: "operator-password-env", Usage: "with --apply, set the operator role's password from this environment variable"},
 		},
 		Action: migrateGrants,
 	}
@@ -51,14 +58,14 @@ func migrateGrants(c *cli.Context) error {
 	if _, err := commandArgs(c); err != nil {
 		return err
 	}
-	app, worker := c.String("app-role"), c.String("worker-role")
-	sql, err := migrations.Grants(app, worker)
+	app, worker, operator := c.String("app-role"), c.String("worker-role"), c.String("operator-role")
+	sql, err := migrations.Grants(app, worker, operator)
 	if err != nil {
 		return usageError{msg: err.Error()}
 	}
 	type password struct{ role, value string }
 	var passwords []password
-	for _, p := range []struct{ flag, role string }{{"app-password-env", app}, {"worker-password-env", worker}} {
+	for _, p := range []struct{ flag, role string }{{"app-password-env", app}, {"worker-password-env", worker}, {"operator-password-env", operator}} {
 		if !c.IsSet(p.flag) {
 			continue
 		}
@@ -95,7 +102,8 @@ func migrateGrants(c *cli.Context) error {
 	if _, err := conn.Exec(c.Context, sql); err != nil {
 		return fmt.Errorf("batchq: migrate grants: %w", err)
 	}
-	fmt.Fprintf(c.App.Writer, "granted: role %s may enqueue and read reports; role %s may claim and finish jobs\n", app, worker)
+	fmt.Fprintf(c.App.Writer, "granted: role %s may enqueue and read reports; role %s may claim and finish jobs; "+
+		"role %s may pause, resume and delete queues, cancel jobs and read them\n", app, worker, operator)
 	for _, p := range passwords {
 		v, err := scramVerifier(p.value)
 		if err != nil {

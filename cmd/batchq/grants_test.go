@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -29,18 +30,25 @@ import (
 
 func TestMigrateGrantsPrintsQuotedSQL(t *testing.T) {
 	t.Parallel()
-	r := runCLI(t, "", "migrate", "grants", "--app-role", `shop"; DROP ROLE postgres; --`, "--worker-role", "O'Brien")
+	r := runCLI(t, "", "migrate", "grants", "--app-role", `shop"; DROP ROLE postgres; --`, "--worker-role", "O'Brien",
+		"--operator-role", `op\s`)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `GRANT USAGE ON SCHEMA batchq TO "shop""; DROP ROLE postgres; --", "O'Brien";`)
 	require.Contains(t, r.stdout, `set_config('batchq.app_role', 'shop"; DROP ROLE postgres; --', true)`)
 	require.Contains(t, r.stdout, `set_config('batchq.worker_role', 'O''Brien', true)`)
-	require.NotContains(t, r.stdout, `:'`)
-	require.NotContains(t, r.stdout, `:"`)
+	require.Contains(t, r.stdout, `set_config('batchq.operator_role', E'op\\s', true)`)
+	require.Contains(t, r.stdout, `GRANT USAGE ON SCHEMA batchq TO "op\s";`)
+	// What only psql reads is gone: its variables, and the \if around the
+	// operator's grants, which the CLI always includes.
+	for _, psqlOnly := range []string{`:'`, `:"`, `:{`, `\if`, `\endif`} {
+		require.NotContains(t, r.stdout, psqlOnly)
+	}
 
 	r = runCLI(t, "", "migrate", "grants")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `TO "batchq_app"`)
 	require.Contains(t, r.stdout, `TO "batchq_worker"`)
+	require.Contains(t, r.stdout, `TO "batchq_operator"`)
 
 	for _, tc := range []struct {
 		name string
@@ -48,6 +56,10 @@ func TestMigrateGrantsPrintsQuotedSQL(t *testing.T) {
 		msg  string
 	}{
 		{"same role", []string{"--app-role", "x", "--worker-role", "x"}, `batchq: grants: the app role and the worker role must differ (both "x")`},
+		{"operator is the app", []string{"--operator-role", "batchq_app"}, `batchq: grants: the app role and the operator role must differ (both "batchq_app")`},
+		{"operator is the worker", []string{"--worker-role", "w", "--operator-role", "w"}, `batchq: grants: the worker role and the operator role must differ (both "w")`},
+		{"empty operator role", []string{"--operator-role", ""}, "batchq: grants: operator role: must not be empty"},
+		{"reserved operator role", []string{"--operator-role", "session_user"}, `batchq: grants: operator role: "session_user" is reserved`},
 		{"empty role", []string{"--app-role", ""}, "batchq: grants: app role: must not be empty"},
 		{"long role", []string{"--worker-role", strings.Repeat("w", 64)}, "batchq: grants: worker role: must be at most 63 bytes (got 64)"},
 		{"reserved role", []string{"--app-role", "pg_monitor"}, "names starting with pg_ are reserved"},
@@ -55,6 +67,7 @@ func TestMigrateGrantsPrintsQuotedSQL(t *testing.T) {
 		{"control character", []string{"--app-role", "a\nb"}, "must not contain control characters"},
 		{"password without apply", []string{"--app-password-env", "HOME"}, "batchq: --app-password-env goes with --apply"},
 		{"password unset", []string{"--apply", "--worker-password-env", "BATCHQ_TEST_GRANTS_UNSET"}, `batchq: --worker-password-env: environment variable "BATCHQ_TEST_GRANTS_UNSET" is not set`},
+		{"operator password without apply", []string{"--operator-password-env", "HOME"}, "batchq: --operator-password-env goes with --apply"},
 		{"argument", []string{"extra"}, `unexpected argument "extra"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,10 +93,11 @@ func TestScramVerifier(t *testing.T) {
 	require.NotEqual(t, a, b, "a fresh salt each time")
 }
 
-// TestLeastPrivilegeRoles creates the app and worker roles with `batchq
-// migrate grants --apply` and runs the application (enqueue, reports, the
-// shared quota) and a worker pool (claims, heartbeats, completions,
-// failures, releases, maintenance, the shared throttle, metrics) under
+// TestLeastPrivilegeRoles creates the app, worker and operator roles with
+// `batchq migrate grants --apply` and runs the application (enqueue,
+// reports, the shared quota), a worker pool (claims, heartbeats,
+// completions, failures, releases, maintenance, the shared throttle,
+// metrics) and an operator (pause, resume, cancel, delete, inspect) under
 // them: what each role is for works, and everything else is refused with
 // permission denied.
 func TestLeastPrivilegeRoles(t *testing.T) {
@@ -92,8 +106,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	dbURL := pgtest.URL(t)
 	owner := pgtest.Connect(t, dbURL)
 	super := withDatabase(t, pgtest.ServerURL(t), dbURL)
-	app, worker := uniqueRole(t, "app"), uniqueRole(t, "worker")
-	dropRolesAtEnd(t, super, app, worker)
+	app, worker, operator := uniqueRole(t, "app"), uniqueRole(t, "worker"), uniqueRole(t, "operator")
+	dropRolesAtEnd(t, super, app, worker, operator)
 
 	// The schema's owner sets up a queue; the app role will enqueue into it.
 	admin, err := queue.NewClient(owner, queue.Config{})
@@ -101,17 +115,18 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.NoError(t, admin.CreateQueue(ctx, queue.QueueConfig{Name: "docs", Lease: 2 * time.Second}))
 	require.NoError(t, admin.SetTenant(ctx, queue.Tenant{Name: "small", Weight: 1, MaxQueued: 2}))
 
-	passwords := map[string]string{app: randomHex(t, 16), worker: randomHex(t, 16)}
-	envApp, envWorker := "BATCHQ_TEST_PW_"+strings.ToUpper(app), "BATCHQ_TEST_PW_"+strings.ToUpper(worker)
-	for env, pw := range map[string]string{envApp: passwords[app], envWorker: passwords[worker]} {
-		require.NoError(t, os.Setenv(env, pw))
-		t.Cleanup(func() { os.Unsetenv(env) })
+	passwords := map[string]string{app: randomHex(t, 16), worker: randomHex(t, 16), operator: randomHex(t, 16)}
+	env := func(role string) string { return "BATCHQ_TEST_PW_" + strings.ToUpper(role) }
+	for role, pw := range passwords {
+		require.NoError(t, os.Setenv(env(role), pw))
+		t.Cleanup(func() { os.Unsetenv(env(role)) })
 	}
 	for range 2 { // a second run changes nothing and fails on nothing
-		r := runCLI(t, super, "migrate", "grants", "--app-role", app, "--worker-role", worker, "--apply",
-			"--app-password-env", envApp, "--worker-password-env", envWorker)
+		r := runCLI(t, super, "migrate", "grants", "--app-role", app, "--worker-role", worker, "--operator-role", operator,
+			"--apply", "--app-password-env", env(app), "--worker-password-env", env(worker), "--operator-password-env", env(operator))
 		require.Equal(t, 0, r.code, r.stderr)
-		require.Contains(t, r.stdout, "granted: role "+app+" may enqueue and read reports; role "+worker+" may claim and finish jobs")
+		require.Contains(t, r.stdout, "granted: role "+app+" may enqueue and read reports; role "+worker+" may claim and finish jobs; "+
+			"role "+operator+" may pause, resume and delete queues, cancel jobs and read them")
 		for _, pw := range passwords {
 			require.NotContains(t, r.stdout+r.stderr, pw, "a password was printed")
 		}
@@ -119,9 +134,9 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	superPool := pgtest.Connect(t, super)
 	var verifiers int64
 	require.NoError(t, superPool.QueryRow(ctx, `SELECT count(*) FROM pg_authid
-		WHERE rolname IN ($1, $2) AND rolpassword LIKE 'SCRAM-SHA-256$4096:%' AND rolcanlogin AND NOT rolsuper
-		  AND NOT rolcreaterole AND NOT rolcreatedb`, app, worker).Scan(&verifiers))
-	require.Equal(t, int64(2), verifiers, "both roles log in with a SCRAM verifier and no other right")
+		WHERE rolname IN ($1, $2, $3) AND rolpassword LIKE 'SCRAM-SHA-256$4096:%' AND rolcanlogin AND NOT rolsuper
+		  AND NOT rolcreaterole AND NOT rolcreatedb`, app, worker, operator).Scan(&verifiers))
+	require.Equal(t, int64(3), verifiers, "the roles log in with a SCRAM verifier and no other right")
 
 	// The application.
 	appPool := pgtest.Connect(t, withUser(t, dbURL, app, passwords[app]))
@@ -194,6 +209,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		func() error { return execSQL(appPool, `CREATE TABLE batchq.mine (id int)`) },
 		func() error { return execSQL(appPool, `TRUNCATE batchq.quota`) },
 		func() error { return execSQL(appPool, `SELECT batchq.pause_queue('docs')`) },
+		func() error { return execSQL(appPool, `SELECT batchq.resume_queue('docs')`) },
+		func() error { return execSQL(appPool, `SELECT * FROM batchq.matching_jobs('docs')`) },
 		func() error { return execSQL(appPool, `SELECT * FROM batchq.cancel_jobs('docs')`) },
 		func() error { return execSQL(appPool, `SELECT batchq.delete_queue('docs')`) },
 		func() error { return execSQL(appPool, `SELECT batchq.cancel(1, 'app')`) },
@@ -279,6 +296,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		func() error { return execSQL(workerPool, `SELECT batchq.cancel(1, 'worker')`) },
 		func() error { return execSQL(workerPool, `SELECT batchq.pause_queue('docs')`) },
 		func() error { return execSQL(workerPool, `SELECT batchq.resume_queue('docs')`) },
+		func() error { return execSQL(workerPool, `SELECT * FROM batchq.matching_jobs('docs')`) },
 		func() error { return execSQL(workerPool, `SELECT * FROM batchq.cancel_jobs('docs')`) },
 		func() error { return execSQL(workerPool, `SELECT batchq.delete_queue('docs')`) },
 		func() error {
@@ -319,6 +337,264 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	_, err = appClient.Prune(ctx, 0)
 	requireDenied(t, err, 0)
 	require.Equal(t, int64(23), scalar(t, owner, `SELECT count(*) FROM batchq.outcomes`))
+
+	testOperatorRole(t, owner, appClient, workerClient, withUser(t, dbURL, operator, passwords[operator]))
+}
+
+// testOperatorRole runs what the operator role is for, as the operator
+// commands do, on a queue of its own: reading everything the app reads and
+// the jobs whole, pausing and resuming, counting and cancelling jobs in bulk
+// and one at a time (a waiting one and a running one), deleting an empty
+// queue. Everything else, above all any write to a table, enqueueing,
+// claiming and finishing, is refused.
+func testOperatorRole(t *testing.T, owner *pgxpool.Pool, appClient, workerClient *queue.Client, operatorURL string) {
+	ctx := context.Background()
+	admin, err := queue.NewClient(owner, queue.Config{})
+	require.NoError(t, err)
+	for _, name := range []string{"ops", "spare"} {
+		require.NoError(t, admin.CreateQueue(ctx, queue.QueueConfig{Name: name}))
+	}
+	var jobs []queue.NewJob
+	for i := range 5 {
+		jobs = append(jobs, queue.NewJob{Queue: "ops", Tenant: []string{"a", "b"}[i%2], Kind: "k", Cost: 10,
+			Payload: []byte(fmt.Sprintf(`{"doc":%d}`, i))})
+	}
+	enqueued, err := appClient.EnqueueMany(ctx, jobs)
+	require.NoError(t, err)
+	var aIDs []int64 // tenant a's jobs: 0, 2 and 4
+	for i := 0; i < len(enqueued); i += 2 {
+		aIDs = append(aIDs, enqueued[i].ID)
+	}
+
+	opPool := pgtest.Connect(t, operatorURL)
+	op, err := queue.NewClient(opPool, queue.Config{})
+	require.NoError(t, err)
+
+	// Reads: the reports, the settings, and a job with its payload.
+	_, err = op.Queues(ctx)
+	require.NoError(t, err)
+	_, err = op.Queue(ctx, "ops")
+	require.NoError(t, err)
+	_, err = op.Tenants(ctx)
+	require.NoError(t, err)
+	_, err = op.QueueTenants(ctx)
+	require.NoError(t, err)
+	backlog, err := op.Backlog(ctx, "ops")
+	require.NoError(t, err)
+	require.Len(t, backlog, 2)
+	_, err = op.TenantUsage(ctx, time.Now().Add(-time.Hour), time.Now().Add(time.Minute), "")
+	require.NoError(t, err)
+	_, err = op.Outcomes(ctx, nil)
+	require.NoError(t, err)
+	_, err = op.Quota(ctx)
+	require.NoError(t, err)
+	info, err := op.JobInfo(ctx, aIDs[0])
+	require.NoError(t, err)
+	require.False(t, info.Finished)
+	require.JSONEq(t, `{"doc":0}`, string(info.Payload))
+
+	// Pause and resume.
+	changed, err := op.PauseQueue(ctx, "ops")
+	require.NoError(t, err)
+	require.True(t, changed)
+	changed, err = op.PauseQueue(ctx, "ops")
+	require.NoError(t, err)
+	require.False(t, changed)
+	claimed, err := workerClient.Claim(ctx, "ops", nil)
+	require.NoError(t, err)
+	require.Empty(t, claimed, "the operator's pause holds")
+	changed, err = op.ResumeQueue(ctx, "ops")
+	require.NoError(t, err)
+	require.True(t, changed)
+
+	// Count and cancel in bulk.
+	n, err := op.CountJobs(ctx, queue.JobFilter{Queue: "ops"})
+	require.NoError(t, err)
+	require.Equal(t, queue.JobCount{Queued: 5, Tokens: 50}, n)
+	st, err := op.CancelJobs(ctx, queue.JobFilter{Queue: "ops", Tenant: "b"}, "bulk")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Cancelled: 2}, st)
+
+	// Cancel one waiting job, and read its outcome, payload included.
+	st, err = op.CancelJob(ctx, aIDs[0], "one")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Cancelled: 1}, st)
+	info, err = op.JobInfo(ctx, aIDs[0])
+	require.NoError(t, err)
+	require.True(t, info.Finished)
+	require.Equal(t, "cancelled", info.State)
+	require.JSONEq(t, `{"doc":0}`, string(info.Payload))
+
+	// Ask a running job to stop.
+	running, err := workerClient.Claim(ctx, "ops", &queue.ClaimOpts{Limit: 1, Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, running, 1)
+	st, err = op.CancelJob(ctx, running[0].ID, "stop")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Stopping: 1}, st)
+
+	// Delete: refused while jobs are left, done for an empty queue.
+	var notEmpty *queue.QueueNotEmptyError
+	require.ErrorAs(t, op.DeleteQueue(ctx, "ops"), &notEmpty)
+	require.Equal(t, queue.QueueNotEmptyError{Queue: "ops", Queued: 1, Running: 1}, *notEmpty)
+	require.NoError(t, op.DeleteQueue(ctx, "spare"))
+	_, err = op.Queue(ctx, "spare")
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+
+	forbidden := []func() error{
+		func() error { return execSQL(opPool, `SELECT * FROM batchq.tenant_ring`) },
+		func() error { return execSQL(opPool, `SELECT * FROM batchq.ledger_adjustments`) },
+		func() error { return execSQL(opPool, `SELECT nextval('batchq.settings_version')`) },
+		func() error { return execSQL(opPool, `SELECT * FROM batchq.claim('ops', 1, 'x', NULL)`) },
+		func() error {
+			return execSQL(opPool, `SELECT * FROM batchq.complete('ops', ARRAY[1::bigint], ARRAY[gen_random_uuid()], ARRAY[1::bigint], ARRAY[NULL::text])`)
+		},
+		func() error {
+			return execSQL(opPool, `SELECT * FROM batchq.fail('ops', ARRAY[1::bigint], ARRAY[gen_random_uuid()], ARRAY['x'], ARRAY[now()], ARRAY[false])`)
+		},
+		func() error {
+			return execSQL(opPool, `SELECT * FROM batchq.release('ops', ARRAY[1::bigint], ARRAY[gen_random_uuid()], ARRAY[0::bigint])`)
+		},
+		func() error { return execSQL(opPool, `SELECT * FROM batchq.enqueue_job('ops', 'a', 1)`) },
+		func() error { return execSQL(opPool, `SELECT * FROM batchq.enqueue_jobs('ops', '[]')`) },
+		func() error { return execSQL(opPool, `SELECT batchq.requeue('ops', 10)`) },
+		func() error { return execSQL(opPool, `SELECT batchq.apply_adjustments('ops')`) },
+		func() error {
+			return execSQL(opPool, `SELECT * FROM batchq.cancel_waiting('ops', ARRAY[1::bigint], 'x')`)
+		},
+		func() error { return execSQL(opPool, `SELECT * FROM batchq.save_quota('k', 0, '{}')`) },
+		func() error { return execSQL(opPool, `CREATE TABLE batchq.mine (id int)`) },
+		func() error {
+			_, err := op.Enqueue(ctx, queue.NewJob{Queue: "ops", Tenant: "a", Cost: 1})
+			return err
+		},
+		func() error { _, err := op.Claim(ctx, "ops", nil); return err },
+		func() error { _, err := op.Maintain(ctx, "ops"); return err },
+		func() error { _, err := op.Resubmit(ctx, aIDs[0]); return err },
+		func() error { return op.RetryNow(ctx, aIDs[1]) },
+		func() error { return op.CreateQueue(ctx, queue.QueueConfig{Name: "mine"}) },
+		func() error {
+			q := int64(5)
+			_, err := op.UpdateQueue(ctx, "ops", queue.QueueUpdate{Quantum: &q})
+			return err
+		},
+		func() error { return op.SetTenant(ctx, queue.Tenant{Name: "a", Weight: 50}) },
+		func() error {
+			w := 50.0
+			_, err := op.UpdateQueueTenant(ctx, "ops", "a", queue.TenantUpdate{Weight: &w})
+			return err
+		},
+		func() error { _, err := op.ClearQueueTenant(ctx, "ops", "a"); return err },
+		func() error { _, err := op.Prune(ctx, 0); return err },
+	}
+	// No table of batchq's may be written, whatever the statement.
+	rows, err := owner.Query(ctx, `SELECT c.relname::text, a.attname::text FROM pg_class c
+		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = 1
+		WHERE c.relnamespace = 'batchq'::regnamespace AND c.relkind IN ('r', 'p') ORDER BY 1`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Table, Column string }])
+	require.NoError(t, err)
+	require.Greater(t, len(tables), 5)
+	for _, tc := range tables {
+		table, column := pgx.Identifier{"batchq", tc.Table}.Sanitize(), pgx.Identifier{tc.Column}.Sanitize()
+		for _, sql := range []string{
+			`INSERT INTO ` + table + ` DEFAULT VALUES`,
+			`UPDATE ` + table + ` SET ` + column + ` = DEFAULT WHERE false`,
+			`DELETE FROM ` + table + ` WHERE false`,
+			`TRUNCATE ` + table,
+		} {
+			forbidden = append(forbidden, func() error { return execSQL(opPool, sql) })
+		}
+	}
+	for i, f := range forbidden {
+		requireDenied(t, f(), i)
+	}
+	require.Equal(t, int64(2), scalar(t, owner, `SELECT count(*) FROM batchq.jobs WHERE queue = 'ops'`), "the refused calls changed nothing")
+}
+
+// TestGrantsScriptRunsInPsql runs migrations/grants/grants.sql with psql,
+// as the docs show, first with the app and worker roles only (operator_role
+// is optional there), then with the operator role too, and checks that each
+// grants exactly what `batchq migrate grants --apply` grants those roles, and
+// that a second run changes nothing.
+func TestGrantsScriptRunsInPsql(t *testing.T) {
+	t.Parallel()
+	psql, err := exec.LookPath("psql")
+	require.NoError(t, err, "this test runs psql: install PostgreSQL's client (Debian: postgresql-client)")
+	dbURL := pgtest.URL(t)
+	super := withDatabase(t, pgtest.ServerURL(t), dbURL)
+	superPool := pgtest.Connect(t, super)
+	app, worker, operator := uniqueRole(t, "app"), uniqueRole(t, "worker"), uniqueRole(t, "operator")
+	dropRolesAtEnd(t, super, app, worker, operator)
+	runPsql := func(vars ...string) (string, error) {
+		args := []string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", super, "-f", "../../migrations/grants/grants.sql"}
+		for _, v := range vars {
+			args = append(args, "-v", v)
+		}
+		out, err := exec.Command(psql, args...).CombinedOutput()
+		return string(out), err
+	}
+
+	for range 2 {
+		out, err := runPsql("app_role="+app, "worker_role="+worker)
+		require.NoError(t, err, out)
+	}
+	twoRoles := privileges(t, superPool, app, worker, operator)
+	require.Contains(t, twoRoles, "function batchq.enqueue_jobs(text,jsonb) "+app+" EXECUTE")
+	require.Contains(t, twoRoles, "function batchq.claim(text,integer,text,bigint) "+worker+" EXECUTE")
+	require.Zero(t, scalar(t, superPool, `SELECT count(*) FROM pg_roles WHERE rolname = $1`, operator),
+		"psql without operator_role made the operator role")
+
+	r := runCLI(t, super, "migrate", "grants", "--app-role", app, "--worker-role", worker, "--operator-role", operator, "--apply")
+	require.Equal(t, 0, r.code, r.stderr)
+	threeRoles := privileges(t, superPool, app, worker, operator)
+	require.Equal(t, twoRoles, privileges(t, superPool, app, worker), "the operator's grants changed the app's or the worker's")
+	require.Contains(t, threeRoles, "function batchq.pause_queue(text) "+operator+" EXECUTE")
+	require.Contains(t, threeRoles, "relation jobs "+operator+" SELECT")
+
+	for range 2 {
+		out, err := runPsql("app_role="+app, "worker_role="+worker, "operator_role="+operator)
+		require.NoError(t, err, out)
+		require.Equal(t, threeRoles, privileges(t, superPool, app, worker, operator), "psql and the CLI grant differently")
+	}
+
+	for _, vars := range [][]string{
+		{"app_role=" + app, "worker_role=" + app},
+		{"app_role=" + app, "worker_role=" + worker, "operator_role=" + worker},
+	} {
+		out, err := runPsql(vars...)
+		require.Error(t, err, out)
+		require.Contains(t, out, "batchq: grants: the app, worker and operator roles must differ")
+	}
+	require.Equal(t, threeRoles, privileges(t, superPool, app, worker, operator), "a refused run changed something")
+}
+
+// privileges lists what roles may do in the batchq schema: on the schema,
+// its tables, views and sequences, their columns and its functions, one
+// "kind object role PRIVILEGE" a line, sorted.
+func privileges(t *testing.T, pool *pgxpool.Pool, roles ...string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT format('%s %s %s %s', p.kind, p.object, r.rolname, p.privilege)
+		FROM (SELECT 'schema' AS kind, n.nspname::text AS object, a.grantee, a.privilege_type AS privilege
+		      FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.nspname = 'batchq'
+		      UNION ALL
+		      SELECT 'relation', c.relname::text, a.grantee, a.privilege_type
+		      FROM pg_class c, aclexplode(c.relacl) a WHERE c.relnamespace = 'batchq'::regnamespace
+		      UNION ALL
+		      SELECT 'column', c.relname || '.' || att.attname, a.grantee, a.privilege_type
+		      FROM pg_attribute att JOIN pg_class c ON c.oid = att.attrelid, aclexplode(att.attacl) a
+		      WHERE c.relnamespace = 'batchq'::regnamespace
+		      UNION ALL
+		      SELECT 'function', p.oid::regprocedure::text, a.grantee, a.privilege_type
+		      FROM pg_proc p, aclexplode(p.proacl) a WHERE p.pronamespace = 'batchq'::regnamespace) p
+		JOIN pg_roles r ON r.oid = p.grantee
+		WHERE r.rolname = ANY ($1)
+		ORDER BY 1`, roles)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
 }
 
 // execSQL runs sql and returns its error.

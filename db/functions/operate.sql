@@ -1,6 +1,6 @@
 -- Operator controls: pause and resume a queue, cancel jobs in bulk, delete
--- a queue. They are for the schema's owner (grant them to an operator's
--- role to share them); no role of migrations/grants/grants.sql may call them.
+-- a queue. Of the roles of migrations/grants/grants.sql, only the operator
+-- role may call them (and the schema's owner).
 
 -- pause_queue stops a queue's claims: workers find nothing to claim until
 -- resume_queue, while enqueues, running jobs and maintenance go on. Returns

@@ -1,30 +1,47 @@
 -- batchq's least-privilege roles: an application role that can enqueue and
--- read reports, and a worker role that can claim and finish jobs.
+-- read reports, a worker role that can claim and finish jobs, and an
+-- operator role that can pause, resume and delete queues, cancel jobs and
+-- read them.
 --
 -- Run it after `batchq migrate up`, in the database that holds the batchq
 -- schema, as the role that owns the schema (the one migrations ran as) if it
 -- may create roles, or as a superuser:
 --
---   batchq migrate grants --app-role batchq_app --worker-role batchq_worker --apply
---   psql -v app_role=batchq_app -v worker_role=batchq_worker -f grants.sql
+--   batchq migrate grants --app-role batchq_app --worker-role batchq_worker \
+--     --operator-role batchq_operator --apply
+--   psql -v app_role=batchq_app -v worker_role=batchq_worker \
+--     -v operator_role=batchq_operator -f grants.sql
 --
--- It creates the roles that do not exist yet (LOGIN, no password: set one
--- with psql's \password, or with --app-password-env and --worker-password-env
--- of `batchq migrate grants --apply`) and grants each what it needs and
--- nothing more. Running it again changes nothing. Neither role may create,
--- alter or drop anything: migrations are the only step that needs DDL.
--- Re-run it after migrating: a later batchq version may need more grants.
+-- operator_role is optional with psql: without it the script makes only the
+-- app and worker roles. It creates the roles that do not exist yet (LOGIN,
+-- no password: set one with psql's \password, or with --app-password-env,
+-- --worker-password-env and --operator-password-env of `batchq migrate
+-- grants --apply`) and grants each what it needs and nothing more. The roles
+-- must differ. Running it again changes nothing. No role may create, alter
+-- or drop anything: migrations are the only step that needs DDL. Re-run it
+-- after migrating: a later batchq version may need more grants.
 
 BEGIN;
 
 SELECT set_config('batchq.app_role', :'app_role', true),
-       set_config('batchq.worker_role', :'worker_role', true);
+       set_config('batchq.worker_role', :'worker_role', true),
+       set_config('batchq.operator_role', '', true);
+\if :{?operator_role}
+SELECT set_config('batchq.operator_role', :'operator_role', true);
+\endif
 
 DO $$
 DECLARE
+    roles text[] := array_remove(ARRAY[current_setting('batchq.app_role'), current_setting('batchq.worker_role'),
+                                       nullif(current_setting('batchq.operator_role'), '')], NULL);
     r text;
 BEGIN
-    FOREACH r IN ARRAY ARRAY[current_setting('batchq.app_role'), current_setting('batchq.worker_role')] LOOP
+    -- One role with two roles' grants would keep the rights of both, and
+    -- the revokes below would take back what the other was just granted.
+    IF cardinality(roles) <> (SELECT count(DISTINCT x) FROM unnest(roles) x) THEN
+        RAISE EXCEPTION 'batchq: grants: the app, worker and operator roles must differ (got %)', array_to_string(roles, ', ');
+    END IF;
+    FOREACH r IN ARRAY roles LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r) THEN
             EXECUTE format('CREATE ROLE %I LOGIN', r);
         END IF;
@@ -86,5 +103,32 @@ GRANT SELECT ON batchq.jobs, batchq.queues, batchq.unfinished TO :"worker_role";
 -- pause past the throttle's limit.
 GRANT SELECT ON batchq.quota TO :"app_role", :"worker_role";
 GRANT EXECUTE ON FUNCTION batchq.save_quota(text, bigint, jsonb) TO :"app_role", :"worker_role";
+
+\if :{?operator_role}
+-- The operator runs `batchq queues pause|resume|delete|list`, `batchq jobs
+-- show|cancel`, `batchq tenants list` and `batchq report` (docs/sql-api.md).
+-- Like the others it writes no table, so the commands that write settings
+-- or jobs directly (queues create|set, tenants set|unset, jobs retry) stay
+-- with the schema's owner; it cannot enqueue, claim or finish a job either.
+GRANT USAGE ON SCHEMA batchq TO :"operator_role";
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA batchq FROM :"operator_role";
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA batchq FROM :"operator_role";
+-- Pause and resume a queue, delete an empty one, count and cancel jobs one
+-- at a time or in bulk.
+GRANT EXECUTE ON FUNCTION
+    batchq.pause_queue(text),
+    batchq.resume_queue(text),
+    batchq.delete_queue(text),
+    batchq.matching_jobs(text, text, text, timestamptz, timestamptz),
+    batchq.cancel_jobs(text, text, text, timestamptz, timestamptz, bigint, integer, text),
+    batchq.cancel(bigint, text)
+TO :"operator_role";
+-- What the app reads, and the jobs and outcomes whole: an operator inspects
+-- payloads, results and errors (`batchq jobs show`).
+GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants,
+    batchq.queue_tenants, batchq.quota, batchq.jobs, batchq.outcomes
+TO :"operator_role";
+GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz) TO :"operator_role";
+\endif
 
 COMMIT;
