@@ -310,17 +310,3 @@ func TestTenantSettingsForOneQueue(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// Cancelling one waiting job takes its cost out of its tenant's ledger at
-// once, as a bulk cancel does: the tenant's jobs behind it move up.
-func TestCancelOneJobRekeysAtOnce(t *testing.T) {
-	t.Parallel()
-	b := setup(t, queue.QueueConfig{Quantum: 100})
-	first := b.enqueue(t, "a", 100)
-	second := b.enqueue(t, "a", 100)
-	require.Equal(t, int64(200), b.scalar(t, `SELECT cum FROM batchq.tenant_ring WHERE tenant = 'a'`))
-	require.NoError(t, b.client.Cancel(b.ctx, first, ""))
-	require.Equal(t, int64(100), b.scalar(t, `SELECT cum FROM batchq.tenant_ring WHERE tenant = 'a'`))
-	require.Equal(t, int64(100), b.scalar(t, `SELECT cum FROM batchq.jobs WHERE id = $1`, second))
-	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`))
-}

@@ -373,8 +373,5 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY SELECT c.id, false FROM batchq.cancel_waiting(v_queue, ARRAY[p_id], v_reason) c;
-    -- Re-keyed now, not at the next maintenance pass: the tenant's next
-    -- enqueue must not land behind the job it no longer has.
-    PERFORM batchq.apply_adjustments(v_queue);
 END
 $$;
