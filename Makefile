@@ -39,6 +39,10 @@ bench-system: ## run the system benchmarks (batchq bench) against DATABASE_URL; 
 	$(GO) build -o bin/batchq ./cmd/batchq
 	@set -e; for s in drain flood scale quota enqueue; do bin/batchq bench $$s $(BENCH_ARGS); done
 
+.PHONY: bench-river
+bench-river: build ## build bin/batchq-river, River's side of `batchq bench --systems …,river` (a module of its own under bench/river)
+	cd bench/river && $(GO) build -o ../../bin/batchq-river .
+
 .PHONY: bench-cycle
 bench-cycle: build ## what one claim of 100 and its completion cost the server, fair beside both baselines (needs pgbench; see BENCHMARKS.md)
 	bench/cycle.sh $(CYCLE_ARGS)
@@ -48,12 +52,13 @@ generate: $(SQLC) ## regenerate internal/dbsqlc from migrations/ and db/queries/
 	$(SQLC) generate
 
 .PHONY: verify
-verify: $(SQLC) ## fail if a released migration changed, generated code is stale, code is unformatted, or go vet complains
+verify: $(SQLC) ## fail if a released migration changed, generated code is stale, code is unformatted, or go vet complains (bench/river too)
 	$(GO) test -count=1 -run '^TestReleasedMigrationsAreUnchanged$$' ./migrations/
 	$(SQLC) diff
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd bench/river && $(GO) vet .
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each

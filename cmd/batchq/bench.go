@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,8 +181,35 @@ func drainFlags() []cli.Flag {
 		listFlag("drain", "batch", d.Batches, "claim batch sizes to measure"),
 		intFlag("drain", "workers", d.Workers, "claimers in all, split over the processes"),
 		&cli.StringFlag{Name: "systems", Value: strings.Join(d.Systems, ","), EnvVars: benchEnv("drain", "systems"),
-			Usage: "what to drain: fair (claim and complete in batches), pool (the worker pool), fifo (the baseline: FIFO with batchq's rows), lean (FIFO with the narrowest rows)"},
+			Usage: "what to drain: fair (claim and complete in batches), pool (the worker pool), fifo (the baseline: FIFO with batchq's rows), lean (FIFO with the narrowest rows), river and river-default (River's worker pool tuned and with its defaults; needs make bench-river)"},
+		riverBinFlag("drain"),
 	}
+}
+
+// riverBinFlag names the batchq-river program, for the river systems.
+func riverBinFlag(scenario string) cli.Flag {
+	return &cli.StringFlag{Name: "river-bin", EnvVars: benchEnv(scenario, "river-bin"),
+		Usage: "the batchq-river program `make bench-river` builds (default: batchq-river beside this program, else on PATH)"}
+}
+
+// systemsList reads --systems, and when it names a River system finds
+// batchq-river and prepares River's schema in the scenario's database.
+func systemsList(c *cli.Context, env *benchkit.Env) ([]string, error) {
+	systems := strings.Split(c.String("systems"), ",")
+	for i, s := range systems {
+		systems[i] = strings.TrimSpace(s)
+	}
+	for _, s := range systems {
+		if !slices.Contains(benchkit.RiverSystems, s) {
+			continue
+		}
+		p, err := benchkit.FindRiver(c.String("river-bin"))
+		if err != nil {
+			return nil, err
+		}
+		return systems, env.UsePeer(c.Context, p)
+	}
+	return systems, nil
 }
 
 func runBenchDrain(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
@@ -197,10 +225,14 @@ func runBenchDrain(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benc
 	if err != nil {
 		return nil, fmt.Errorf("batchq: bench drain: finding this program to start worker processes: %w", err)
 	}
+	systems, err := systemsList(c, env)
+	if err != nil {
+		return nil, err
+	}
 	return benchkit.Drain(c.Context, env, benchkit.DrainConfig{
 		Runs: runs, Jobs: c.Int("jobs"), Tenants: c.Int("tenants"), MaxCost: int64(c.Int("max-cost")),
 		Processes: procs, Batches: batches, Workers: c.Int("workers"),
-		Systems: strings.Split(c.String("systems"), ","),
+		Systems: systems,
 		Spawn:   benchkit.ExecSpawner(exe, "bench-worker"),
 	})
 }
@@ -292,8 +324,13 @@ func enqueueFlags() []cli.Flag {
 		intFlag("enqueue", "jobs", d.Jobs, "jobs per single-row measurement"),
 		intFlag("enqueue", "bulk-jobs", d.BulkJobs, "jobs per bulk measurement"),
 		intFlag("enqueue", "bulk-size", d.BulkSize, "jobs per bulk call"),
+		intFlag("enqueue", "txn-jobs", d.TxnJobs, "jobs per transaction measurement"),
+		intFlag("enqueue", "txn-size", d.TxnSize, "jobs of one tenant per transaction"),
 		listFlag("enqueue", "concurrency", d.Concurrency, "goroutines inserting at once"),
 		intFlag("enqueue", "tenants", d.Tenants, "tenants the jobs are spread over (bulk-apart: each enqueuer's own)"),
+		&cli.StringFlag{Name: "systems", Value: strings.Join(d.Systems, ","), EnvVars: benchEnv("enqueue", "systems"),
+			Usage: "what to enqueue into: fair, fifo (the baseline: INSERT of batchq's rows), river (River's Insert and InsertManyFast; needs make bench-river)"},
+		riverBinFlag("enqueue"),
 	}
 }
 
@@ -302,8 +339,13 @@ func runBenchEnqueue(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*be
 	if err != nil {
 		return nil, err
 	}
+	systems, err := systemsList(c, env)
+	if err != nil {
+		return nil, err
+	}
 	return benchkit.Enqueue(c.Context, env, benchkit.EnqueueConfig{
 		Runs: runs, Jobs: c.Int("jobs"), BulkJobs: c.Int("bulk-jobs"), BulkSize: c.Int("bulk-size"),
-		Concurrency: conc, Tenants: c.Int("tenants"),
+		TxnJobs: c.Int("txn-jobs"), TxnSize: c.Int("txn-size"),
+		Concurrency: conc, Tenants: c.Int("tenants"), Systems: systems,
 	})
 }

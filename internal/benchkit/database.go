@@ -117,6 +117,19 @@ type Env struct {
 	Pool   *pgxpool.Pool
 	Client *queue.Client
 	FIFO   *fifo.Queue
+	// Peer measures the River systems; nil when they are not asked for.
+	// UsePeer sets it.
+	Peer *PeerProgram
+}
+
+// UsePeer creates p's schema in the database and has the scenarios measure
+// its systems with it.
+func (e *Env) UsePeer(ctx context.Context, p *PeerProgram) error {
+	if err := p.Prepare(ctx, e.URL); err != nil {
+		return err
+	}
+	e.Peer = p
+	return nil
 }
 
 // OpenEnv connects to the migrated database at dbURL with a pool of up to

@@ -29,7 +29,10 @@ type DrainConfig struct {
 	// processes do the same work with the same concurrency.
 	Workers int
 	// Systems lists what to drain: SystemFair, SystemPool, SystemFIFO,
-	// SystemLean.
+	// SystemLean, and the River systems (the Env must have a Peer that
+	// serves them). River is measured at one batch size only, the bar's
+	// (100 when it is measured, else the largest): its workers fetch as
+	// many jobs as they have free slots, whatever the batch.
 	Systems []string
 	// Spawn starts the worker processes. Required.
 	Spawn Spawner
@@ -93,8 +96,8 @@ func (c DrainConfig) withDefaults() (DrainConfig, error) {
 		}
 	}
 	for _, s := range c.Systems {
-		if !slices.Contains([]string{SystemFair, SystemPool, SystemFIFO, SystemLean}, s) {
-			return c, configErrorf("drain: system %q: must be fair, pool, fifo or lean", s)
+		if !slices.Contains(append([]string{SystemFair, SystemPool, SystemFIFO, SystemLean}, RiverSystems...), s) {
+			return c, configErrorf("drain: system %q: must be fair, pool, fifo, lean, river or river-default", s)
 		}
 	}
 	return c, nil
@@ -129,6 +132,17 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 	rep.param("processes", joinInts(cfg.Processes))
 	rep.param("batches", joinInts(cfg.Batches))
 	rep.param("systems", strings.Join(cfg.Systems, ","))
+	for _, s := range cfg.Systems {
+		if slices.Contains(RiverSystems, s) && !env.Peer.Serves(s) {
+			return nil, configErrorf("drain: system %s: the river systems need the batchq-river program (make bench-river)", s)
+		}
+	}
+	riverBatch := slices.Max(cfg.Batches)
+	if slices.Contains(cfg.Batches, 100) {
+		riverBatch = 100
+	}
+	// measured says whether a cell is measured: River's at one batch size.
+	measured := func(s string, b int) bool { return !slices.Contains(RiverSystems, s) || b == riverBatch }
 
 	backlog := Backlog{Jobs: cfg.Jobs, Tenants: cfg.Tenants, MaxCost: cfg.MaxCost, Seed: cfg.Seed}
 	run := func(k drainKey) (Drained, error) {
@@ -137,6 +151,9 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 	if !cfg.NoWarmUp {
 		for _, s := range cfg.Systems {
 			k := drainKey{s, cfg.Processes[0], slices.Max(cfg.Batches)}
+			if !measured(s, k.bat) {
+				k.bat = riverBatch
+			}
 			d, err := run(k)
 			if err != nil {
 				return nil, err
@@ -151,6 +168,9 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 			for _, b := range cfg.Batches {
 				// Systems interleaved: drift hits them alike.
 				for _, s := range cfg.Systems {
+					if !measured(s, b) {
+						continue
+					}
 					k := drainKey{s, p, b}
 					d, err := run(k)
 					if err != nil {
@@ -170,13 +190,20 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 	for _, p := range cfg.Processes {
 		for _, b := range cfg.Batches {
 			for _, s := range cfg.Systems {
+				if !measured(s, b) {
+					continue
+				}
 				k := drainKey{s, p, b}
 				fifoMedian := median(results[drainKey{SystemFIFO, p, b}])
 				vs := any("-")
 				if slices.Contains(cfg.Systems, SystemFIFO) {
 					vs = ratioCell(median(results[k]), fifoMedian)
 				}
-				t.Add(s, p, claimersLabel(cfg.Workers, p), b, NewSample(0, results[k]...), NewSample(2, secs[k]...), vs)
+				claimers := claimersLabel(cfg.Workers, p)
+				if slices.Contains(RiverSystems, s) {
+					claimers = "100 (MaxWorkers)"
+				}
+				t.Add(s, p, claimers, b, NewSample(0, results[k]...), NewSample(2, secs[k]...), vs)
 			}
 		}
 	}
@@ -197,6 +224,16 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 			}
 		}
 	}
+	// batchq's worker pool against River's tuned pool, both as an
+	// application runs them, at the batch River was measured at.
+	if slices.Contains(cfg.Systems, SystemPool) && slices.Contains(cfg.Systems, SystemRiver) {
+		for _, p := range cfg.Processes {
+			pool, river := median(results[drainKey{SystemPool, p, riverBatch}]), median(results[drainKey{SystemRiver, p, riverBatch}])
+			rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("drain pool vs River tuned, batch %d, %d process(es)", riverBatch, p),
+				ratio(pool, river), 2.5, false,
+				fmt.Sprintf("pool %s jobs/s / river %s jobs/s", fmtFloat(pool, 0), fmtFloat(river, 0))))
+		}
+	}
 	if slices.Contains(cfg.Systems, SystemFair) && slices.Contains(cfg.Systems, SystemLean) {
 		for _, p := range cfg.Processes {
 			fair, fairBatch := bestBatch(results, SystemFair, p, cfg.Batches)
@@ -214,6 +251,30 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 	return rep.finish(), nil
 }
 
+// drainPeer seeds the backlog into a peer and drains it with its worker
+// processes, checking every job was completed.
+func drainPeer(ctx context.Context, env *Env, cfg DrainConfig, b Backlog, k drainKey) (Drained, error) {
+	if err := env.Peer.Seed(ctx, env.URL, b); err != nil {
+		return Drained{}, err
+	}
+	var args [][]string
+	for _, n := range splitWorkers(cfg.Workers, k.procs) {
+		args = append(args, workerArgs(k.system, n, k.bat))
+	}
+	d, err := runProcs(ctx, env.Peer.Spawner(), env.URL, args)
+	if err != nil {
+		return d, err
+	}
+	n, err := env.Peer.Completed(ctx, env.URL)
+	if err != nil {
+		return d, err
+	}
+	if d.Jobs != b.Jobs || n != b.Jobs {
+		return d, fmt.Errorf("benchkit: drain %s: drained %d jobs of %d, %d completed", k.system, d.Jobs, b.Jobs, n)
+	}
+	return d, nil
+}
+
 // drainOnce seeds the backlog for k's system and drains it with k's
 // processes, checking that every job was drained and has its outcome row.
 func drainOnce(ctx context.Context, env *Env, cfg DrainConfig, b Backlog, k drainKey) (Drained, error) {
@@ -223,6 +284,8 @@ func drainOnce(ctx context.Context, env *Env, cfg DrainConfig, b Backlog, k drai
 	table, outcomes := "batchq.jobs", `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`
 	var err error
 	switch k.system {
+	case SystemRiver, SystemRiverDefault:
+		return drainPeer(ctx, env, cfg, b, k)
 	case SystemFIFO:
 		table, outcomes = "batchq_fifo.jobs", `SELECT count(*) FROM batchq_fifo.outcomes WHERE outcome = 'succeeded'`
 		err = SeedFIFO(ctx, env.FIFO, b)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +29,10 @@ const (
 	// of its own, as separate imports do. It is measured only with more
 	// than one goroutine; with one it is ModeBulk.
 	ModeBulkApart = "bulk-apart"
+	// ModeTxn inserts TxnSize jobs of one tenant per call, in one
+	// transaction, as a tenant arriving with a small batch does (flood's
+	// small tenants). It is measured with one goroutine.
+	ModeTxn = "txn"
 )
 
 // EnqueueConfig configures Enqueue. Zero fields take the defaults of
@@ -40,22 +46,31 @@ type EnqueueConfig struct {
 	BulkSize int
 	// Concurrency lists the numbers of goroutines inserting at once.
 	Concurrency []int
+	// TxnJobs is the jobs ModeTxn inserts, TxnSize per transaction.
+	TxnJobs int
+	TxnSize int
 	// Tenants the jobs are spread over, round robin (in ModeBulkApart, each
 	// goroutine's own Tenants); costs are 1..1000.
 	Tenants int
+	// Systems lists what to measure: SystemFair, SystemFIFO and the River
+	// systems (SystemRiver; the Env must have a Peer that serves it).
+	Systems []string
 }
 
-// DefaultEnqueueConfig returns the defaults: 5,000 single-row and 100,000
-// bulk jobs (1,000 per call) per measurement, with 1 and 8 goroutines, over
-// 100 tenants.
+// DefaultEnqueueConfig returns the defaults: 5,000 single-row, 100,000
+// bulk (1,000 per call) and 10,000 transaction (100 per call) jobs per
+// measurement, with 1 and 8 goroutines, over 100 tenants, for the fair
+// queue and FIFO.
 func DefaultEnqueueConfig() EnqueueConfig {
-	return EnqueueConfig{Jobs: 5000, BulkJobs: 100_000, BulkSize: 1000, Concurrency: []int{1, 8}, Tenants: 100}
+	return EnqueueConfig{Jobs: 5000, BulkJobs: 100_000, BulkSize: 1000, TxnJobs: 10_000, TxnSize: 100,
+		Concurrency: []int{1, 8}, Tenants: 100, Systems: []string{SystemFair, SystemFIFO}}
 }
 
 func (c EnqueueConfig) withDefaults() (EnqueueConfig, error) {
 	d := DefaultEnqueueConfig()
 	for _, f := range []struct{ v, def *int }{
 		{&c.Jobs, &d.Jobs}, {&c.BulkJobs, &d.BulkJobs}, {&c.BulkSize, &d.BulkSize}, {&c.Tenants, &d.Tenants},
+		{&c.TxnJobs, &d.TxnJobs}, {&c.TxnSize, &d.TxnSize},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -64,7 +79,15 @@ func (c EnqueueConfig) withDefaults() (EnqueueConfig, error) {
 	if len(c.Concurrency) == 0 {
 		c.Concurrency = d.Concurrency
 	}
-	if c.Jobs < 1 || c.BulkJobs < 1 || c.BulkSize < 1 || c.Tenants < 1 {
+	if len(c.Systems) == 0 {
+		c.Systems = d.Systems
+	}
+	for _, s := range c.Systems {
+		if !slices.Contains(append([]string{SystemFair, SystemFIFO}, RiverSystems...), s) {
+			return c, configErrorf("enqueue: system %q: must be fair, fifo, river or river-default", s)
+		}
+	}
+	if c.Jobs < 1 || c.BulkJobs < 1 || c.BulkSize < 1 || c.Tenants < 1 || c.TxnJobs < 1 || c.TxnSize < 1 {
 		return c, configErrorf("enqueue: sizes must be positive")
 	}
 	for _, n := range c.Concurrency {
@@ -100,19 +123,35 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 	rep.param("concurrency", joinInts(cfg.Concurrency))
 	rep.param("tenants", cfg.Tenants)
 
+	rep.param("txn_jobs", cfg.TxnJobs)
+	rep.param("txn_size", cfg.TxnSize)
+	rep.param("systems", strings.Join(cfg.Systems, ","))
+	for _, s := range cfg.Systems {
+		if slices.Contains(RiverSystems, s) && !env.Peer.Serves(s) {
+			return nil, configErrorf("enqueue: system %s: the river systems need the batchq-river program (make bench-river)", s)
+		}
+	}
+
+	// River has no tenants, so bulk-apart is bulk for it; and only one
+	// River row is measured (how River inserts does not depend on its
+	// fetch settings).
+	systems := slices.DeleteFunc(slices.Clone(cfg.Systems), func(s string) bool { return s == SystemRiverDefault })
 	var keys []enqueueKey
-	for _, mode := range []string{ModeSingle, ModeBulk, ModeBulkApart} {
+	for _, mode := range []string{ModeSingle, ModeBulk, ModeBulkApart, ModeTxn} {
 		for _, n := range cfg.Concurrency {
-			if mode == ModeBulkApart && n == 1 {
+			if mode == ModeBulkApart && n == 1 || mode == ModeTxn && n != 1 {
 				continue
 			}
-			for _, s := range []string{SystemFair, SystemFIFO} {
+			for _, s := range systems {
+				if mode == ModeBulkApart && s == SystemRiver {
+					continue
+				}
 				keys = append(keys, enqueueKey{s, mode, n})
 			}
 		}
 	}
 	if !cfg.NoWarmUp {
-		for _, k := range keys[:2] {
+		for _, k := range keys[:min(len(keys), len(systems))] {
 			if _, err := enqueueOnce(ctx, env, cfg, k); err != nil {
 				return nil, err
 			}
@@ -130,12 +169,33 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 			cfg.progress("enqueue rep %d/%d %s %s concurrency=%d: %.0f jobs/s", r+1, cfg.reps(), k.system, k.mode, k.conc, d.JobsPerSecond())
 		}
 	}
-	t := NewTable("enqueue", fmt.Sprintf("enqueue: %s jobs one per transaction, %s in calls of %s, over %d tenants (bulk-apart: %[4]d per enqueuer)",
-		group(fmt.Sprint(cfg.Jobs)), group(fmt.Sprint(cfg.BulkJobs)), group(fmt.Sprint(cfg.BulkSize)), cfg.Tenants),
-		"system", "mode", "concurrency", "jobs_per_s", "vs_fifo")
+	rate := func(system, mode string, conc int) float64 { return median(res[enqueueKey{system, mode, conc}]) }
+	withRiver := slices.Contains(systems, SystemRiver)
+	cols := []string{"system", "mode", "concurrency", "jobs_per_s", "ms_per_call", "vs_fifo"}
+	if withRiver {
+		cols = append(cols, "vs_river")
+	}
+	t := NewTable("enqueue", fmt.Sprintf("enqueue: %s jobs one per transaction, %s in calls of %s, %s in transactions of %s jobs of one tenant; over %d tenants (bulk-apart: %[7]d per enqueuer)",
+		group(fmt.Sprint(cfg.Jobs)), group(fmt.Sprint(cfg.BulkJobs)), group(fmt.Sprint(cfg.BulkSize)),
+		group(fmt.Sprint(cfg.TxnJobs)), group(fmt.Sprint(cfg.TxnSize)), cfg.Tenants, cfg.Tenants), cols...)
 	for _, k := range keys {
-		f := median(res[enqueueKey{SystemFIFO, k.mode, k.conc}])
-		t.Add(k.system, k.mode, k.conc, NewSample(0, res[k]...), ratioCell(median(res[k]), f))
+		per := 1.0
+		switch k.mode {
+		case ModeBulk, ModeBulkApart:
+			per = float64(cfg.BulkSize)
+		case ModeTxn:
+			per = float64(cfg.TxnSize)
+		}
+		// A call's time, as a caller waits for it: its goroutine's share.
+		ms := make([]float64, len(res[k]))
+		for i, v := range res[k] {
+			ms[i] = 1000 * per * float64(k.conc) / v
+		}
+		row := []any{k.system, k.mode, k.conc, NewSample(0, res[k]...), NewSample(2, ms...), ratioCell(median(res[k]), rate(SystemFIFO, k.mode, k.conc))}
+		if withRiver {
+			row = append(row, ratioCell(median(res[k]), rate(SystemRiver, k.mode, k.conc)))
+		}
+		t.Add(row...)
 	}
 	rep.Tables = append(rep.Tables, t)
 
@@ -147,21 +207,45 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 	for _, k := range keys {
 		m := median(res[k])
 		switch {
-		case k.mode == ModeSingle:
+		case k.mode == ModeSingle || k.mode == ModeTxn:
 		case k.system == SystemFIFO:
 			fifoBest = max(fifoBest, m)
-		case m > bestRate:
+		case k.system == SystemFair && m > bestRate:
 			best, bestRate = k, m
 		}
 	}
-	one := ""
-	if r, ok := res[enqueueKey{SystemFair, ModeBulk, 1}]; ok && best.conc != 1 {
-		one = fmt.Sprintf(" (one enqueuer: %s)", group(fmt.Sprintf("%.0f", median(r))))
+	if slices.Contains(systems, SystemFair) {
+		one := ""
+		if r, ok := res[enqueueKey{SystemFair, ModeBulk, 1}]; ok && best.conc != 1 {
+			one = fmt.Sprintf(" (one enqueuer: %s)", group(fmt.Sprintf("%.0f", median(r))))
+		}
+		rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("enqueue: bulk jobs/s in calls of %s, at the best concurrency (absolute)", group(fmt.Sprint(cfg.BulkSize))),
+			bestRate, 50_000, false,
+			fmt.Sprintf("fair %s jobs/s, %s with %d enqueuer(s)%s; fifo %s jobs/s",
+				group(fmt.Sprintf("%.0f", bestRate)), best.mode, best.conc, one, group(fmt.Sprintf("%.0f", fifoBest)))))
 	}
-	rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("enqueue: bulk jobs/s in calls of %s, at the best concurrency (absolute)", group(fmt.Sprint(cfg.BulkSize))),
-		bestRate, 50_000, false,
-		fmt.Sprintf("fair %s jobs/s, %s with %d enqueuer(s)%s; fifo %s jobs/s",
-			group(fmt.Sprintf("%.0f", bestRate)), best.mode, best.conc, one, group(fmt.Sprintf("%.0f", fifoBest)))))
+	// The bars against the peers, with one enqueuer.
+	if slices.Contains(systems, SystemFair) && slices.Contains(cfg.Concurrency, 1) {
+		vs := func(mode, other string, target float64, label string) {
+			if !slices.Contains(systems, other) {
+				return
+			}
+			f, o := rate(SystemFair, mode, 1), rate(other, mode, 1)
+			rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("enqueue: %s, one enqueuer, fair vs %s", label, other), ratio(f, o), target, false,
+				fmt.Sprintf("fair %s jobs/s / %s %s jobs/s", group(fmt.Sprintf("%.0f", f)), other, group(fmt.Sprintf("%.0f", o)))))
+		}
+		bulk := fmt.Sprintf("bulk in calls of %s", group(fmt.Sprint(cfg.BulkSize)))
+		vs(ModeBulk, SystemRiver, 1.5, bulk)
+		vs(ModeBulk, SystemFIFO, 0.5, bulk)
+		vs(ModeSingle, SystemRiver, 1.0, "one job per transaction")
+		vs(ModeSingle, SystemFIFO, 0.9, "one job per transaction")
+		if slices.Contains(systems, SystemFIFO) {
+			f, o := rate(SystemFair, ModeTxn, 1), rate(SystemFIFO, ModeTxn, 1)
+			rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("enqueue: a transaction of %d jobs of one tenant, fair's time vs FIFO's", cfg.TxnSize),
+				ratio(o, f), 2, true,
+				fmt.Sprintf("fair %s ms / fifo %s ms a transaction", fmtFloat(1000*float64(cfg.TxnSize)/f, 2), fmtFloat(1000*float64(cfg.TxnSize)/o, 2))))
+		}
+	}
 	return rep.finish(), nil
 }
 
@@ -170,6 +254,16 @@ func enqueueOnce(ctx context.Context, env *Env, cfg EnqueueConfig, k enqueueKey)
 	if err := env.reset(ctx, queue.QueueConfig{}); err != nil {
 		return Drained{}, err
 	}
+	total, per := cfg.Jobs, 1
+	switch k.mode {
+	case ModeBulk, ModeBulkApart:
+		total, per = cfg.BulkJobs, cfg.BulkSize
+	case ModeTxn:
+		total, per = cfg.TxnJobs, cfg.TxnSize
+	}
+	if env.Peer.Serves(k.system) {
+		return env.Peer.Enqueue(ctx, env.URL, k, total, per, cfg.Tenants, cfg.Seed)
+	}
 	table := "batchq.jobs"
 	if k.system == SystemFIFO {
 		table = "batchq_fifo.jobs"
@@ -177,13 +271,45 @@ func enqueueOnce(ctx context.Context, env *Env, cfg EnqueueConfig, k enqueueKey)
 	if err := env.settle(ctx, table); err != nil {
 		return Drained{}, err
 	}
-	total, per := cfg.Jobs, 1
-	if k.mode != ModeSingle {
-		total, per = cfg.BulkJobs, cfg.BulkSize
+	d, lines, err := runInserts(ctx, k, total, per, cfg.Tenants, cfg.Seed, enqueuer(env, k))
+	if err != nil {
+		return d, err
 	}
+	// Every job arrived, spread over the tenants the mode names.
+	spread := spreadOf(k, cfg.Tenants, total, per, lines)
+	var n, distinct int
+	if err := env.Pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT tenant) FROM "+table).Scan(&n, &distinct); err != nil {
+		return d, err
+	}
+	if n != total || distinct != spread {
+		return d, fmt.Errorf("benchkit: enqueue %s %s: %d rows of %d tenants for %d jobs of %d", k.system, k.mode, n, distinct, total, spread)
+	}
+	return d, nil
+}
+
+// spreadOf is how many distinct tenants runInserts gives the jobs of k.
+func spreadOf(k enqueueKey, tenants, total, per int, lines []int) int {
+	switch k.mode {
+	case ModeBulkApart:
+		spread := 0
+		for _, l := range lines {
+			spread += min(tenants, l)
+		}
+		return spread
+	case ModeTxn:
+		return min(tenants, (total+per-1)/per)
+	}
+	return min(tenants, total)
+}
+
+// runInserts makes total/per calls of insert with per jobs each (the last
+// one the rest) from k.conc goroutines, and returns how long they took and
+// how many jobs each goroutine inserted. The jobs' tenants and costs depend
+// only on k, the sizes and seed, so every system gets the same ones.
+func runInserts(ctx context.Context, k enqueueKey, total, per, tenants int, seed uint64,
+	insert func(ctx context.Context, tenants []string, costs []int64) error) (Drained, []int, error) {
 	calls := (total + per - 1) / per
 	apart := k.mode == ModeBulkApart
-	insert := enqueuer(env, k)
 	var mu sync.Mutex
 	var firstErr error
 	next := 0
@@ -202,7 +328,7 @@ func enqueueOnce(ctx context.Context, env *Env, cfg EnqueueConfig, k enqueueKey)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range k.conc {
-		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
 		wg.Go(func() {
 			for mine := 0; ; mine++ {
 				i := take(w, mine)
@@ -213,17 +339,20 @@ func enqueueOnce(ctx context.Context, env *Env, cfg EnqueueConfig, k enqueueKey)
 					return
 				}
 				n := min(per, total-i*per)
-				tenants, costs := make([]string, n), make([]int64, n)
+				ts, costs := make([]string, n), make([]int64, n)
 				for j := range n {
-					if apart {
-						tenants[j] = fmt.Sprintf("tenant-%02d-%04d", w, (lines[w]+j)%cfg.Tenants)
-					} else {
-						tenants[j] = fmt.Sprintf("tenant-%04d", (i*per+j)%cfg.Tenants)
+					switch {
+					case apart:
+						ts[j] = fmt.Sprintf("tenant-%02d-%04d", w, (lines[w]+j)%tenants)
+					case k.mode == ModeTxn:
+						ts[j] = fmt.Sprintf("tenant-%04d", i%tenants)
+					default:
+						ts[j] = fmt.Sprintf("tenant-%04d", (i*per+j)%tenants)
 					}
 					costs[j] = 1 + rng.Int64N(1000)
 				}
 				lines[w] += n
-				if err := insert(ctx, tenants, costs); err != nil {
+				if err := insert(ctx, ts, costs); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -235,26 +364,7 @@ func enqueueOnce(ctx context.Context, env *Env, cfg EnqueueConfig, k enqueueKey)
 		})
 	}
 	wg.Wait()
-	d := Drained{Jobs: total, Elapsed: time.Since(start)}
-	if firstErr != nil {
-		return d, firstErr
-	}
-	// Every job arrived, spread over the tenants the mode names.
-	spread := min(cfg.Tenants, total)
-	if apart {
-		spread = 0
-		for _, l := range lines {
-			spread += min(cfg.Tenants, l)
-		}
-	}
-	var n, distinct int
-	if err := env.Pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT tenant) FROM "+table).Scan(&n, &distinct); err != nil {
-		return d, err
-	}
-	if n != total || distinct != spread {
-		return d, fmt.Errorf("benchkit: enqueue %s %s: %d rows of %d tenants for %d jobs of %d", k.system, k.mode, n, distinct, total, spread)
-	}
-	return d, nil
+	return Drained{Jobs: total, Elapsed: time.Since(start)}, lines, firstErr
 }
 
 // enqueuer returns the insert a measurement makes per call.

@@ -12,21 +12,26 @@ import (
 // A tiny enqueue run: every system, mode and concurrency has a positive rate
 // (the scenario itself checks every job arrived, over the tenants its mode
 // names: 7 when calls share them, 3 × 7 when each of 3 enqueuers has its
-// own), FIFO's ratio is 1. Enqueuers apart are measured only when there are
-// several.
+// own, one a transaction in txn mode), FIFO's ratio is 1. Enqueuers apart
+// are measured only when there are several, transactions of one tenant only
+// with one enqueuer.
 func TestBenchEnqueue(t *testing.T) {
 	t.Parallel()
 	env := setup(t)
 	r, err := benchkit.Enqueue(context.Background(), env, benchkit.EnqueueConfig{
-		Runs: quiet(t), Jobs: 60, BulkJobs: 250, BulkSize: 100, Concurrency: []int{1, 3}, Tenants: 7,
+		Runs: quiet(t), Jobs: 60, BulkJobs: 250, BulkSize: 100, TxnJobs: 50, TxnSize: 10, Concurrency: []int{1, 3}, Tenants: 7,
 	})
 	require.NoError(t, err)
 	checkReport(t, r, "enqueue")
 	got := rows(t, table(t, r, "enqueue"))
-	require.Len(t, got, 2*(2+2+1))
+	require.Len(t, got, 2*(2+2+1+1))
+	rate := map[string]float64{}
 	for _, row := range got {
-		if row["mode"] == "bulk-apart" {
+		switch row["mode"] {
+		case "bulk-apart":
 			require.Equal(t, 3.0, row["concurrency"], "%v", row)
+		case "txn":
+			require.Equal(t, 1.0, row["concurrency"], "%v", row)
 		}
 		require.Positive(t, median(t, row, "jobs_per_s"), "%v", row)
 		if row["system"] == "fifo" {
@@ -34,17 +39,42 @@ func TestBenchEnqueue(t *testing.T) {
 		} else {
 			require.Positive(t, row["vs_fifo"])
 		}
+		if row["concurrency"] == 1.0 {
+			rate[row["system"].(string)+" "+row["mode"].(string)] = median(t, row, "jobs_per_s")
+		}
 	}
+	bars := map[string]benchkit.Bar{}
+	for _, b := range r.Bars {
+		bars[b.Name] = b
+	}
+	require.Len(t, bars, 4, "%v", r.Bars)
 	// The bulk bar is the best fair bulk median, enqueuers sharing tenants
 	// or apart, whatever it says of this machine.
-	require.Len(t, r.Bars, 1)
-	require.Equal(t, 50_000.0, r.Bars[0].Target)
+	abs := bars["enqueue: bulk jobs/s in calls of 100, at the best concurrency (absolute)"]
+	require.Equal(t, 50_000.0, abs.Target)
 	best := 0.0
 	for _, row := range got {
-		if row["system"] == "fair" && row["mode"] != "single" {
+		if row["system"] == "fair" && (row["mode"] == "bulk" || row["mode"] == "bulk-apart") {
 			best = max(best, median(t, row, "jobs_per_s"))
 		}
 	}
-	require.InDelta(t, best, r.Bars[0].Value, 1)
-	require.Equal(t, best >= 50_000, r.Bars[0].Met)
+	require.InDelta(t, best, abs.Value, 1)
+	require.Equal(t, best >= 50_000, abs.Met)
+	// The bars against FIFO, with one enqueuer: rates for bulk and single
+	// jobs, the time of a transaction for txn.
+	for name, want := range map[string]float64{
+		"enqueue: bulk in calls of 100, one enqueuer, fair vs fifo":              rate["fair bulk"] / rate["fifo bulk"],
+		"enqueue: one job per transaction, one enqueuer, fair vs fifo":           rate["fair single"] / rate["fifo single"],
+		"enqueue: a transaction of 10 jobs of one tenant, fair's time vs FIFO's": rate["fifo txn"] / rate["fair txn"],
+	} {
+		require.Contains(t, bars, name)
+		require.InDelta(t, want, bars[name].Value, 0.001, name)
+	}
+	require.True(t, bars["enqueue: a transaction of 10 jobs of one tenant, fair's time vs FIFO's"].AtMost)
+
+	// River needs its program.
+	_, err = benchkit.Enqueue(context.Background(), env, benchkit.EnqueueConfig{Runs: quiet(t), Systems: []string{"fair", "river"}})
+	var ce *benchkit.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Contains(t, ce.Msg, "make bench-river")
 }

@@ -71,9 +71,20 @@ type workerLine struct {
 // {"jobs":…,"start_ns":…,"end_ns":…}. It stops early, with an error, when
 // stdin closes (the parent is gone) or ctx is done.
 func WorkerMain(ctx context.Context, dbURL string, args []string, stdin io.Reader, stdout io.Writer) error {
+	return serveWorker(ctx, args, stdin, stdout, func(ctx context.Context, system string, claimers, batch int) (func(context.Context) (Drained, error), func(), error) {
+		return workerDrain(ctx, dbURL, system, claimers, batch)
+	})
+}
+
+// openDrain connects for system and returns its drain and what closes it.
+type openDrain func(ctx context.Context, system string, claimers, batch int) (func(context.Context) (Drained, error), func(), error)
+
+// serveWorker speaks a worker process's side of runProcs for the drain
+// open returns.
+func serveWorker(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, open openDrain) error {
 	fs := flag.NewFlagSet("bench-worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	system := fs.String("system", SystemFair, "fair, pool, fifo or lean")
+	system := fs.String("system", SystemFair, "the system to drain")
 	claimers := fs.Int("claimers", 8, "claiming goroutines (pool: handlers)")
 	batch := fs.Int("batch", 100, "most jobs per claim")
 	if err := fs.Parse(args); err != nil {
@@ -85,11 +96,11 @@ func WorkerMain(ctx context.Context, dbURL string, args []string, stdin io.Reade
 	if *claimers < 1 || *claimers > 1000 || *batch < 1 || *batch > 10000 {
 		return fmt.Errorf("benchkit: bench-worker: -claimers must be in 1..1000 and -batch in 1..10000")
 	}
-	drainOnce, closePool, err := workerDrain(ctx, dbURL, *system, *claimers, *batch)
+	drainOnce, closeDrain, err := open(ctx, *system, *claimers, *batch)
 	if err != nil {
 		return err
 	}
-	defer closePool()
+	defer closeDrain()
 
 	enc := json.NewEncoder(stdout)
 	if err := enc.Encode(workerLine{Ready: true}); err != nil {
@@ -106,22 +117,18 @@ func WorkerMain(ctx context.Context, dbURL string, args []string, stdin io.Reade
 		_, _ = io.Copy(io.Discard, in)
 		cancel()
 	}()
+	start := time.Now()
 	d, err := drainOnce(ctx)
 	if err != nil {
 		_ = enc.Encode(workerLine{Jobs: d.Jobs, Error: err.Error()})
 		return err
 	}
-	return enc.Encode(workerLine{Jobs: d.Jobs, StartNS: d.start.UnixNano(), EndNS: d.start.Add(d.Elapsed).UnixNano()})
-}
-
-type timedDrain struct {
-	Drained
-	start time.Time
+	return enc.Encode(workerLine{Jobs: d.Jobs, StartNS: start.UnixNano(), EndNS: start.Add(d.Elapsed).UnixNano()})
 }
 
 // workerDrain connects and returns the drain to run, with every connection
 // it needs already open so that connecting is not timed.
-func workerDrain(ctx context.Context, dbURL, system string, claimers, batch int) (func(context.Context) (timedDrain, error), func(), error) {
+func workerDrain(ctx context.Context, dbURL, system string, claimers, batch int) (func(context.Context) (Drained, error), func(), error) {
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("benchkit: bench-worker: database URL: %w", err)
@@ -140,33 +147,26 @@ func workerDrain(ctx context.Context, dbURL, system string, claimers, batch int)
 		pool.Close()
 		return nil, nil, err
 	}
-	timed := func(run func(context.Context) (Drained, error)) func(context.Context) (timedDrain, error) {
-		return func(ctx context.Context) (timedDrain, error) {
-			start := time.Now()
-			d, err := run(ctx)
-			return timedDrain{Drained: d, start: start}, err
-		}
-	}
 	switch system {
 	case SystemFair:
-		return timed(func(ctx context.Context) (Drained, error) {
+		return func(ctx context.Context) (Drained, error) {
 			return DrainFair(ctx, client, benchQueue, claimers, batch)
-		}), pool.Close, nil
+		}, pool.Close, nil
 	case SystemPool:
-		return timed(func(ctx context.Context) (Drained, error) {
+		return func(ctx context.Context) (Drained, error) {
 			return DrainPool(ctx, client, benchQueue, claimers, batch)
-		}), pool.Close, nil
+		}, pool.Close, nil
 	case SystemFIFO:
 		// The parent created the baselines' schema (OpenEnv).
 		f := fifo.New(pool)
-		return timed(func(ctx context.Context) (Drained, error) {
+		return func(ctx context.Context) (Drained, error) {
 			return DrainFIFO(ctx, f, claimers, batch)
-		}), pool.Close, nil
+		}, pool.Close, nil
 	case SystemLean:
 		l := fifo.NewLean(pool)
-		return timed(func(ctx context.Context) (Drained, error) {
+		return func(ctx context.Context) (Drained, error) {
 			return DrainLean(ctx, l, claimers, batch)
-		}), pool.Close, nil
+		}, pool.Close, nil
 	}
 	pool.Close()
 	return nil, nil, fmt.Errorf("benchkit: bench-worker: -system %q: must be fair, pool, fifo or lean", system)
