@@ -568,11 +568,20 @@ func TestDroppedExpiredJobsDoNotMoveTheCursor(t *testing.T) {
 // let all of them out at once, ahead of the tenant already waiting. That
 // holds for a tenant that joins the ring, for one whose queued job ran while
 // the transaction was open, and for one whose queued job was cancelled
-// meanwhile (its refund, folded in later, must not pull the new jobs back).
+// meanwhile (its refund, folded in later, must not pull the new jobs back);
+// and whether the jobs come in one call or one call each (a tenant with jobs
+// queued takes enqueue's short path for one job).
 func TestLateCommitJoinsTheRoundCurrentAtCommit(t *testing.T) {
 	t.Parallel()
-	for _, before := range []string{"nothing", "a job that runs", "a job that is cancelled"} {
-		t.Run("queued before: "+before, func(t *testing.T) {
+	for _, tc := range []struct {
+		before string
+		each   bool
+	}{
+		{"nothing", false}, {"a job that runs", false}, {"a job that is cancelled", false},
+		{"nothing", true}, {"a job that runs", true}, {"a job that is cancelled", true},
+	} {
+		before := tc.before
+		t.Run(fmt.Sprintf("queued before: %s, a call each: %v", before, tc.each), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, queue.QueueConfig{Quantum: 10})
 			b.enqueueN(t, "import", 200, 10) // one job a round
@@ -588,8 +597,15 @@ func TestLateCommitJoinsTheRoundCurrentAtCommit(t *testing.T) {
 			for i := range late {
 				late[i] = queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 10}
 			}
-			_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
-			require.NoError(t, err)
+			if tc.each {
+				for _, j := range late {
+					_, err = b.client.EnqueueTx(b.ctx, tx, j)
+					require.NoError(t, err)
+				}
+			} else {
+				_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
+				require.NoError(t, err)
+			}
 			if before == "a job that is cancelled" {
 				require.NoError(t, b.client.Cancel(b.ctx, old, "not needed"))
 			}

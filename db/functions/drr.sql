@@ -23,9 +23,14 @@ CREATE OR REPLACE FUNCTION batchq.drr_share(quantum bigint, weight double precis
 -- tenant_weight is a tenant's weight in a queue: its setting for that queue
 -- (batchq.queue_tenants), else its setting for every queue
 -- (batchq.tenants), else 1. Looked up once per tenant that joins the ring or
--- is re-keyed, by two primary-key probes.
+-- is re-keyed, by two primary-key probes. PL/pgSQL, so the session keeps its
+-- plan: a SQL function with subqueries is never inlined and is planned on
+-- every call.
 CREATE OR REPLACE FUNCTION batchq.tenant_weight(p_queue text, p_tenant text) RETURNS double precision
-    LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
     RETURN coalesce((SELECT q.weight FROM batchq.queue_tenants q WHERE q.queue = p_queue AND q.tenant = p_tenant),
                     (SELECT t.weight FROM batchq.tenants t WHERE t.name = p_tenant),
                     1);
+END
+$$;

@@ -61,6 +61,9 @@ DECLARE
     v_ring_bound  integer[];
     v_settings    bigint;
     v_joined      text[];
+    v_one         record;
+    v_head        bigint;
+    v_id          bigint;
 BEGIN
     -- Held until commit, so the queue cannot go while its new jobs do not
     -- show yet (batchq.queues_keep_jobs).
@@ -72,6 +75,55 @@ BEGIN
     IF v_n = 0 THEN
         RETURN;
     END IF;
+
+    -- One job without a unique key, for a tenant with jobs queued already:
+    -- what an application's transaction enqueues most often, in a few short
+    -- statements. The same steps as below for that case: the ring row
+    -- locked, the head read with a fresh snapshot, the bound by the seq
+    -- span, the job keyed on the tenant's ledger, the commit-time check
+    -- noted. A tenant that joins the ring, or looks full, or whose ledger
+    -- nears the ceiling, takes the general path.
+    IF v_n = 1 AND coalesce(p_unique_key[1], '') = ''
+       AND greatest(cardinality(p_kind), cardinality(p_cost), cardinality(p_deadline), cardinality(p_max_attempts),
+                    cardinality(p_payload), cardinality(p_unique_key)) <= 1 THEN
+        -- Before the ring row is read (docs/design/commit-time-check.md).
+        SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
+        SELECT r.ctid AS rid, r.pos, r.share, r.cum, r.enq_seq, r.join_round,
+               coalesce((SELECT t.max_queued FROM batchq.queue_tenants t WHERE t.queue = p_queue AND t.tenant = r.tenant),
+                        (SELECT w.max_queued FROM batchq.tenants w WHERE w.name = r.tenant),
+                        q.max_per_tenant) AS bound
+        INTO v_one
+        FROM batchq.tenant_ring r
+        WHERE r.queue = p_queue AND r.tenant = p_tenant[1]
+        FOR UPDATE OF r;
+        IF FOUND AND v_one.pos > 0 THEN
+            SELECT j.seq INTO v_head FROM batchq.jobs j
+            WHERE j.queue = p_queue AND j.pos = v_one.pos AND j.state = 'queued'
+            ORDER BY j.seq LIMIT 1;
+        END IF;
+        IF v_head IS NOT NULL AND v_one.enq_seq - v_head + 2 <= v_one.bound
+           AND v_one.cum + p_cost[1] <= batchq.key_ceiling()
+           AND v_one.join_round + (v_one.cum + p_cost[1]) / v_one.share <= batchq.key_ceiling() THEN
+            INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
+            VALUES (p_queue, p_tenant[1], coalesce(nullif(p_kind[1], ''), 'default'), p_cost[1],
+                    CASE WHEN p_deadline[1] IS NULL OR p_deadline[1] < '0002-01-01'
+                         THEN statement_timestamp() + q.default_ttl ELSE p_deadline[1] END,
+                    coalesce(p_payload[1], '{}'::jsonb), 'queued', coalesce(nullif(p_max_attempts[1], 0), q.max_attempts),
+                    batchq.drr_round(v_one.join_round, v_one.cum + p_cost[1], v_one.share), v_one.pos,
+                    v_one.cum + p_cost[1], v_one.enq_seq + 1)
+            RETURNING id INTO v_id;
+            UPDATE batchq.tenant_ring r
+            SET cum = r.cum + p_cost[1], enq_seq = r.enq_seq + 1,
+                reached = greatest(r.reached, batchq.drr_round(r.join_round, r.cum + p_cost[1], r.share))
+            WHERE r.queue = p_queue AND r.ctid = v_one.rid; -- this transaction holds the row, so its ctid stays
+            INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
+            VALUES (p_queue, batchq.drr_round(v_one.join_round, v_one.cum + 1, v_one.share), ARRAY[p_tenant[1]],
+                    ARRAY[v_one.pos], ARRAY[v_one.enq_seq + 1], v_settings);
+            RETURN QUERY SELECT 1, v_id, 'inserted'::text, p_tenant[1], NULL::integer, NULL::integer, NULL::integer;
+            RETURN;
+        END IF;
+    END IF;
+
     IF v_n > 64 THEN
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_hashjoin', 'on', true),
                 set_config('enable_mergejoin', 'on', true);
@@ -387,11 +439,25 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    v_error text[] := batchq.enqueue_error(p_queue, p_tenant, p_kind, p_cost, p_deadline, NULL, p_max_attempts,
-                                           p_payload, p_unique_key);
+    v_error text[];
 BEGIN
-    IF v_error IS NOT NULL THEN
-        PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
+    IF cardinality(p_tenant) = 1
+       AND greatest(cardinality(p_kind), cardinality(p_cost), cardinality(p_deadline), cardinality(p_max_attempts),
+                    cardinality(p_payload), cardinality(p_unique_key)) <= 1 THEN
+        -- One job: enqueue_error's rules as one expression, without a query.
+        v_error := coalesce(batchq.queue_name_error(p_queue),
+                            batchq.job_error(p_tenant[1], coalesce(nullif(p_kind[1], ''), 'default'), p_cost[1],
+                                             CASE WHEN p_deadline[1] >= '0002-01-01' THEN p_deadline[1] END, NULL,
+                                             p_max_attempts[1], p_payload[1], p_unique_key[1], statement_timestamp()));
+        IF v_error IS NOT NULL THEN
+            PERFORM batchq.raise_invalid_job(1, v_error);
+        END IF;
+    ELSE
+        v_error := batchq.enqueue_error(p_queue, p_tenant, p_kind, p_cost, p_deadline, NULL, p_max_attempts, p_payload,
+                                        p_unique_key);
+        IF v_error IS NOT NULL THEN
+            PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
+        END IF;
     END IF;
     RETURN QUERY SELECT * FROM batchq.insert_jobs(p_queue, p_tenant, p_kind, p_cost, p_deadline, p_max_attempts,
                                                   p_payload, p_unique_key);

@@ -172,8 +172,13 @@ BEGIN
     END IF;
     IF NEW.settings <> (SELECT s.last_value + s.is_called::integer FROM batchq.settings_version s) THEN
         PERFORM batchq.rekey(NEW.queue, NEW.tenants);
-    ELSIF cardinality(NEW.joined) > 0 THEN
-        -- Tenants that joined in the statement, which no change could see.
+    ELSIF cardinality(NEW.joined) > 0
+          AND EXISTS (SELECT 1 FROM batchq.tenant_ring r, batchq.queues q
+                      WHERE r.queue = NEW.queue AND r.tenant = ANY (NEW.joined) AND q.name = NEW.queue
+                        AND r.share <> batchq.drr_share(q.quantum, batchq.tenant_weight(NEW.queue, r.tenant))) THEN
+        -- Tenants that joined in the statement, which no change could see,
+        -- when one's share is off. This transaction holds their ring rows,
+        -- so the shares read here are the ones rekey would find.
         PERFORM batchq.rekey(NEW.queue, NEW.joined);
     END IF;
     RETURN NULL;
