@@ -39,21 +39,25 @@ func growRing(t *testing.T, b *testBundle, n int) {
 	}
 }
 
-// oneLineRingReads enqueues one job for tenant on conn, in a transaction of
-// its own, and returns how many ring rows the call read.
-func oneLineRingReads(t *testing.T, b *testBundle, conn *pgx.Conn, tenant string) int64 {
+// ringReads enqueues lines jobs for tenant on conn, in one call and a
+// transaction of its own, and returns how many ring rows the call read.
+func ringReads(t *testing.T, b *testBundle, conn *pgx.Conn, tenant string, lines int) int64 {
 	t.Helper()
 	tx, err := conn.Begin(b.ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx) //nolint:errcheck
 	before := ringRowsRead(t, b.ctx, tx)
 	start := time.Now()
-	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 10})
+	jobs := make([]queue.NewJob, lines)
+	for i := range jobs {
+		jobs[i] = queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 10}
+	}
+	_, err = b.client.EnqueueManyTx(b.ctx, tx, jobs)
 	require.NoError(t, err)
 	el := time.Since(start)
 	n := ringRowsRead(t, b.ctx, tx) - before
 	require.NoError(t, tx.Commit(b.ctx))
-	t.Logf("one-line enqueue for %s: %d ring rows read, %s", tenant, n, el)
+	t.Logf("%d-line enqueue for %s: %d ring rows read, %s", lines, tenant, n, el)
 	return n
 }
 
@@ -62,9 +66,19 @@ func oneLineRingReads(t *testing.T, b *testBundle, conn *pgx.Conn, tenant string
 // It still reads only its own tenants' ring rows, one probe each, not every
 // ring row of the queue: for a tenant already in the ring and for one that
 // joins, in a session opened on a large ring and in one whose plans were made
-// on a small ring.
+// on a small ring. So does an import of many lines for one tenant, which
+// keeps its plans too (lines × tenants within 64 × 64).
 func TestFewLineEnqueueReadsOnlyItsTenantsRingRows(t *testing.T) {
 	t.Parallel()
+	for _, lines := range []int{1, 1000} {
+		t.Run(fmt.Sprint(lines, " lines"), func(t *testing.T) {
+			t.Parallel()
+			fewLineRingReads(t, lines)
+		})
+	}
+}
+
+func fewLineRingReads(t *testing.T, lines int) {
 	const tenants = 3000
 	const bound = 50 // a handful of probes per call; a scan reads ~tenants
 
@@ -76,8 +90,8 @@ func TestFewLineEnqueueReadsOnlyItsTenantsRingRows(t *testing.T) {
 		require.NoError(t, err)
 		defer conn.Close(context.Background())
 
-		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "bulk-02999"), int64(bound), "existing tenant")
-		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "newcomer"), int64(bound), "joining tenant")
+		require.LessOrEqual(t, ringReads(t, b, conn, "bulk-02999", lines), int64(bound), "existing tenant")
+		require.LessOrEqual(t, ringReads(t, b, conn, "newcomer", lines), int64(bound), "joining tenant")
 	})
 
 	t.Run("session whose plans were made on a small ring", func(t *testing.T) {
@@ -86,11 +100,11 @@ func TestFewLineEnqueueReadsOnlyItsTenantsRingRows(t *testing.T) {
 		conn, err := pgx.ConnectConfig(b.ctx, b.pool.Config().ConnConfig.Copy())
 		require.NoError(t, err)
 		defer conn.Close(context.Background())
-		oneLineRingReads(t, b, conn, "early") // the session's plans are made now
+		ringReads(t, b, conn, "early", lines) // the session's plans are made now
 		growRing(t, b, tenants)
 
-		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "bulk-02999"), int64(bound), "existing tenant")
-		require.LessOrEqual(t, oneLineRingReads(t, b, conn, "newcomer"), int64(bound), "joining tenant")
+		require.LessOrEqual(t, ringReads(t, b, conn, "bulk-02999", lines), int64(bound), "existing tenant")
+		require.LessOrEqual(t, ringReads(t, b, conn, "newcomer", lines), int64(bound), "joining tenant")
 	})
 }
 

@@ -124,7 +124,11 @@ BEGIN
         END IF;
     END IF;
 
-    IF v_n > 64 THEN
+    -- Kept plans join lines to tenants in nested loops, which costs lines ×
+    -- tenants: past 64 × 64, plan for this call's arrays instead
+    -- (docs/design/plans.md). An import of many lines for a few tenants
+    -- keeps its plans.
+    IF v_n > 64 AND v_n::bigint * (SELECT count(DISTINCT t.tenant) FROM unnest(p_tenant) AS t (tenant)) > 4096 THEN
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_hashjoin', 'on', true),
                 set_config('enable_mergejoin', 'on', true);
     END IF;
