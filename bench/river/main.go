@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,13 +45,9 @@ func (noop) Kind() string { return "noop" }
 
 type noopWorker struct {
 	river.WorkerDefaults[noop]
-	done *atomic.Int64
 }
 
-func (w *noopWorker) Work(context.Context, *river.Job[noop]) error {
-	w.done.Add(1)
-	return nil
-}
+func (noopWorker) Work(context.Context, *river.Job[noop]) error { return nil }
 
 // peer implements benchkit.Peer with River.
 type peer struct{}
@@ -157,9 +152,8 @@ func (peer) Drainer(ctx context.Context, dbURL, system string, _, _ int) (func(c
 		pool.Close()
 		return nil, nil, err
 	}
-	var worked atomic.Int64
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &noopWorker{done: &worked})
+	river.AddWorker(workers, &noopWorker{})
 	cfg.Workers = workers
 	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
 	if err != nil {
@@ -168,7 +162,11 @@ func (peer) Drainer(ctx context.Context, dbURL, system string, _, _ int) (func(c
 	}
 	drain := func(ctx context.Context) (benchkit.Drained, error) {
 		start := time.Now()
-		events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+		// River drops events a full channel cannot take: room for every
+		// job of any backlog this harness seeds.
+		events, cancel := client.SubscribeConfig(&river.SubscribeConfig{
+			Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}, ChanSize: 1 << 22,
+		})
 		defer cancel()
 		if err := client.Start(ctx); err != nil {
 			return benchkit.Drained{}, err
