@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -112,6 +114,11 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"argument", []string{"bench", "scale", "now"}, `unexpected argument "now"`},
 		{"invalid setting", []string{"bench", "quota", "--duration", "1s", "--window", "1s"}, "bench quota: the duration (1s) must be at least 4 windows"},
 		{"unknown system", []string{"bench", "drain", "--systems", "fair,lifo"}, `bench drain: system "lifo"`},
+		{"unknown enqueue system", []string{"bench", "enqueue", "--systems", "fair,lifo"}, `bench enqueue: system "lifo": must be fair, fifo, river or river-default`},
+		{"river without its program", []string{"bench", "enqueue", "--systems", "fair,river", "--river-bin", "/nonexistent/batchq-river"},
+			"the river systems need the batchq-river program: build it with `make bench-river`"},
+		{"river drain without its program", []string{"bench", "drain", "--systems", "pool,river", "--river-bin", "/nonexistent/batchq-river"},
+			"the river systems need the batchq-river program"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCLI(t, server, tc.args...)
@@ -123,4 +130,74 @@ func TestBenchUsageErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// River side by side, through the CLI: batchq-river is built from its own
+// module as `make bench-river` builds it, and a tiny enqueue and drain each
+// have River's rows and the bars against it.
+func TestBenchBesideRiver(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds bench/river")
+	}
+	river := filepath.Join(t.TempDir(), "batchq-river")
+	build := exec.Command("go", "build", "-o", river, ".")
+	build.Dir = filepath.Join("..", "..", "bench", "river")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	server := pgtest.ServerURL(t)
+
+	type report struct {
+		Tables []struct {
+			Columns []string
+			Rows    []map[string]any
+		}
+		Bars []struct {
+			Name  string
+			Value float64
+		}
+	}
+	parse := func(res cliResult) report {
+		t.Helper()
+		require.Equal(t, 0, res.code, res.stderr)
+		requireDropped(t, server, res.stderr)
+		var rep report
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &rep), res.stdout)
+		require.Len(t, rep.Tables, 1)
+		return rep
+	}
+	bars := func(rep report) map[string]float64 {
+		m := map[string]float64{}
+		for _, b := range rep.Bars {
+			m[b.Name] = b.Value
+		}
+		return m
+	}
+
+	rep := parse(runCLI(t, server, "bench", "enqueue", "--systems", "fair,river", "--river-bin", river, "--jobs", "20",
+		"--bulk-jobs", "300", "--bulk-size", "100", "--txn-jobs", "30", "--txn-size", "10", "--concurrency", "1",
+		"--reps", "1", "--no-warmup", "--json"))
+	modes := map[string]bool{}
+	for _, row := range rep.Tables[0].Rows {
+		require.Positive(t, row["jobs_per_s"].(map[string]any)["median"], "%v", row)
+		if row["system"] == "river" {
+			modes[row["mode"].(string)] = true
+			require.Equal(t, 1.0, row["vs_river"])
+		}
+	}
+	require.Equal(t, map[string]bool{"single": true, "bulk": true, "txn": true}, modes)
+	b := bars(rep)
+	require.Contains(t, b, "enqueue: bulk in calls of 100, one enqueuer, fair vs river")
+	require.Contains(t, b, "enqueue: one job per transaction, one enqueuer, fair vs river")
+	require.Positive(t, b["enqueue: bulk in calls of 100, one enqueuer, fair vs river"])
+
+	rep = parse(runCLI(t, server, "bench", "drain", "--systems", "pool,river", "--river-bin", river, "--jobs", "300",
+		"--tenants", "5", "--processes", "1", "--batch", "100", "--workers", "2", "--reps", "1", "--no-warmup", "--json"))
+	systems := map[string]bool{}
+	for _, row := range rep.Tables[0].Rows {
+		systems[row["system"].(string)] = true
+		require.Positive(t, row["jobs_per_s"].(map[string]any)["median"], "%v", row)
+	}
+	require.Equal(t, map[string]bool{"pool": true, "river": true}, systems)
+	require.Positive(t, bars(rep)["drain pool vs River tuned, batch 100, 1 process(es)"])
 }
