@@ -128,6 +128,10 @@ func TestLedgerFullRefusesOnlyThatTenant(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "light", Cost: 1})
 	require.NoError(t, err, "light's job that fits")
+	// light has a job queued now, so a one-job enqueue for it takes the
+	// short path; past the ceiling it is refused by name all the same.
+	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "light", Cost: queue.MaxCost})
+	require.ErrorIs(t, err, queue.ErrLedgerFull)
 	got := b.drainOrder(t, 10)
 	require.Len(t, got, 3)
 	require.LessOrEqual(t, b.scalar(t, `SELECT round FROM batchq.queue_cursors`), keyCeiling)

@@ -102,8 +102,8 @@ BEGIN
             ORDER BY j.seq LIMIT 1;
         END IF;
         IF v_head IS NOT NULL AND v_one.enq_seq - v_head + 2 <= v_one.bound
-           AND v_one.cum + p_cost[1] <= batchq.key_ceiling()
-           AND v_one.join_round + (v_one.cum + p_cost[1]) / v_one.share <= batchq.key_ceiling() THEN
+           AND v_one.cum + p_cost[1]::numeric <= batchq.key_ceiling()
+           AND v_one.join_round + (v_one.cum + p_cost[1]::numeric) / v_one.share <= batchq.key_ceiling() THEN
             INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
             VALUES (p_queue, p_tenant[1], coalesce(nullif(p_kind[1], ''), 'default'), p_cost[1],
                     CASE WHEN p_deadline[1] IS NULL OR p_deadline[1] < '0002-01-01'
