@@ -189,18 +189,19 @@ func drainFlags() []cli.Flag {
 // riverBinFlag names the batchq-river program, for the river systems.
 func riverBinFlag(scenario string) cli.Flag {
 	return &cli.StringFlag{Name: "river-bin", EnvVars: benchEnv(scenario, "river-bin"),
-		Usage: "the batchq-river program `make bench-river` builds (default: batchq-river beside this program, else on PATH)"}
+		Usage: "the `PATH` of the batchq-river program that make bench-river builds (default: batchq-river beside this program, else on PATH)"}
 }
 
-// systemsList reads --systems, and when it names a River system finds
-// batchq-river and prepares River's schema in the scenario's database.
-func systemsList(c *cli.Context, env *benchkit.Env) ([]string, error) {
+// systemsList reads --systems, and when it names one of the River systems
+// the scenario measures, finds batchq-river and prepares River's schema in
+// the scenario's database. Other names are left to the scenario to check.
+func systemsList(c *cli.Context, env *benchkit.Env, river ...string) ([]string, error) {
 	systems := strings.Split(c.String("systems"), ",")
 	for i, s := range systems {
 		systems[i] = strings.TrimSpace(s)
 	}
 	for _, s := range systems {
-		if !slices.Contains(benchkit.RiverSystems, s) {
+		if !slices.Contains(river, s) {
 			continue
 		}
 		p, err := benchkit.FindRiver(c.String("river-bin"))
@@ -225,7 +226,7 @@ func runBenchDrain(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benc
 	if err != nil {
 		return nil, fmt.Errorf("batchq: bench drain: finding this program to start worker processes: %w", err)
 	}
-	systems, err := systemsList(c, env)
+	systems, err := systemsList(c, env, benchkit.RiverSystems...)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +340,7 @@ func runBenchEnqueue(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*be
 	if err != nil {
 		return nil, err
 	}
-	systems, err := systemsList(c, env)
+	systems, err := systemsList(c, env, benchkit.SystemRiver)
 	if err != nil {
 		return nil, err
 	}

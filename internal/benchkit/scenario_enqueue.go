@@ -52,8 +52,8 @@ type EnqueueConfig struct {
 	// Tenants the jobs are spread over, round robin (in ModeBulkApart, each
 	// goroutine's own Tenants); costs are 1..1000.
 	Tenants int
-	// Systems lists what to measure: SystemFair, SystemFIFO and the River
-	// systems (SystemRiver; the Env must have a Peer that serves it).
+	// Systems lists what to measure: SystemFair, SystemFIFO and SystemRiver
+	// (the Env must then have a Peer that serves it).
 	Systems []string
 }
 
@@ -83,8 +83,13 @@ func (c EnqueueConfig) withDefaults() (EnqueueConfig, error) {
 		c.Systems = d.Systems
 	}
 	for _, s := range c.Systems {
-		if !slices.Contains(append([]string{SystemFair, SystemFIFO}, RiverSystems...), s) {
-			return c, configErrorf("enqueue: system %q: must be fair, fifo, river or river-default", s)
+		switch s {
+		case SystemFair, SystemFIFO, SystemRiver:
+		case SystemRiverDefault:
+			// Its fetch settings change how River drains, not how it inserts.
+			return c, configErrorf("enqueue: system %q: River inserts the same whatever its fetch settings; use river", s)
+		default:
+			return c, configErrorf("enqueue: system %q: must be fair, fifo or river", s)
 		}
 	}
 	if c.Jobs < 1 || c.BulkJobs < 1 || c.BulkSize < 1 || c.Tenants < 1 || c.TxnJobs < 1 || c.TxnSize < 1 {
@@ -132,10 +137,8 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 		}
 	}
 
-	// River has no tenants, so bulk-apart is bulk for it; and only one
-	// River row is measured (how River inserts does not depend on its
-	// fetch settings).
-	systems := slices.DeleteFunc(slices.Clone(cfg.Systems), func(s string) bool { return s == SystemRiverDefault })
+	// River has no tenants, so bulk-apart is bulk for it.
+	systems := cfg.Systems
 	var keys []enqueueKey
 	for _, mode := range []string{ModeSingle, ModeBulk, ModeBulkApart, ModeTxn} {
 		for _, n := range cfg.Concurrency {
