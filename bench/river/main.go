@@ -174,6 +174,9 @@ func (peer) Drainer(ctx context.Context, dbURL, system string, _, _ int) (func(c
 		defer func() { _ = client.Stop(context.WithoutCancel(ctx)) }()
 		var completed int
 		last := start
+		// Set once no job is left: completions written before that may
+		// still be on their way.
+		var finish <-chan time.Time
 		check := time.NewTicker(20 * time.Millisecond)
 		defer check.Stop()
 		for {
@@ -187,7 +190,7 @@ func (peer) Drainer(ctx context.Context, dbURL, system string, _, _ int) (func(c
 			case <-check.C:
 				// Done when no job is left to complete, in any process;
 				// asked only while no completion is coming in.
-				if time.Since(last) < 20*time.Millisecond {
+				if finish != nil || time.Since(last) < 20*time.Millisecond {
 					continue
 				}
 				var left bool
@@ -197,21 +200,10 @@ func (peer) Drainer(ctx context.Context, dbURL, system string, _, _ int) (func(c
 					return benchkit.Drained{Jobs: completed}, err
 				}
 				if !left {
-					// Completions written before the check may still be on their way.
-					for {
-						select {
-						case e := <-events:
-							if e.Kind == river.EventKindJobCompleted {
-								completed++
-								last = time.Now()
-							}
-							continue
-						case <-time.After(50 * time.Millisecond):
-						}
-						break
-					}
-					return benchkit.Drained{Jobs: completed, Elapsed: last.Sub(start)}, nil
+					finish = time.After(50 * time.Millisecond)
 				}
+			case <-finish:
+				return benchkit.Drained{Jobs: completed, Elapsed: last.Sub(start)}, nil
 			case <-ctx.Done():
 				return benchkit.Drained{Jobs: completed}, ctx.Err()
 			}

@@ -135,14 +135,9 @@ func (e *Env) UsePeer(ctx context.Context, p *PeerProgram) error {
 // OpenEnv connects to the migrated database at dbURL with a pool of up to
 // maxConns connections and creates the FIFO baseline's schema there.
 func OpenEnv(ctx context.Context, dbURL string, maxConns int) (*Env, error) {
-	cfg, err := pgxpool.ParseConfig(dbURL)
+	pool, err := connect(ctx, dbURL, maxConns)
 	if err != nil {
-		return nil, fmt.Errorf("benchkit: database URL: %w", err)
-	}
-	cfg.MaxConns = int32(maxConns)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("benchkit: connect: %w", err)
+		return nil, err
 	}
 	client, err := queue.NewClient(pool, queue.Config{})
 	if err != nil {
@@ -184,11 +179,29 @@ func (e *Env) reset(ctx context.Context, qc queue.QueueConfig) error {
 // fresh statistics on the tables it seeded, and no checkpoint owed. A role
 // that may not CHECKPOINT (it needs pg_checkpoint or superuser) skips it.
 func (e *Env) settle(ctx context.Context, tables ...string) error {
+	return settle(ctx, e.Pool, tables...)
+}
+
+func settle(ctx context.Context, pool *pgxpool.Pool, tables ...string) error {
 	for _, t := range tables {
-		if _, err := e.Pool.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
+		if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
 			return fmt.Errorf("benchkit: vacuum analyze %s: %w", t, err)
 		}
 	}
-	_, _ = e.Pool.Exec(ctx, "CHECKPOINT")
+	_, _ = pool.Exec(ctx, "CHECKPOINT")
 	return nil
+}
+
+// connect opens a pool of up to maxConns connections to dbURL.
+func connect(ctx context.Context, dbURL string, maxConns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("benchkit: database URL: %w", err)
+	}
+	cfg.MaxConns = int32(maxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("benchkit: connect: %w", err)
+	}
+	return pool, nil
 }

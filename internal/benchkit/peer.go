@@ -99,23 +99,11 @@ func PeerMain(ctx context.Context, dbURL string, args []string, stdin io.Reader,
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("benchkit: peer %s: %w", args[0], err)
 	}
-	cfg, err := pgxpool.ParseConfig(dbURL)
+	pool, err := connect(ctx, dbURL, max(*conc, 1)+4)
 	if err != nil {
-		return fmt.Errorf("benchkit: peer: database URL: %w", err)
-	}
-	cfg.MaxConns = int32(max(*conc, 1) + 4)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("benchkit: peer: connect: %w", err)
+		return fmt.Errorf("benchkit: peer: %w", err)
 	}
 	defer pool.Close()
-	settle := func() error {
-		if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+p.Table()); err != nil {
-			return fmt.Errorf("benchkit: peer: vacuum analyze %s: %w", p.Table(), err)
-		}
-		_, _ = pool.Exec(ctx, "CHECKPOINT")
-		return nil
-	}
 	var out peerLine
 	switch args[0] {
 	case "prepare":
@@ -130,7 +118,7 @@ func PeerMain(ctx context.Context, dbURL string, args []string, stdin io.Reader,
 			err = seedBatches(b, func(tenants []string, costs []int64) error { return insert(ctx, tenants, costs) })
 		}
 		if err == nil {
-			err = settle()
+			err = settle(ctx, pool, p.Table())
 		}
 		out.Jobs = b.Jobs
 	case "enqueue":
@@ -138,7 +126,7 @@ func PeerMain(ctx context.Context, dbURL string, args []string, stdin io.Reader,
 			return errors.New("benchkit: peer enqueue: -jobs, -per, -tenants and -concurrency must be positive")
 		}
 		if err = p.Reset(ctx, pool); err == nil {
-			err = settle()
+			err = settle(ctx, pool, p.Table())
 		}
 		if err != nil {
 			break

@@ -251,46 +251,30 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 	return rep.finish(), nil
 }
 
-// drainPeer seeds the backlog into a peer and drains it with its worker
-// processes, checking every job was completed.
-func drainPeer(ctx context.Context, env *Env, cfg DrainConfig, b Backlog, k drainKey) (Drained, error) {
-	if err := env.Peer.Seed(ctx, env.URL, b); err != nil {
-		return Drained{}, err
-	}
-	var args [][]string
-	for _, n := range splitWorkers(cfg.Workers, k.procs) {
-		args = append(args, workerArgs(k.system, n, k.bat))
-	}
-	d, err := runProcs(ctx, env.Peer.Spawner(), env.URL, args)
-	if err != nil {
-		return d, err
-	}
-	n, err := env.Peer.Completed(ctx, env.URL)
-	if err != nil {
-		return d, err
-	}
-	if d.Jobs != b.Jobs || n != b.Jobs {
-		return d, fmt.Errorf("benchkit: drain %s: drained %d jobs of %d, %d completed", k.system, d.Jobs, b.Jobs, n)
-	}
-	return d, nil
-}
-
 // drainOnce seeds the backlog for k's system and drains it with k's
-// processes, checking that every job was drained and has its outcome row.
+// processes, checking that every job was drained and has its outcome row
+// (for River, is recorded completed).
 func drainOnce(ctx context.Context, env *Env, cfg DrainConfig, b Backlog, k drainKey) (Drained, error) {
 	if err := env.reset(ctx, queue.QueueConfig{}); err != nil {
 		return Drained{}, err
 	}
-	table, outcomes := "batchq.jobs", `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`
+	spawn := cfg.Spawn
+	finished := func(query string) func() (int, error) {
+		return func() (n int, err error) { return n, env.Pool.QueryRow(ctx, query).Scan(&n) }
+	}
+	table, done := "batchq.jobs", finished(`SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`)
 	var err error
 	switch k.system {
 	case SystemRiver, SystemRiverDefault:
-		return drainPeer(ctx, env, cfg, b, k)
+		// The peer settles its own table.
+		table, spawn = "", env.Peer.Spawner()
+		done = func() (int, error) { return env.Peer.Completed(ctx, env.URL) }
+		err = env.Peer.Seed(ctx, env.URL, b)
 	case SystemFIFO:
-		table, outcomes = "batchq_fifo.jobs", `SELECT count(*) FROM batchq_fifo.outcomes WHERE outcome = 'succeeded'`
+		table, done = "batchq_fifo.jobs", finished(`SELECT count(*) FROM batchq_fifo.outcomes WHERE outcome = 'succeeded'`)
 		err = SeedFIFO(ctx, env.FIFO, b)
 	case SystemLean:
-		table, outcomes = "batchq_fifo.lean_jobs", `SELECT count(*) FROM batchq_fifo.lean_outcomes`
+		table, done = "batchq_fifo.lean_jobs", finished(`SELECT count(*) FROM batchq_fifo.lean_outcomes`)
 		err = SeedLean(ctx, fifo.NewLean(env.Pool), b)
 	default:
 		err = SeedFair(ctx, env.Client, benchQueue, b)
@@ -298,22 +282,24 @@ func drainOnce(ctx context.Context, env *Env, cfg DrainConfig, b Backlog, k drai
 	if err != nil {
 		return Drained{}, err
 	}
-	if err := env.settle(ctx, table); err != nil {
-		return Drained{}, err
+	if table != "" {
+		if err := env.settle(ctx, table); err != nil {
+			return Drained{}, err
+		}
 	}
 	var args [][]string
 	for _, n := range splitWorkers(cfg.Workers, k.procs) {
 		args = append(args, workerArgs(k.system, n, k.bat))
 	}
-	d, err := runProcs(ctx, cfg.Spawn, env.URL, args)
+	d, err := runProcs(ctx, spawn, env.URL, args)
 	if err != nil {
 		return d, err
 	}
 	if d.Jobs != b.Jobs {
 		return d, fmt.Errorf("benchkit: drain %s: drained %d jobs of %d", k.system, d.Jobs, b.Jobs)
 	}
-	var n int
-	if err := env.Pool.QueryRow(ctx, outcomes).Scan(&n); err != nil {
+	n, err := done()
+	if err != nil {
 		return d, err
 	}
 	if n != b.Jobs {

@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/batchq/batchq/internal/provider"
 	"github.com/batchq/batchq/queue"
 	"github.com/batchq/batchq/quotaheaders"
@@ -448,12 +446,7 @@ func batchqClient(ctx context.Context, env *Env, cfg QuotaConfig, k quotaKey, ta
 		var wg sync.WaitGroup
 		var firstErr atomic.Pointer[error]
 		for i := range cfg.Pools {
-			pcfg, err := pgxpool.ParseConfig(env.URL)
-			if err != nil {
-				return err
-			}
-			pcfg.MaxConns = int32(8 + cfg.Workers/4)
-			pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+			pool, err := connect(ctx, env.URL, 8+cfg.Workers/4)
 			if err != nil {
 				return err
 			}

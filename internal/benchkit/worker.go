@@ -129,14 +129,9 @@ func serveWorker(ctx context.Context, args []string, stdin io.Reader, stdout io.
 // workerDrain connects and returns the drain to run, with every connection
 // it needs already open so that connecting is not timed.
 func workerDrain(ctx context.Context, dbURL, system string, claimers, batch int) (func(context.Context) (Drained, error), func(), error) {
-	cfg, err := pgxpool.ParseConfig(dbURL)
+	pool, err := connect(ctx, dbURL, claimers+4)
 	if err != nil {
-		return nil, nil, fmt.Errorf("benchkit: bench-worker: database URL: %w", err)
-	}
-	cfg.MaxConns = int32(claimers + 4)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("benchkit: bench-worker: connect: %w", err)
+		return nil, nil, fmt.Errorf("benchkit: bench-worker: %w", err)
 	}
 	if err := warmPool(ctx, pool, claimers+2); err != nil {
 		pool.Close()
