@@ -443,25 +443,11 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    v_error text[];
+    v_error text[] := batchq.enqueue_error(p_queue, p_tenant, p_kind, p_cost, p_deadline, NULL, p_max_attempts,
+                                           p_payload, p_unique_key);
 BEGIN
-    IF cardinality(p_tenant) = 1
-       AND greatest(cardinality(p_kind), cardinality(p_cost), cardinality(p_deadline), cardinality(p_max_attempts),
-                    cardinality(p_payload), cardinality(p_unique_key)) <= 1 THEN
-        -- One job: enqueue_error's rules as one expression, without a query.
-        v_error := coalesce(batchq.queue_name_error(p_queue),
-                            batchq.job_error(p_tenant[1], coalesce(nullif(p_kind[1], ''), 'default'), p_cost[1],
-                                             CASE WHEN p_deadline[1] >= '0002-01-01' THEN p_deadline[1] END, NULL,
-                                             p_max_attempts[1], p_payload[1], p_unique_key[1], statement_timestamp()));
-        IF v_error IS NOT NULL THEN
-            PERFORM batchq.raise_invalid_job(1, v_error);
-        END IF;
-    ELSE
-        v_error := batchq.enqueue_error(p_queue, p_tenant, p_kind, p_cost, p_deadline, NULL, p_max_attempts, p_payload,
-                                        p_unique_key);
-        IF v_error IS NOT NULL THEN
-            PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
-        END IF;
+    IF v_error IS NOT NULL THEN
+        PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
     END IF;
     RETURN QUERY SELECT * FROM batchq.insert_jobs(p_queue, p_tenant, p_kind, p_cost, p_deadline, p_max_attempts,
                                                   p_payload, p_unique_key);
