@@ -115,10 +115,14 @@ func TestFinishedJobKeepsItsLeaseUntilItsFinishIsWritten(t *testing.T) {
 	require.Equal(t, []string{"succeeded"}, events.outcomes(x))
 }
 
-// A job the pool claimed ahead of its handlers (BatchSize) keeps its lease
-// while it waits for one: here the only handler is busy for three leases'
-// worth, and the job behind it still runs once, on its first attempt.
-func TestClaimedAheadJobsKeepTheirLease(t *testing.T) {
+// A job the pool claimed ahead of its handlers holds its lease while it
+// waits for one, but not for long: here the only handler is busy for three
+// leases' worth, and the job claimed behind it goes back to its tenant's
+// queue after a quarter of the lease, for any worker to run, without using
+// an attempt. The pool then claims only for free handlers, so it is not
+// claimed ahead and handed back again and again; it runs once, on its first
+// attempt, when the handler is free.
+func TestClaimedAheadJobsGoBackRatherThanWaitOutTheirLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Lease: time.Second})
 	first := b.enqueue(t, "a", 1)
@@ -126,6 +130,7 @@ func TestClaimedAheadJobsKeepTheirLease(t *testing.T) {
 
 	var runs runCounter
 	var events eventLog
+	started := make(chan struct{})
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	wait := b.work(ctx, queue.WorkerConfig{
@@ -136,6 +141,7 @@ func TestClaimedAheadJobsKeepTheirLease(t *testing.T) {
 		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
 			runs.add(j.ID)
 			if j.ID == first {
+				close(started)
 				// A long job: three leases' worth, heartbeated all along.
 				select {
 				case <-time.After(3 * time.Second):
@@ -146,6 +152,15 @@ func TestClaimedAheadJobsKeepTheirLease(t *testing.T) {
 			return queue.Result{}, nil
 		},
 	})
+	<-started
+	// Claimed ahead, then handed back once it waited a quarter of the lease:
+	// while the first job still runs, the second is queued, held by nobody.
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'queued'`, second) == 1
+	}, 2*time.Second, 10*time.Millisecond, "the claimed-ahead job was not handed back while the handler stayed busy")
+	time.Sleep(time.Second)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'queued'`, second),
+		"the job was claimed ahead again while the only handler was still busy")
 	require.Eventually(t, func() bool {
 		return b.scalar(t, `SELECT count(*) FROM batchq.outcomes`) == 2
 	}, 20*time.Second, 20*time.Millisecond)
@@ -153,11 +168,11 @@ func TestClaimedAheadJobsKeepTheirLease(t *testing.T) {
 	require.NoError(t, wait())
 
 	require.Equal(t, 1, runs.get(first))
-	require.Equal(t, []string{"succeeded"}, events.outcomes(second),
-		"the claimed-ahead job lost its lease while it waited for a handler")
+	require.Equal(t, []string{"released", "succeeded"}, events.outcomes(second),
+		"the claimed-ahead job goes back once, and runs when a handler is free")
 	require.Equal(t, 1, runs.get(second), "the claimed-ahead job ran more than once")
 	require.Equal(t, int64(1), b.scalar(t, `SELECT attempts FROM batchq.outcomes WHERE job_id = $1`, second),
-		"the claimed-ahead job used an extra attempt")
+		"handing a claimed-ahead job back used an attempt")
 }
 
 // A job claimed ahead of its handlers whose deadline passes while it waits

@@ -38,11 +38,12 @@ type FloodConfig struct {
 }
 
 // DefaultFloodConfig returns the defaults: a backlog of 50,000 jobs, then 20
-// tenants of 100 jobs each, costs 1..1000, 8 claimers taking 10 jobs each,
+// tenants of 1,000 jobs each (enough to stay backlogged for hundreds of
+// windows), costs 1..1000, 8 claimers taking 10 jobs each,
 // quantum 1000, windows of 10 rounds.
 func DefaultFloodConfig() FloodConfig {
 	return FloodConfig{
-		Backlog: 50_000, SmallTenants: 20, SmallJobs: 100, MaxCost: 1000,
+		Backlog: 50_000, SmallTenants: 20, SmallJobs: 1000, MaxCost: 1000,
 		Workers: 8, Batch: 10, Quantum: queue.DefaultQuantum, WindowRounds: 10,
 	}
 }

@@ -1,0 +1,389 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/batchq/batchq/throttle"
+)
+
+// The fetcher claims jobs in the fair order and hands them to the pool's
+// handlers. It claims ahead: the next claim runs while the handlers work
+// through the last one, so a handler that finishes finds a job waiting
+// rather than a claim to wait for. At most one claim is in flight. It asks
+// for the free handler slots plus a prefetch, once the jobs waiting run low,
+// and never for more than BatchSize.
+//
+// A prefetched job holds a lease while it waits. The prefetch is sized so
+// that the handlers are expected to start each one within maxReadyWait of
+// its claim, and one still waiting then is handed back to its tenant's
+// queue, unstarted and without using an attempt, for the fleet to run.
+
+// maxReadyWait is the longest a claimed job waits for a free handler before
+// it is handed back: a quarter of the queue's lease.
+func maxReadyWait(lease time.Duration) time.Duration { return lease / 4 }
+
+// claimed is what one claim returned.
+type claimed struct {
+	got  []*dispatch
+	wait time.Duration // took nothing: how long before claiming again
+	err  error
+}
+
+// fetch claims work while ctx lasts and hands it to the handlers. Jobs it
+// claimed but could not hand over are handed back when it stops.
+func (p *pool) fetch(ctx context.Context) error {
+	var (
+		ready       []*dispatch // claimed, waiting for a handler, oldest first
+		inFlight    bool        // a claim runs
+		results     = make(chan claimed, 1)
+		notBefore   time.Time // the last claim took nothing: none before this, unless woken
+		schemaGone  schemaWatch
+		pausedSince time.Time // when the queue was paused, as last seen; zero: running
+	)
+	defer func() {
+		if inFlight {
+			r := <-results
+			ready = append(ready, r.got...)
+			p.inflight.Add(int64(len(r.got)))
+		}
+		p.handBackAll(ready)
+	}()
+	timer := time.NewTimer(p.cfg.PollInterval)
+	defer timer.Stop()
+	// While claimed jobs wait for a free handler, the pool looks now and
+	// then whether the queue was paused: then it hands them back, as they
+	// have not started, and runs only what already runs.
+	pauseCheck := time.NewTicker(p.cfg.PollInterval)
+	defer pauseCheck.Stop()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := time.Now()
+		ready = p.handBackStale(ready, now)
+		if !inFlight && !now.Before(notBefore) {
+			if n := p.claimSize(len(ready)); n > 0 {
+				inFlight = true
+				go func() {
+					got, wait, err := p.claim(ctx, n)
+					results <- claimed{got, wait, err}
+				}()
+			}
+		}
+		var out chan<- *dispatch
+		var next *dispatch
+		if len(ready) > 0 {
+			out, next = p.jobs, ready[0]
+		}
+		timer.Reset(p.nextLook(now, notBefore, inFlight, ready))
+		select {
+		case <-ctx.Done():
+			return nil
+		case out <- next:
+			ready = ready[1:]
+		case r := <-results:
+			inFlight = false
+			if len(r.got) > 0 {
+				p.inflight.Add(int64(len(r.got)))
+				ready = append(ready, r.got...)
+			}
+			if r.err != nil && ctx.Err() == nil {
+				p.emit(Event{Kind: EventError, Err: r.err})
+				p.log.Error("claim failed", "err", r.err)
+				notBefore = time.Now().Add(p.cfg.PollInterval)
+				if gone := schemaGone.since(r.err, time.Now()); gone > cmp.Or(p.c.schemaGoneAfter, schemaGoneAfter) {
+					return fmt.Errorf("%w: claims have failed for %s (%v); stopping", ErrSchemaGone, gone.Round(time.Second), r.err)
+				}
+				continue
+			}
+			schemaGone = schemaWatch{}
+			if len(r.got) > 0 || r.err != nil {
+				continue
+			}
+			if p.paused(ctx, &pausedSince) && p.cfg.Drain && p.inflight.Load() == 0 {
+				return fmt.Errorf("%w: %s was paused at %s, and claims take nothing until it is resumed (batchq queues resume %s)",
+					ErrQueuePaused, quote(p.cfg.Queue), pausedSince.UTC().Format(time.RFC3339), p.cfg.Queue)
+			}
+			if p.cfg.Drain && p.drained(ctx) {
+				return nil
+			}
+			notBefore = time.Now().Add(cmp.Or(r.wait, p.cfg.PollInterval))
+		case <-p.wake:
+			// A notification, or a handler freed its slot: look now.
+			notBefore = time.Time{}
+		case <-timer.C:
+		case <-pauseCheck.C:
+			if len(ready) > 0 && p.paused(ctx, &pausedSince) {
+				p.handBackAll(ready)
+				ready = nil
+			}
+		}
+	}
+}
+
+// claimSize is how many jobs the next claim asks for: the free handler
+// slots plus the prefetch, less the jobs claimed and not finished, at most
+// BatchSize. It is 0, for no claim yet, while a handler waits for room in
+// the quota (the headroom is spoken for), or while the jobs waiting for a
+// handler are more than half the prefetch: a claim per freed slot would cost
+// a statement per job.
+func (p *pool) claimSize(ready int) int {
+	if p.admission.busy() {
+		return 0
+	}
+	prefetch := p.prefetch()
+	room := p.cfg.Concurrency + prefetch - int(p.inflight.Load())
+	if room <= 0 || ready > prefetch/2 {
+		return 0
+	}
+	return min(room, p.cfg.BatchSize)
+}
+
+// prefetch is how many jobs the pool keeps claimed beyond its free handler
+// slots: BatchSize, or fewer when handlers run so long that the last of them
+// would wait more than maxReadyWait for a slot (none for handlers that run
+// longer than that).
+func (p *pool) prefetch() int {
+	took := time.Duration(p.meanRun.Load())
+	if took <= 0 {
+		return p.cfg.BatchSize
+	}
+	n := float64(p.cfg.Concurrency) * float64(maxReadyWait(p.leases.Lease())) / float64(took)
+	return int(min(n, float64(p.cfg.BatchSize)))
+}
+
+// noteRun folds how long a handler ran into the mean the prefetch is sized
+// by (an exponential moving average over about the last eight runs).
+func (p *pool) noteRun(took time.Duration) {
+	for {
+		old := p.meanRun.Load()
+		mean := int64(took)
+		if old > 0 {
+			mean = old + (int64(took)-old)/8
+		}
+		if p.meanRun.CompareAndSwap(old, max(mean, 1)) {
+			return
+		}
+	}
+}
+
+// nextLook is how long the fetcher may sleep when nothing wakes it: until
+// the next claim is due, the oldest waiting job must be handed back, or a
+// poll interval, whichever comes first.
+func (p *pool) nextLook(now, notBefore time.Time, inFlight bool, ready []*dispatch) time.Duration {
+	d := p.cfg.PollInterval
+	if !inFlight && notBefore.After(now) {
+		d = min(d, notBefore.Sub(now))
+	}
+	if len(ready) > 0 {
+		d = min(d, ready[0].claimed.Add(maxReadyWait(p.leases.Lease())).Sub(now))
+	}
+	return max(d, time.Millisecond)
+}
+
+// handBackStale hands back the waiting jobs claimed more than maxReadyWait
+// ago: their handlers are busy for longer than the prefetch was sized for,
+// and other workers may run them now.
+func (p *pool) handBackStale(ready []*dispatch, now time.Time) []*dispatch {
+	limit := maxReadyWait(p.leases.Lease())
+	n := 0
+	for n < len(ready) && now.Sub(ready[n].claimed) >= limit {
+		n++
+	}
+	if n == 0 {
+		return ready
+	}
+	p.log.Info("claimed jobs waited too long for a handler; handing them back", "jobs", n, "waited", limit)
+	p.handBackAll(ready[:n])
+	// The handlers run longer than the prefetch was sized for (before any
+	// finished, nothing said how long they run): claim only for free slots
+	// until runs that end say otherwise.
+	for {
+		old := p.meanRun.Load()
+		slow := int64(p.cfg.Concurrency)*int64(limit) + 1
+		if old >= slow || p.meanRun.CompareAndSwap(old, slow) {
+			break
+		}
+	}
+	return ready[n:]
+}
+
+// handBackAll hands back claimed jobs no handler took.
+func (p *pool) handBackAll(ready []*dispatch) {
+	for _, d := range ready {
+		p.handBack(d)
+	}
+	p.inflight.Add(-int64(len(ready)))
+}
+
+// claim takes up to n jobs the throttle admits. It returns how long to wait
+// before trying again when it took none.
+func (p *pool) claim(ctx context.Context, n int) ([]*dispatch, time.Duration, error) {
+	a := p.admission
+	if a.th == nil {
+		return p.take(ctx, ClaimOpts{Limit: n}, time.Time{})
+	}
+	// The jobs claimed earlier whose handlers have not asked the throttle
+	// yet, counted before the headroom is read: a handler admitted in
+	// between is then in both (taken off twice, which only waits a little),
+	// where counted after it would be in neither, and its room claimed again.
+	pc, pt := a.unadmitted()
+	// Reads, bounded as the claim is; a shutdown cancels them.
+	readCtx, cancelRead := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancelRead()
+	calls, tokens, err := a.th.Headroom(readCtx, throttle.Batch)
+	if err != nil {
+		return nil, 0, err
+	}
+	if calls == math.MaxInt64 && tokens == math.MaxInt64 && !a.learned.Load() {
+		// Nothing is known of the quota yet: rather than a full batch that
+		// could overrun it, send one call and learn from its response.
+		if p.inflight.Load() > 0 {
+			return nil, recheck, nil
+		}
+		n = 1
+	}
+	// Jobs claimed earlier whose handlers have not asked the throttle yet
+	// will take this much of the room: claim only beyond it, and rather than
+	// probe, wait for them. (A limit not known is unlimited.)
+	if pc > 0 {
+		if calls != math.MaxInt64 {
+			calls -= pc
+		}
+		if tokens != math.MaxInt64 {
+			tokens -= pt
+		}
+		if calls <= 0 || tokens <= 0 {
+			return nil, recheck, nil
+		}
+	}
+	head, ok, err := p.c.NextCost(readCtx, p.cfg.Queue)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case !ok && p.cfg.MaintainInterval < 0:
+		// No live job is queued, but expired ones may be, and with
+		// maintenance off only a claim drops them (a drain would wait for
+		// them forever). A live job it takes meanwhile waits for the
+		// throttle in its handler.
+		return p.take(ctx, ClaimOpts{Limit: n}, time.Time{})
+	case !ok:
+		return nil, 0, nil
+	case calls > 0 && tokens >= head:
+		return p.take(ctx, ClaimOpts{Limit: int(min(int64(n), calls)), Budget: tokens}, time.Time{})
+	case pc > 0:
+		return nil, recheck, nil
+	}
+
+	// The head job does not fit what is known to be free: ask the throttle
+	// about it. It may let one call through to learn more (a probe), say how
+	// long to wait, or say the cost can never fit.
+	_, d, err := a.canStart(ctx, head)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case d.Never:
+		// Claim it to discard it with the reason; admitted checks each job.
+		return p.take(ctx, ClaimOpts{Limit: 1}, time.Time{})
+	case !d.OK:
+		p.emit(Event{Kind: EventThrottled, Wait: d.Wait})
+		return nil, d.Wait, nil
+	}
+	got, _, err := p.take(ctx, ClaimOpts{Limit: 1, Budget: head}, d.At) // admitted above, as head
+	if len(got) == 0 {
+		// Another pool took the head: the call admitted for it is not made.
+		p.notSent(ctx, d.At, head)
+	}
+	return got, 0, err
+}
+
+// take runs one claim, reports the jobs it found expired, and wraps the
+// others for the handlers; sentAt is when the throttle counted them (zero:
+// not yet).
+//
+// A claim cut off by the shutdown could commit on the server and still
+// report an error, leaving its jobs running under a lease nobody holds until
+// they are rescued; so the claim itself is not cancelled, only bounded. Jobs
+// it returns after the shutdown began are handed back.
+func (p *pool) take(ctx context.Context, opts ClaimOpts, sentAt time.Time) ([]*dispatch, time.Duration, error) {
+	opts.Worker = p.cfg.Name
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
+	defer cancel()
+	jobs, expired, err := p.c.claim(ctx, p.cfg.Queue, &opts)
+	for _, j := range expired {
+		p.emit(Event{Kind: EventExpired, Job: j})
+	}
+	now := time.Now()
+	// From here their leases are kept, also while they wait for a free
+	// handler, and the ones the throttle has not counted yet are taken off
+	// its headroom.
+	p.leases.claimed(jobs, now)
+	out := make([]*dispatch, len(jobs))
+	for i, j := range jobs {
+		out[i] = &dispatch{job: j, sentAt: sentAt, claimed: now}
+		p.admission.count(out[i])
+	}
+	return out, 0, err
+}
+
+// paused reports whether the pool's queue is paused, and says so in the log
+// when that changes (since holds the pause's start as last seen). A claim
+// that took nothing asks: a paused queue's claims take nothing.
+func (p *pool) paused(ctx context.Context, since *time.Time) bool {
+	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancel()
+	q, err := p.c.q.GetQueue(ctx, p.c.pool, p.cfg.Queue)
+	if err != nil {
+		return !since.IsZero()
+	}
+	switch {
+	case q.PausedAt != nil && since.IsZero():
+		p.log.Warn("queue paused; claiming nothing until it is resumed", "paused_at", q.PausedAt.UTC().Format(time.RFC3339))
+		*since = *q.PausedAt
+	case q.PausedAt == nil && !since.IsZero():
+		p.log.Info("queue resumed")
+		*since = time.Time{}
+	}
+	return q.PausedAt != nil
+}
+
+// drained reports whether the pool holds no job and the queue has nothing
+// queued, running or waiting to retry.
+func (p *pool) drained(ctx context.Context) bool {
+	if p.inflight.Load() > 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancel()
+	has, err := p.c.q.QueueHasJobs(ctx, p.c.pool, p.cfg.Queue)
+	return err == nil && has.Valid && !has.Bool
+}
+
+// schemaGoneAfter is how long a pool keeps claiming while batchq's schema
+// is missing (dropped, or the database restored without it) before it
+// stops: long enough for a migration's down and up, not for ever.
+const schemaGoneAfter = 30 * time.Second
+
+// schemaWatch tracks claims that fail because batchq's schema is missing.
+type schemaWatch struct{ first time.Time }
+
+// since returns how long claims have failed for a missing schema, err
+// being the latest claim's error (0 when it is another error).
+func (w *schemaWatch) since(err error, now time.Time) time.Duration {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || (pe.Code != "42P01" && pe.Code != "42883" && pe.Code != "3F000") {
+		w.first = time.Time{}
+		return 0
+	}
+	if w.first.IsZero() {
+		w.first = now
+	}
+	return now.Sub(w.first)
+}
