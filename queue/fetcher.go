@@ -16,9 +16,8 @@ import (
 // The fetcher claims jobs in the fair order and hands them to the pool's
 // handlers. It claims ahead: the next claim runs while the handlers work
 // through the last one, so a handler that finishes finds a job waiting
-// rather than a claim to wait for. At most one claim is in flight. It asks
-// for the free handler slots plus a prefetch, once the jobs waiting run low,
-// and never for more than BatchSize.
+// rather than a claim to wait for. At most one claim is in flight, sized by
+// the free handler slots plus a prefetch, and never more than BatchSize.
 //
 // A prefetched job holds a lease while it waits. The prefetch is sized so
 // that the handlers are expected to start each one within maxReadyWait of
@@ -128,33 +127,36 @@ func (p *pool) fetch(ctx context.Context) error {
 	}
 }
 
-// claimSize is how many jobs the next claim asks for: the free handler
-// slots plus the prefetch, less the jobs claimed and not finished, at most
-// BatchSize. It is 0, for no claim yet, while a handler waits for room in
-// the quota (the headroom is spoken for), or while the jobs waiting for a
-// handler are more than half the prefetch: a claim per freed slot would cost
-// a statement per job.
+// claimSize is how many jobs the next claim asks for, 0 for none yet. The
+// pool holds up to Concurrency + prefetch jobs, running or waiting for a
+// handler. The next claim starts once half of that is free, so it runs
+// while the jobs of the last one are still being worked, and asks for what
+// is free, at most BatchSize: a claim per freed slot would cost a statement
+// per job. When no job waits, it takes whatever fits. It claims nothing
+// while a handler waits for room in the quota: the headroom is spoken for.
 func (p *pool) claimSize(ready int) int {
 	if p.admission.busy() {
 		return 0
 	}
-	prefetch := p.prefetch()
-	room := p.cfg.Concurrency + prefetch - int(p.inflight.Load())
-	if room <= 0 || ready > prefetch/2 {
+	hold := p.cfg.Concurrency + p.prefetch()
+	room := hold - int(p.inflight.Load())
+	if room <= 0 || (ready > 0 && 2*room < hold) {
 		return 0
 	}
 	return min(room, p.cfg.BatchSize)
 }
 
-// prefetch is how many jobs the pool keeps claimed beyond its free handler
-// slots: BatchSize, or fewer when handlers run so long that the last of them
-// would wait more than maxReadyWait for a slot (none for handlers that run
-// longer than that).
+// prefetch is how many jobs the pool holds beyond its handlers (see
+// claimSize): BatchSize, or fewer when handlers run so long that the last
+// job waiting would wait more than maxReadyWait for one (none for handlers
+// that run longer than that).
 func (p *pool) prefetch() int {
 	took := time.Duration(p.meanRun.Load())
 	if took <= 0 {
 		return p.cfg.BatchSize
 	}
+	// prefetch jobs wait, Concurrency handlers take them: the last starts
+	// after about prefetch/Concurrency runs.
 	n := float64(p.cfg.Concurrency) * float64(maxReadyWait(p.leases.Lease())) / float64(took)
 	return int(min(n, float64(p.cfg.BatchSize)))
 }

@@ -52,11 +52,11 @@ type WorkerConfig struct {
 	// Concurrency is how many handlers run at once. 0: 8.
 	Concurrency int
 	// BatchSize is the most jobs one claim takes. The pool claims ahead:
-	// its next claim runs while the handlers work, for the free handler
-	// slots plus a prefetch of up to BatchSize, fewer when handlers run so
-	// long that a job claimed ahead would wait more than a quarter of the
-	// queue's lease for one. A job that waits that long anyway, or that a
-	// shutdown or a pause finds waiting, goes back to its tenant's queue
+	// its next claim runs while the handlers work through the last one,
+	// and up to BatchSize jobs wait for a handler, fewer when handlers run
+	// so long that a job claimed ahead would wait more than a quarter of
+	// the queue's lease for one. A job that waits that long anyway, or that
+	// a shutdown or a pause finds waiting, goes back to its tenant's queue
 	// without using an attempt. 0: Concurrency.
 	BatchSize int
 	// Throttle, when set, paces the pool: it claims only what the
