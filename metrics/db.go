@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/batchq/batchq/internal/dbsqlc"
+	"github.com/batchq/batchq/queue"
 	"github.com/batchq/batchq/throttle"
 )
 
@@ -46,9 +46,7 @@ func (c *Collector) runRanking(done chan struct{}) {
 	defer close(done)
 	ctx, cancel := context.WithTimeout(context.Background(), max(c.cfg.RankInterval, c.cfg.ScrapeTimeout))
 	defer cancel()
-	rows, err := c.db.MetricsLeaders(ctx, c.cfg.Client.Pool(), dbsqlc.MetricsLeadersParams{
-		TopTenants: int32(min(c.cfg.TopTenants, math.MaxInt32)), Queues: c.cfg.Queues,
-	})
+	rows, err := c.cfg.Client.LeadingTenants(ctx, c.cfg.TopTenants, c.cfg.Queues)
 	if err == nil {
 		top := map[string][]string{}
 		tenants := map[string]int64{}
@@ -86,21 +84,18 @@ type backlog struct {
 	oldestAge                                   float64
 }
 
-func (b *backlog) add(r dbsqlc.MetricsBacklogRow) {
+func (b *backlog) add(r queue.BacklogTotalRow) {
 	b.queuedJobs += r.QueuedJobs
 	b.queuedTokens += r.QueuedTokens
 	b.running += r.RunningJobs
 	b.retrying += r.RetryingJobs
-	b.oldestAge = max(b.oldestAge, r.OldestQueuedAgeSeconds)
+	b.oldestAge = max(b.oldestAge, r.OldestQueuedAge.Seconds())
 }
 
 // collectBacklog sends the backlog gauges of the named tenants and of the
 // rest, and the number of tenants.
 func (c *Collector) collectBacklog(ctx context.Context, ch chan<- prometheus.Metric) error {
-	namedQueues, namedTenants := c.labels.named()
-	rows, err := c.db.MetricsBacklog(ctx, c.cfg.Client.Pool(), dbsqlc.MetricsBacklogParams{
-		Queues: c.cfg.Queues, NamedQueues: namedQueues, NamedTenants: namedTenants,
-	})
+	rows, err := c.cfg.Client.BacklogTotals(ctx, c.cfg.Queues, c.labels.named())
 	if err != nil {
 		return fmt.Errorf("batchq: metrics: backlog: %w", err)
 	}
@@ -152,7 +147,7 @@ func (c *Collector) collectBacklog(ctx context.Context, ch chan<- prometheus.Met
 // collectQuota sends what the quota table says of each key, and the headroom
 // of the configured throttles.
 func (c *Collector) collectQuota(ctx context.Context, ch chan<- prometheus.Metric) error {
-	rows, err := c.db.MetricsQuota(ctx, c.cfg.Client.Pool())
+	rows, err := c.cfg.Client.QuotaLevels(ctx)
 	if err != nil {
 		return fmt.Errorf("batchq: metrics: quota: %w", err)
 	}
@@ -171,7 +166,7 @@ func (c *Collector) collectQuota(ctx context.Context, ch chan<- prometheus.Metri
 				ch <- prometheus.MustNewConstMetric(c.quotaRemaining, prometheus.GaugeValue, float64(*u.remaining), r.Key, u.unit)
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(c.pauseRemaining, prometheus.GaugeValue, r.PauseRemainingSeconds, r.Key)
+		ch <- prometheus.MustNewConstMetric(c.pauseRemaining, prometheus.GaugeValue, r.PauseLeft.Seconds(), r.Key)
 	}
 	for key, th := range c.cfg.Throttles {
 		for _, p := range []throttle.Priority{throttle.Batch, throttle.Interactive} {

@@ -211,7 +211,7 @@ func TestQuotaGauges(t *testing.T) {
 		"X-Ratelimit-Remaining-Tokens":   {"900"},
 		"X-Ratelimit-Reset-Tokens":       {"1h"},
 	}}
-	require.NoError(t, th.ObserveResponseContext(b.ctx, now, now, resp))
+	require.NoError(t, th.ObserveResponse(b.ctx, now, now, resp))
 	c, _ := newTestCollector(t, Config{Client: b.client, Throttles: map[string]*throttle.Throttle{"sim/model": th}})
 
 	s := collect(t, c)
@@ -235,7 +235,8 @@ func TestQuotaGauges(t *testing.T) {
 	}
 
 	// A 429 pauses everything: the pause shows, and no priority has headroom.
-	require.NoError(t, th.TooManyRequestsContext(b.ctx, time.Now(), time.Minute))
+	now = time.Now()
+	require.NoError(t, th.TooManyRequests(b.ctx, now, now, time.Minute))
 	s = collect(t, c)
 	require.InDelta(t, 60, s[series("batchq_quota_pause_remaining_seconds", k()...)], 5)
 	require.Zero(t, s.sum("batchq_quota_headroom"))

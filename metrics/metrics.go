@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/batchq/batchq/internal/dbsqlc"
 	"github.com/batchq/batchq/queue"
 	"github.com/batchq/batchq/quotaheaders"
 	"github.com/batchq/batchq/throttle"
@@ -87,7 +86,6 @@ type Collector struct {
 	until   map[[3]string]time.Time
 
 	scrapeMu sync.Mutex // one set of database reads at a time
-	db       *dbsqlc.Queries
 
 	rankMu   sync.Mutex
 	ranking  chan struct{}    // closed when the running ranking ends; nil: none runs
@@ -142,7 +140,7 @@ func New(cfg Config) (*Collector, error) {
 	}
 	c := &Collector{
 		cfg: cfg, log: log, labels: newTenantLabels(cfg.TopTenants, admits), now: time.Now,
-		until: map[[3]string]time.Time{}, db: dbsqlc.New(),
+		until: map[[3]string]time.Time{},
 	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)

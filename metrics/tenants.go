@@ -77,16 +77,17 @@ func (l *tenantLabels) roomLocked(queue, tenant string) bool {
 	return !named && l.admits(queue)
 }
 
-// named returns the named tenants of every queue, as parallel slices.
-func (l *tenantLabels) named() (queues, tenants []string) {
+// named returns the named tenants of every queue, by queue.
+func (l *tenantLabels) named() map[string][]string {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	named := make(map[string][]string, len(l.last))
 	for q, ts := range l.last {
 		for t := range ts {
-			queues, tenants = append(queues, q), append(tenants, t)
+			named[q] = append(named[q], t)
 		}
 	}
-	return queues, tenants
+	return named
 }
 
 // namedIn returns the named tenants of queue.

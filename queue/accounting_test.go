@@ -67,7 +67,8 @@ func TestRateLimitedErrorPausesTheFleetWhateverTheResponse(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "handed back")
 	cancel()
 	require.NoError(t, wait())
-	d := th.CanStartAt(time.Now(), 1, throttle.Interactive)
+	d, err := th.CanStart(b.ctx, 1, throttle.Interactive)
+	require.NoError(t, err)
 	require.False(t, d.OK, "ErrRateLimited must pause the fleet (Retry-After 30s), but the throttle admits")
 }
 
@@ -117,7 +118,8 @@ func TestRateLimitedCallsInFlightTogetherPauseOnce(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "handed back")
 	cancel()
 	require.NoError(t, wait())
-	d := th.CanStartAt(time.Now(), 1, throttle.Interactive)
+	d, err := th.CanStart(b.ctx, 1, throttle.Interactive)
+	require.NoError(t, err)
 	require.False(t, d.OK, "the fleet is paused")
 	require.LessOrEqual(t, d.Wait, time.Second, "one pause for calls sent together, not one doubling each")
 }

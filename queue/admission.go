@@ -89,7 +89,7 @@ func (a *admission) canStart(ctx context.Context, cost int64) (time.Time, thrott
 	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	defer cancel()
 	now := time.Now()
-	dec, err := a.th.CanStartContext(ctx, now, cost, throttle.Batch)
+	dec, err := a.th.CanStart(ctx, cost, throttle.Batch)
 	return now, dec, err
 }
 
@@ -118,7 +118,7 @@ func (a *admission) notSent(ctx context.Context, at time.Time, cost int64) error
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
 	defer cancel()
-	return a.th.NotSentContext(ctx, at, cost)
+	return a.th.NotSent(ctx, at, cost)
 }
 
 // notSent takes back the throttle's admission of a call the pool did not

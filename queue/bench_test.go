@@ -83,11 +83,11 @@ func BenchmarkDrain(b *testing.B) {
 					b.StopTimer()
 					// Each drain starts from empty tables with fresh
 					// statistics, as the baseline's does.
-					_, err := c.Pool().Exec(ctx, `TRUNCATE batchq.jobs, batchq.outcomes, batchq.ledger_adjustments, batchq.tenant_ring;
+					_, err := queue.PoolOf(c).Exec(ctx, `TRUNCATE batchq.jobs, batchq.outcomes, batchq.ledger_adjustments, batchq.tenant_ring;
 						UPDATE batchq.queue_cursors SET round = 0`)
 					require.NoError(b, err)
 					require.NoError(b, benchkit.SeedFair(ctx, c, "q", backlog))
-					_, err = c.Pool().Exec(ctx, `VACUUM ANALYZE batchq.jobs`)
+					_, err = queue.PoolOf(c).Exec(ctx, `VACUUM ANALYZE batchq.jobs`)
 					require.NoError(b, err)
 					b.StartTimer()
 					d, err := benchkit.DrainFair(ctx, c, "q", workers, batch)
@@ -130,7 +130,7 @@ func BenchmarkClaim(b *testing.B) {
 		b.Run(fmt.Sprintf("rows=%d/tenants=10000", rows), func(b *testing.B) {
 			c := benchClient(b, queue.QueueConfig{Name: "q", MaxPerTenant: 1 << 30})
 			require.NoError(b, benchkit.SeedFair(ctx, c, "q", benchkit.Backlog{Jobs: rows, Tenants: 10000, MaxCost: 1000, Seed: 2}))
-			_, err := c.Pool().Exec(ctx, `VACUUM ANALYZE batchq.jobs`)
+			_, err := queue.PoolOf(c).Exec(ctx, `VACUUM ANALYZE batchq.jobs`)
 			require.NoError(b, err)
 			b.ResetTimer()
 			for range b.N {

@@ -113,9 +113,6 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	return &Client{pool: pool, q: dbsqlc.New(), cfg: cfg, log: log, clock: dbClock{now: time.Now}}, nil
 }
 
-// Pool returns the pool the client uses.
-func (c *Client) Pool() *pgxpool.Pool { return c.pool }
-
 // QueueConfig holds a queue's shared settings. Every process of a fleet reads
 // them from the database, so all schedule with the same numbers.
 type QueueConfig struct {

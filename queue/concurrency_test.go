@@ -288,7 +288,7 @@ func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
 					select {
 					case <-enqueueDone:
 						var left int64
-						if err := c.Pool().QueryRow(b.ctx, `SELECT count(*) FROM batchq.jobs`).Scan(&left); err != nil {
+						if err := b.pool.QueryRow(b.ctx, `SELECT count(*) FROM batchq.jobs`).Scan(&left); err != nil {
 							t.Error(err)
 							return
 						}

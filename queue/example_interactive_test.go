@@ -38,7 +38,8 @@ func ExampleCallInteractive() {
 
 	fmt.Println("first call:", ask(7_000))
 	// 3,000 tokens are left; batch work may not go below the 2,000 reserved...
-	fmt.Println("batch may start 1,500 more:", th.CanStart(1_500, throttle.Batch).OK)
+	d, _ := th.CanStart(context.Background(), 1_500, throttle.Batch)
+	fmt.Println("batch may start 1,500 more:", d.OK)
 	// ...but a user who is waiting may use the reserve.
 	fmt.Println("interactive call of 2,500:", ask(2_500))
 	// Output:

@@ -74,7 +74,7 @@ func (p *pool) runJob(d *dispatch) (time.Duration, bool) {
 	th := p.admission.th
 	if res.Response != nil && th != nil && !limitedOther {
 		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
-		if oerr := th.ObserveResponseContext(octx, d.sentAt, received, res.Response); oerr != nil {
+		if oerr := th.ObserveResponse(octx, d.sentAt, received, res.Response); oerr != nil {
 			p.emit(Event{Kind: EventError, Job: j, Err: oerr})
 		}
 		cancel()
@@ -115,7 +115,7 @@ func (p *pool) rateLimited(ctx context.Context, d *dispatch, resp *http.Response
 			sent = received
 		}
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
-		if terr := th.TooManyRequestsSentContext(tctx, sent, received, wait); terr != nil {
+		if terr := th.TooManyRequests(tctx, sent, received, wait); terr != nil {
 			p.emit(Event{Kind: EventError, Job: j, Err: terr})
 		}
 		cancel()
@@ -125,7 +125,7 @@ func (p *pool) rateLimited(ctx context.Context, d *dispatch, resp *http.Response
 		// The pause the throttle keeps: its default (doubling) without a
 		// Retry-After, a Retry-After capped at MaxRetryAfter.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
-		if pause, perr := th.PauseAt(pctx, received); perr == nil {
+		if pause, perr := th.Pause(pctx); perr == nil {
 			wait = pause
 		}
 		cancel()

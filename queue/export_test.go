@@ -1,6 +1,10 @@
 package queue
 
-import "time"
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // SetClock sets the clock c's quota store takes for this process's: a test
 // runs two clients as two workers whose clocks disagree.
@@ -17,3 +21,6 @@ var Quote = quote
 // SetSchemaGoneAfter sets how long the worker pools of c keep claiming while
 // batchq's schema is missing.
 func SetSchemaGoneAfter(c *Client, d time.Duration) { c.schemaGoneAfter = d }
+
+// PoolOf is the pool c uses: benchmarks reset its tables between runs.
+func PoolOf(c *Client) *pgxpool.Pool { return c.pool }

@@ -36,9 +36,9 @@ func CallInteractive(ctx context.Context, th *throttle.Throttle, cost int64, cal
 	defer cancel()
 	switch {
 	case errors.Is(err, ErrRateLimited) && status != http.StatusTooManyRequests:
-		_ = th.TooManyRequestsSentContext(octx, sentAt, received, retryAfter(resp, received))
+		_ = th.TooManyRequests(octx, sentAt, received, retryAfter(resp, received))
 	case resp != nil:
-		_ = th.ObserveResponseContext(octx, sentAt, received, resp)
+		_ = th.ObserveResponse(octx, sentAt, received, resp)
 	}
 	return resp, err
 }

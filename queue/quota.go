@@ -33,7 +33,9 @@ func (c *Client) QuotaStore() *QuotaStore { return &QuotaStore{c: c} }
 
 // Throttle returns a throttle whose state is shared, through this client's
 // database, with every process that uses the same quota key. cfg.Store and
-// cfg.Key are set from the arguments.
+// cfg.Key are set from the arguments. The shared row keeps its times on the
+// database's clock, converted from and to time.Now's: leave cfg.Now unset
+// outside tests.
 func (c *Client) Throttle(key string, cfg throttle.Config) (*throttle.Throttle, error) {
 	if err := checkName("quota key", key); err != nil {
 		return nil, fmt.Errorf("batchq: quota key: %s", err.Rule)

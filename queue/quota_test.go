@@ -37,24 +37,37 @@ func TestQuotaSharedAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.URL(t)
+	// The two processes' clocks agree; the test moves them on.
+	now := time.Now().Truncate(time.Microsecond)
+	clock := throttletest.NewClock(now)
 	newThrottle := func() *throttle.Throttle {
 		c, err := queue.NewClient(pgtest.Connect(t, url), queue.Config{})
 		require.NoError(t, err)
-		th, err := c.Throttle("openai/gpt-4o", throttle.Config{Reserve: 0.1})
+		th, err := c.Throttle("openai/gpt-4o", throttle.Config{Reserve: 0.1, Now: clock.Now})
 		require.NoError(t, err)
 		return th
 	}
 	a, b := newThrottle(), newThrottle()
-	now := time.Now().Truncate(time.Microsecond)
-	a.ObserveSnapshotAt(now, now, quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 1000, Limit: 1000, HasLimit: true, Reset: time.Minute, HasReset: true})
+	require.NoError(t, a.ObserveSnapshot(ctx, now, now, quotaheaders.Tokens,
+		quotaheaders.Snapshot{Remaining: 1000, Limit: 1000, HasLimit: true, Reset: time.Minute, HasReset: true}))
 
-	require.True(t, a.CanStartAt(now.Add(time.Millisecond), 600, throttle.Batch).OK)
-	d := b.CanStartAt(now.Add(2*time.Millisecond), 600, throttle.Batch)
+	clock.Advance(time.Millisecond)
+	d, err := a.CanStart(ctx, 600, throttle.Batch)
+	require.NoError(t, err)
+	require.True(t, d.OK)
+	clock.Advance(time.Millisecond)
+	d, err = b.CanStart(ctx, 600, throttle.Batch)
+	require.NoError(t, err)
 	require.False(t, d.OK, "b must see what a admitted")
-	require.True(t, b.CanStartAt(now.Add(2*time.Millisecond), 300, throttle.Batch).OK)
+	d, err = b.CanStart(ctx, 300, throttle.Batch)
+	require.NoError(t, err)
+	require.True(t, d.OK)
 
-	b.TooManyRequestsAt(now.Add(3*time.Millisecond), 30*time.Second)
-	d = a.CanStartAt(now.Add(4*time.Millisecond), 1, throttle.Interactive)
+	clock.Advance(time.Millisecond)
+	require.NoError(t, b.TooManyRequests(ctx, clock.Now(), clock.Now(), 30*time.Second))
+	clock.Advance(time.Millisecond)
+	d, err = a.CanStart(ctx, 1, throttle.Interactive)
+	require.NoError(t, err)
 	require.False(t, d.OK)
 	require.InDelta(t, 30*time.Second, d.Wait, float64(time.Second))
 
@@ -88,10 +101,12 @@ func TestQuotaPauseHoldsAcrossSkewedClocks(t *testing.T) {
 	} {
 		key := "skew/" + tc.name[4:9]
 		got429, clockA := skewedWorker(t, url, key, tc.receiver)
-		other, clockB := skewedWorker(t, url, key, tc.other)
+		other, _ := skewedWorker(t, url, key, tc.other)
 
-		got429.TooManyRequestsAt(clockA(), 10*time.Second)
-		d := other.CanStartAt(clockB(), 1, throttle.Interactive)
+		received := clockA()
+		require.NoError(t, got429.TooManyRequests(ctx, received, received, 10*time.Second))
+		d, err := other.CanStart(ctx, 1, throttle.Interactive)
+		require.NoError(t, err)
 		require.False(t, d.OK, "%s: the other worker must be paused too", tc.name)
 		require.InDelta(t, 10*time.Second, d.Wait, float64(time.Second), tc.name)
 
@@ -119,33 +134,39 @@ func TestQuotaDatesAreMeasuredOnTheProvidersClock(t *testing.T) {
 		return &http.Response{StatusCode: status, Header: h}
 	}
 
+	ctx := context.Background()
 	fast, fastNow := skewedWorker(t, url, "dates/reset", 40*time.Second)
-	right, rightNow := skewedWorker(t, url, "dates/reset", 0)
-	fast.ObserveResponseAt(fastNow(), fastNow(), response(http.StatusOK,
+	right, _ := skewedWorker(t, url, "dates/reset", 0)
+	at := fastNow()
+	require.NoError(t, fast.ObserveResponse(ctx, at, at, response(http.StatusOK,
 		"anthropic-ratelimit-tokens-limit", "10000", "anthropic-ratelimit-tokens-remaining", "0",
-		"anthropic-ratelimit-tokens-reset", provider.Add(30*time.Second).Format(time.RFC3339)))
-	d := right.CanStartAt(rightNow(), 100, throttle.Batch)
+		"anthropic-ratelimit-tokens-reset", provider.Add(30*time.Second).Format(time.RFC3339))))
+	d, err := right.CanStart(ctx, 100, throttle.Batch)
+	require.NoError(t, err)
 	require.False(t, d.OK, "the tokens are spent until the provider's reset")
 	require.InDelta(t, 30*time.Second, d.Wait, float64(2*time.Second))
 
 	fast, fastNow = skewedWorker(t, url, "dates/retry-after", 40*time.Second)
-	right, rightNow = skewedWorker(t, url, "dates/retry-after", 0)
-	fast.ObserveResponseAt(fastNow(), fastNow(), response(http.StatusTooManyRequests,
-		"Retry-After", provider.Add(60*time.Second).Format(http.TimeFormat)))
-	d = right.CanStartAt(rightNow(), 1, throttle.Interactive)
+	right, _ = skewedWorker(t, url, "dates/retry-after", 0)
+	at = fastNow()
+	require.NoError(t, fast.ObserveResponse(ctx, at, at, response(http.StatusTooManyRequests,
+		"Retry-After", provider.Add(60*time.Second).Format(http.TimeFormat))))
+	d, err = right.CanStart(ctx, 1, throttle.Interactive)
+	require.NoError(t, err)
 	require.False(t, d.OK)
 	require.InDelta(t, 60*time.Second, d.Wait, float64(2*time.Second))
 }
 
 // skewedWorker is a worker process on a connection pool of its own whose
-// clock runs skew ahead of the real one: its throttle for key, and its clock.
+// clock runs skew ahead of the real one: its throttle for key, and its clock,
+// which the throttle and the client's quota store both read.
 func skewedWorker(t *testing.T, url, key string, skew time.Duration) (*throttle.Throttle, func() time.Time) {
 	t.Helper()
 	c, err := queue.NewClient(pgtest.Connect(t, url), queue.Config{})
 	require.NoError(t, err)
 	now := func() time.Time { return time.Now().Add(skew) }
 	queue.SetClock(c, now)
-	th, err := c.Throttle(key, throttle.Config{})
+	th, err := c.Throttle(key, throttle.Config{Now: now})
 	require.NoError(t, err)
 	return th, now
 }
@@ -198,8 +219,8 @@ func TestRetryAfterIsCapped(t *testing.T) {
 	th, err := b.client.Throttle("k", throttle.Config{})
 	require.NoError(t, err)
 	now := time.Now()
-	th.TooManyRequestsAt(now, 24*time.Hour)
-	pause, err := th.PauseAt(b.ctx, now)
+	require.NoError(t, th.TooManyRequests(b.ctx, now, now, 24*time.Hour))
+	pause, err := th.Pause(b.ctx)
 	require.NoError(t, err)
 	require.InDelta(t, time.Hour, pause, float64(time.Second))
 	_, err = b.client.Throttle("k", throttle.Config{MaxRetryAfter: 25 * time.Hour})
@@ -220,8 +241,9 @@ func TestUnreadableQuotaStateIsResetAndLogged(t *testing.T) {
 	require.NoError(t, err)
 	th, err := c.Throttle("k", throttle.Config{})
 	require.NoError(t, err)
-	now := time.Now()
-	require.True(t, th.CanStartAt(now, 10, throttle.Batch).OK, "paced as a fresh key")
+	d, err := th.CanStart(ctx, 10, throttle.Batch)
+	require.NoError(t, err)
+	require.True(t, d.OK, "paced as a fresh key")
 	require.Contains(t, logs.String(), "a quota key's shared state cannot be read; resetting it")
 	require.Contains(t, logs.String(), "key=k")
 	var state string

@@ -290,8 +290,8 @@ func TestThrottledPoolClaimsNoMoreThanTheHeadroom(t *testing.T) {
 	require.NoError(t, err)
 	// The provider said: 10 tokens left until a reset a minute away.
 	now := time.Now().Truncate(time.Microsecond)
-	th.ObserveSnapshotAt(now, now, quotaheaders.Tokens,
-		quotaheaders.Snapshot{Remaining: 10, Limit: 1000, HasLimit: true, Reset: time.Minute, HasReset: true})
+	require.NoError(t, th.ObserveSnapshot(b.ctx, now, now, quotaheaders.Tokens,
+		quotaheaders.Snapshot{Remaining: 10, Limit: 1000, HasLimit: true, Reset: time.Minute, HasReset: true}))
 	b.enqueueN(t, "t", 10, 5) // room for two
 
 	var claimed, released atomic.Int64
@@ -842,8 +842,8 @@ func TestHeadroomReadWhileHandlersAreAdmittedClaimsNoMore(t *testing.T) {
 	th, err := throttle.New(throttle.Config{Store: &slowLoadStore{}, Key: "k"})
 	require.NoError(t, err)
 	now := time.Now().Truncate(time.Microsecond)
-	th.ObserveSnapshotAt(now, now, quotaheaders.Tokens,
-		quotaheaders.Snapshot{Remaining: 10, Limit: 1000, HasLimit: true, Reset: time.Minute, HasReset: true})
+	require.NoError(t, th.ObserveSnapshot(b.ctx, now, now, quotaheaders.Tokens,
+		quotaheaders.Snapshot{Remaining: 10, Limit: 1000, HasLimit: true, Reset: time.Minute, HasReset: true}))
 	b.enqueueN(t, "t", 10, 5) // room for two
 
 	ctx, cancel := context.WithCancel(b.ctx)

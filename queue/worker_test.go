@@ -411,7 +411,8 @@ func TestCallInteractiveRateLimitedErrorPauses(t *testing.T) {
 	})
 	require.Nil(t, resp)
 	require.ErrorIs(t, err, queue.ErrRateLimited)
-	d := th.CanStart(100, throttle.Batch)
+	d, err := th.CanStart(context.Background(), 100, throttle.Batch)
+	require.NoError(t, err)
 	require.False(t, d.OK, "the fleet is paused")
 	require.InDelta(t, 2*time.Second, d.Wait, float64(200*time.Millisecond))
 }

@@ -3,9 +3,15 @@
 // everything after a 429.
 //
 // A Throttle answers one question per call: can a call of this cost start
-// now, and if not, how long until asking again is worthwhile? Time is an
-// argument ([Throttle.CanStartAt], [Throttle.ObserveResponseAt]); only
-// [Throttle.Wait] reads the clock.
+// now, and if not, how long until asking again is worthwhile
+// ([Throttle.CanStart])? [Throttle.Admit] and [Throttle.Wait] wait until it
+// can; [Throttle.ObserveResponse] tells it what the provider answered.
+//
+// Every method takes a context first and returns the [Store]'s error. The
+// current time comes from one clock, [Config].Now (time.Now unless set);
+// what is known about a call (when it was sent, when its response arrived)
+// is passed as arguments, read from the same clock. Tests set a clock they
+// advance by hand, so they run on fixed instants and never sleep.
 //
 // # The model
 //

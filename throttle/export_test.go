@@ -2,9 +2,10 @@ package throttle
 
 import "time"
 
-// SetClock replaces the clock and the timer factory Wait uses. Call it before
-// the Throttle is shared.
-func SetClock(t *Throttle, now func() time.Time, newTimer func(time.Duration) (<-chan time.Time, func() bool)) {
+// SetTimer replaces the timer Wait and Admit sleep on, so a test on a clock
+// it sets (Config.Now) decides when a wait is over. Call it before the
+// Throttle is shared.
+func SetTimer(t *Throttle, newTimer func(time.Duration) (<-chan time.Time, func() bool)) {
 	t.init()
-	t.now, t.newTimer = now, newTimer
+	t.newTimer = newTimer
 }

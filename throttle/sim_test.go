@@ -23,7 +23,7 @@ import (
 
 type simParams struct {
 	refill           throttle.Refill // the provider's, and the throttles'
-	headers          bool            // observe through ObserveResponseAt, else snapshots
+	headers          bool            // observe through ObserveResponse, else snapshots
 	duration, period time.Duration
 	requests, tokens int64 // limits per period
 	reserve          float64
@@ -68,26 +68,31 @@ func simulate(tb testing.TB, sp simParams) simResult {
 	}
 	store := &throttle.MemoryStore{}
 	newThrottle := func(rng *rand.Rand) *throttle.Throttle {
-		th, err := throttle.New(throttle.Config{Reserve: sp.reserve, Refill: sp.refill, Store: store, Key: "sim"})
+		th, err := throttle.New(throttle.Config{Reserve: sp.reserve, Refill: sp.refill, Store: store, Key: "sim", Now: clock.Now})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		// Callers of a fleet do not wake in the same microsecond.
-		throttle.SetClock(th, clock.Now, func(d time.Duration) (<-chan time.Time, func() bool) {
+		throttle.SetTimer(th, func(d time.Duration) (<-chan time.Time, func() bool) {
 			return clock.NewTimer(d + time.Duration(rng.Int64N(int64(200*time.Microsecond))))
 		})
 		return th
 	}
-	observe := func(th *throttle.Throttle, sent, received time.Time, r simReply) {
+	ctx := context.Background()
+	observe := func(th *throttle.Throttle, sent, received time.Time, r simReply) error {
 		if sp.headers {
-			th.ObserveResponseAt(sent, received, &http.Response{StatusCode: r.status, Header: r.header})
-			return
+			return th.ObserveResponse(ctx, sent, received, &http.Response{StatusCode: r.status, Header: r.header})
 		}
 		if r.status == http.StatusTooManyRequests {
-			th.TooManyRequestsAt(received, r.retryAfter)
+			// As a caller without the response would: sent just now.
+			if err := th.TooManyRequests(ctx, received, received, r.retryAfter); err != nil {
+				return err
+			}
 		}
-		th.ObserveSnapshotAt(sent, received, quotaheaders.Requests, r.snaps[0])
-		th.ObserveSnapshotAt(sent, received, quotaheaders.Tokens, r.snaps[1])
+		if err := th.ObserveSnapshot(ctx, sent, received, quotaheaders.Requests, r.snaps[0]); err != nil {
+			return err
+		}
+		return th.ObserveSnapshot(ctx, sent, received, quotaheaders.Tokens, r.snaps[1])
 	}
 	latency := func(rng *rand.Rand) time.Duration {
 		return 500*time.Millisecond + time.Duration(rng.Int64N(int64(7500*time.Millisecond)))
@@ -113,7 +118,6 @@ func simulate(tb testing.TB, sp simParams) simResult {
 		}
 		return calls+1 <= reserveOf(sp.requests) && tokens+cost <= reserveOf(sp.tokens)
 	}
-	ctx := context.Background()
 
 	for i := range sp.batch {
 		rng := rand.New(rand.NewPCG(sp.seed, uint64(i)))
@@ -140,7 +144,10 @@ func simulate(tb testing.TB, sp simParams) simResult {
 				}
 				mu.Unlock()
 				clock.Sleep(latency(rng))
-				observe(th, sent, clock.Now(), r)
+				if err := observe(th, sent, clock.Now(), r); err != nil {
+					tb.Error(err)
+					return
+				}
 			}
 		})
 	}
@@ -155,7 +162,11 @@ func simulate(tb testing.TB, sp simParams) simResult {
 					return
 				}
 				cost := 500 + rng.Int64N(1501)
-				d := th.CanStartAt(now, cost, throttle.Interactive)
+				d, err := th.CanStart(ctx, cost, throttle.Interactive)
+				if err != nil {
+					tb.Error(err)
+					return
+				}
 				if !d.OK {
 					mu.Lock()
 					res.interactiveWaits++
@@ -164,7 +175,6 @@ func simulate(tb testing.TB, sp simParams) simResult {
 						tb.Logf("interactive call of %d waits %v at +%v while the reserve has room", cost, d.Wait, now.Sub(start))
 					}
 					mu.Unlock()
-					var err error
 					if now, err = th.Admit(ctx, cost, throttle.Interactive); err != nil {
 						tb.Error(err)
 						return
@@ -184,7 +194,10 @@ func simulate(tb testing.TB, sp simParams) simResult {
 				}
 				mu.Unlock()
 				clock.Sleep(latency(rng))
-				observe(th, now, clock.Now(), r)
+				if err := observe(th, now, clock.Now(), r); err != nil {
+					tb.Error(err)
+					return
+				}
 			}
 		})
 	}

@@ -158,6 +158,13 @@ type Config struct {
 	// Key names the quota in Store, for example provider and model.
 	// Default "".
 	Key string
+
+	// Now is the clock decisions are made by: CanStart, Admit, Wait,
+	// Headroom and Pause ask it for the current time. The times a caller
+	// passes (when a call was sent, when its response arrived) must come
+	// from the same clock. Tests set a clock they advance by hand. It must
+	// be safe for concurrent use. Default time.Now.
+	Now func() time.Time
 }
 
 const (
@@ -232,9 +239,9 @@ type Throttle struct {
 	pol   policy
 	store Store
 	key   string
+	now   func() time.Time
 
-	// The seam for Wait: the clock and the timer factory.
-	now      func() time.Time
+	// The timer Wait sleeps on; tests replace it (export_test.go).
 	newTimer func(time.Duration) (<-chan time.Time, func() bool)
 }
 
@@ -244,7 +251,7 @@ func New(cfg Config) (*Throttle, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Throttle{built: true, pol: pol, store: cfg.Store, key: cfg.Key}
+	t := &Throttle{built: true, pol: pol, store: cfg.Store, key: cfg.Key, now: cfg.Now}
 	t.init()
 	return t, nil
 }
@@ -265,7 +272,9 @@ func (t *Throttle) init() {
 		if t.store == nil {
 			t.store = &MemoryStore{}
 		}
-		t.now = time.Now
+		if t.now == nil {
+			t.now = time.Now
+		}
 		t.newTimer = func(d time.Duration) (<-chan time.Time, func() bool) {
 			tm := time.NewTimer(d)
 			return tm.C, tm.Stop
@@ -281,12 +290,7 @@ func (t *Throttle) init() {
 // probe through.
 func (t *Throttle) Headroom(ctx context.Context, p Priority) (calls, tokens int64, err error) {
 	t.init()
-	return t.HeadroomAt(ctx, t.now(), p)
-}
-
-// HeadroomAt is Headroom at the given instant.
-func (t *Throttle) HeadroomAt(ctx context.Context, now time.Time, p Priority) (calls, tokens int64, err error) {
-	t.init()
+	now := t.now()
 	if l, ok := t.store.(Loader); ok {
 		s, err := l.Load(ctx, t.key)
 		if err != nil {
@@ -299,11 +303,12 @@ func (t *Throttle) HeadroomAt(ctx context.Context, now time.Time, p Priority) (c
 	return calls, tokens, err
 }
 
-// PauseAt returns how long after now every start stays stopped by a 429
-// (the provider's Retry-After, or the default pause when it gave none); 0
-// when no pause is on. It counts nothing.
-func (t *Throttle) PauseAt(ctx context.Context, now time.Time) (time.Duration, error) {
+// Pause returns how long from now every start stays stopped by a 429 (the
+// provider's Retry-After, or the default pause when it gave none); 0 when no
+// pause is on. It counts nothing.
+func (t *Throttle) Pause(ctx context.Context) (time.Duration, error) {
 	t.init()
+	now := t.now()
 	pause := func(s *State) time.Duration { return max(s.PausedUntil.Sub(now), 0) }
 	if l, ok := t.store.(Loader); ok {
 		s, err := l.Load(ctx, t.key)
@@ -326,34 +331,21 @@ func (t *Throttle) update(ctx context.Context, fn func(*State)) error {
 	return nil
 }
 
-// CanStart is CanStartAt(time.Now(), cost, p).
-func (t *Throttle) CanStart(cost int64, p Priority) Decision {
-	return t.CanStartAt(time.Now(), cost, p)
-}
-
-// CanStartAt answers whether a call costing cost tokens (and one request) may
-// start at now, and if so counts it. A call starts only when both units admit
+// CanStart answers whether a call costing cost tokens (and one request) may
+// start now, and if so counts it. A call starts only when both units admit
 // it; nothing known about a unit means it admits anything. Negative costs
-// count as zero; any priority other than Interactive is Batch.
-//
-// A Store error makes the decision "wait ProbeInterval"; use CanStartContext
-// to see it.
-func (t *Throttle) CanStartAt(now time.Time, cost int64, p Priority) Decision {
-	d, err := t.CanStartContext(context.Background(), now, cost, p)
-	if err != nil {
-		return Decision{Wait: t.pol.probeInterval}
-	}
-	return d
-}
-
-// CanStartContext is CanStartAt with a context for the Store and its error.
-func (t *Throttle) CanStartContext(ctx context.Context, now time.Time, cost int64, p Priority) (Decision, error) {
-	d, never, err := t.decide(ctx, now, cost, p)
+// count as zero; any priority other than Interactive is Batch. When the
+// decision is Never, Decision.Why says why. It returns the Store's error,
+// with the zero Decision.
+func (t *Throttle) CanStart(ctx context.Context, cost int64, p Priority) (Decision, error) {
+	d, never, err := t.decide(ctx, cost, p)
 	d.Why = never
 	return d, err
 }
 
-func (t *Throttle) decide(ctx context.Context, now time.Time, cost int64, p Priority) (d Decision, never *NeverError, err error) {
+func (t *Throttle) decide(ctx context.Context, cost int64, p Priority) (d Decision, never *NeverError, err error) {
+	t.init()
+	now := t.now()
 	err = t.update(ctx, func(s *State) { d, never = decide(s, t.pol, now, cost, p) })
 	if err != nil {
 		return Decision{}, nil, err
@@ -361,7 +353,7 @@ func (t *Throttle) decide(ctx context.Context, now time.Time, cost int64, p Prio
 	return d, never, nil
 }
 
-// ObserveSnapshotAt records what the response to a call sent at sentAt,
+// ObserveSnapshot records what the response to a call sent at sentAt,
 // received at receivedAt, said about one unit. A response counts the calls
 // sent up to its own, not those sent after; so the observation of the
 // latest-sent call is kept and the calls admitted after its sentAt are
@@ -369,42 +361,26 @@ func (t *Throttle) decide(ctx context.Context, now time.Time, cost int64, p Prio
 // the limit and, for a window, narrows the reset.
 //
 // sentAt is best the instant the call was counted at: Decision.At, or the
-// time Admit returned. An earlier time is safe
-// (calls are subtracted twice); a later one may take calls admitted in
-// between as already counted.
+// time Admit returned. An earlier time is safe (calls are subtracted twice);
+// a later one may take calls admitted in between as already counted.
 //
 // An observation for a request sent after the latest 429 arrived is a
 // success: it ends the doubling of the default pause. For a 429, call
-// TooManyRequestsAt first, or use ObserveResponseAt.
-//
-// Store errors are dropped; use ObserveSnapshotContext to see them.
-func (t *Throttle) ObserveSnapshotAt(sentAt, receivedAt time.Time, unit quotaheaders.Unit, s quotaheaders.Snapshot) {
-	_ = t.ObserveSnapshotContext(context.Background(), sentAt, receivedAt, unit, s)
-}
-
-// ObserveSnapshotContext is ObserveSnapshotAt with a context for the Store
-// and its error.
-func (t *Throttle) ObserveSnapshotContext(ctx context.Context, sentAt, receivedAt time.Time, unit quotaheaders.Unit, s quotaheaders.Snapshot) error {
+// TooManyRequests first, or use ObserveResponse.
+func (t *Throttle) ObserveSnapshot(ctx context.Context, sentAt, receivedAt time.Time, unit quotaheaders.Unit, s quotaheaders.Snapshot) error {
 	return t.update(ctx, func(st *State) {
 		observe(st, t.pol, sentAt, receivedAt, unit, s)
 		succeeded(st, sentAt)
 	})
 }
 
-// ObserveResponseAt records a response: the quota headers of both units (as
-// ObserveSnapshotAt), and for a 429 a pause of Retry-After, or of the default
-// pause when it has none. The default pause doubles only for a 429 to a call
-// sent after the previous 429 arrived; calls in flight at that time belong to
-// the same episode. Any other status is a success. A nil resp is ignored.
-//
-// Store errors are dropped; use ObserveResponseContext to see them.
-func (t *Throttle) ObserveResponseAt(sentAt, receivedAt time.Time, resp *http.Response) {
-	_ = t.ObserveResponseContext(context.Background(), sentAt, receivedAt, resp)
-}
-
-// ObserveResponseContext is ObserveResponseAt with a context for the Store
-// and its error.
-func (t *Throttle) ObserveResponseContext(ctx context.Context, sentAt, receivedAt time.Time, resp *http.Response) error {
+// ObserveResponse records the response to a call sent at sentAt (as for
+// ObserveSnapshot), received at receivedAt: the quota headers of both units,
+// and for a 429 a pause of Retry-After, or of the default pause when it has
+// none. The default pause doubles only for a 429 to a call sent after the
+// previous 429 arrived; calls in flight at that time belong to the same
+// episode. Any other status is a success. A nil resp is ignored.
+func (t *Throttle) ObserveResponse(ctx context.Context, sentAt, receivedAt time.Time, resp *http.Response) error {
 	if resp == nil {
 		return nil
 	}
@@ -442,40 +418,27 @@ func (t *Throttle) ObserveResponseContext(ctx context.Context, sentAt, receivedA
 	})
 }
 
-// TooManyRequestsAt records a 429 received at receivedAt: every start,
-// interactive included, stops for retryAfter, or if it is 0 for the default
-// pause, which doubles on each call (the call is taken to have been sent
-// just now; ObserveResponseAt knows better).
-//
-// Store errors are dropped; use TooManyRequestsContext to see them.
-func (t *Throttle) TooManyRequestsAt(receivedAt time.Time, retryAfter time.Duration) {
-	_ = t.TooManyRequestsContext(context.Background(), receivedAt, retryAfter)
-}
-
-// TooManyRequestsContext is TooManyRequestsAt with a context for the Store
-// and its error.
-func (t *Throttle) TooManyRequestsContext(ctx context.Context, receivedAt time.Time, retryAfter time.Duration) error {
-	return t.update(ctx, func(st *State) { tooMany(st, t.pol, receivedAt, receivedAt, retryAfter) })
-}
-
-// TooManyRequestsSentContext records a refusal for the rate, received at
-// receivedAt, of a call sent at sentAt (the instant Admit or CanStart
-// returned), when there is no 429 response to observe: an SDK's error, or a
-// 503 "overloaded" the caller reads as rate limiting. As in
-// ObserveResponseAt, a refusal of a call sent before the current pause began
-// belongs to the same episode and does not double the pause.
-func (t *Throttle) TooManyRequestsSentContext(ctx context.Context, sentAt, receivedAt time.Time, retryAfter time.Duration) error {
+// TooManyRequests records a refusal for the rate, received at receivedAt, of
+// a call sent at sentAt (the instant Admit or CanStart counted it), when
+// there is no 429 response to observe: an SDK's error, or a 503
+// "overloaded" the caller reads as rate limiting. Every start, interactive
+// included, stops for retryAfter, or if it is 0 for the default pause. As in
+// ObserveResponse, a refusal of a call sent before the current pause began
+// belongs to the same episode and does not double the pause. A caller that
+// does not know when the call was sent passes receivedAt as sentAt: the
+// default pause then doubles on each refusal.
+func (t *Throttle) TooManyRequests(ctx context.Context, sentAt, receivedAt time.Time, retryAfter time.Duration) error {
 	return t.update(ctx, func(st *State) { tooMany(st, t.pol, sentAt, receivedAt, retryAfter) })
 }
 
-// NotSentContext takes back the admission at at (the instant CanStart or
-// Admit returned) of a batch call costing cost that was not sent after all:
-// its job went to another worker, or its deadline passed in between. The
-// call no longer counts against the quota, and if it was a probe, another
-// may go without waiting for its answer. An admission already merged with
-// an older one (State.Admitted is bounded) stays counted, which only ever
-// makes the throttle more careful.
-func (t *Throttle) NotSentContext(ctx context.Context, at time.Time, cost int64) error {
+// NotSent takes back the admission at at (Decision.At, or the instant Admit
+// returned) of a batch call costing cost that was not sent after all: its
+// job went to another worker, or its deadline passed in between. The call
+// no longer counts against the quota, and if it was a probe, another may go
+// without waiting for its answer. An admission already merged with an older
+// one (State.Admitted is bounded) stays counted, which only ever makes the
+// throttle more careful.
+func (t *Throttle) NotSent(ctx context.Context, at time.Time, cost int64) error {
 	return t.update(ctx, func(st *State) { notSent(st, at, max(cost, 0)) })
 }
 
@@ -487,7 +450,7 @@ func (t *Throttle) Wait(ctx context.Context, cost int64, p Priority) error {
 	return err
 }
 
-// Admit is Wait that also returns the instant the call was admitted: the
+// Admit is Wait that also returns the instant the call was counted at: the
 // sentAt to pass when its response is observed.
 func (t *Throttle) Admit(ctx context.Context, cost int64, p Priority) (time.Time, error) {
 	t.init()
@@ -495,8 +458,7 @@ func (t *Throttle) Admit(ctx context.Context, cost int64, p Priority) (time.Time
 		if err := ctx.Err(); err != nil {
 			return time.Time{}, err
 		}
-		now := t.now()
-		d, never, err := t.decide(ctx, now, cost, p)
+		d, never, err := t.decide(ctx, cost, p)
 		switch {
 		case err != nil:
 			return time.Time{}, err

@@ -56,7 +56,7 @@ func (r *runner) show(ctx context.Context) {
 func (r *runner) view(ctx context.Context) (liveView, error) {
 	now := time.Now()
 	window := r.speed(liveWindow)
-	rows, err := dbsqlc.New().DemoProgress(ctx, r.app.Pool(), dbsqlc.DemoProgressParams{
+	rows, err := dbsqlc.New().DemoProgress(ctx, r.db, dbsqlc.DemoProgressParams{
 		Since: now.Add(-window), Queue: queueName,
 	})
 	if err != nil {

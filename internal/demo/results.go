@@ -13,11 +13,11 @@ import (
 // collect reads every job of the run from the database.
 func (r *runner) collect(ctx context.Context) ([]jobRecord, error) {
 	q := dbsqlc.New()
-	outs, err := q.DemoOutcomes(ctx, r.app.Pool(), queueName)
+	outs, err := q.DemoOutcomes(ctx, r.db, queueName)
 	if err != nil {
 		return nil, fmt.Errorf("batchq: demo: read outcomes: %w", err)
 	}
-	left, err := q.DemoUnfinished(ctx, r.app.Pool(), queueName)
+	left, err := q.DemoUnfinished(ctx, r.db, queueName)
 	if err != nil {
 		return nil, fmt.Errorf("batchq: demo: read jobs: %w", err)
 	}

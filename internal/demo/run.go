@@ -143,6 +143,7 @@ type runner struct {
 	story story
 
 	app    *queue.Client // the application: enqueues, interactive calls, the live table
+	db     *pgxpool.Pool // app's pool, for the demo's own queries (db/queries/demo.sql)
 	th     *throttle.Throttle
 	sim    *provider.Provider
 	target string
@@ -185,6 +186,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	defer appPool.Close()
+	r.db = appPool
 	if r.app, err = queue.NewClient(appPool, queue.Config{Logger: quiet}); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -109,7 +110,8 @@ func TestThrottleAgreesWithTheProvider(t *testing.T) {
 		t.Run(tc.provider.String(), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, provider.Config{RequestsPerWindow: 10, TokensPerWindow: 1000, Refill: tc.provider})
-			th, err := throttle.New(throttle.Config{Refill: tc.throttle})
+			// The throttle reads the provider's clock: one clock for both.
+			th, err := throttle.New(throttle.Config{Refill: tc.throttle, Now: b.clock.Now})
 			require.NoError(t, err)
 
 			send := func(at time.Duration, tokens int64) *http.Response {
@@ -117,7 +119,7 @@ func TestThrottleAgreesWithTheProvider(t *testing.T) {
 				res := httptest.NewRecorder()
 				b.p.ServeHTTP(res, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(fmt.Sprintf(`{"tokens":%d}`, tokens))))
 				resp := res.Result()
-				th.ObserveResponseAt(t0.Add(at), t0.Add(at), resp)
+				require.NoError(t, th.ObserveResponse(context.Background(), t0.Add(at), t0.Add(at), resp))
 				return resp
 			}
 			require.Equal(t, http.StatusOK, send(0, 100).StatusCode)
@@ -130,7 +132,9 @@ func TestThrottleAgreesWithTheProvider(t *testing.T) {
 			at := 500 * time.Millisecond
 			for i := 0; ; i++ {
 				require.Less(t, i, 10, "the throttle keeps waiting")
-				d := th.CanStartAt(t0.Add(at), 1000, throttle.Batch)
+				b.clock.Set(at)
+				d, err := th.CanStart(context.Background(), 1000, throttle.Batch)
+				require.NoError(t, err)
 				if d.OK {
 					break
 				}

@@ -66,20 +66,73 @@ func snap(remaining, limit int64, reset time.Duration) quotaheaders.Snapshot {
 	return quotaheaders.Snapshot{Remaining: remaining, Limit: limit, HasLimit: true, Reset: reset, HasReset: true}
 }
 
-func newThrottle(t *testing.T, s throttle.Store, cfg throttle.Config) *throttle.Throttle {
+// keyOf is the quota key of the running test.
+func keyOf(t *testing.T) string { return "throttletest/" + t.Name() }
+
+// clocked is a Throttle on a clock of its own that the test sets: each
+// question names the instant it is asked at, and each report fails the test
+// on a Store error.
+type clocked struct {
+	*throttle.Throttle
+	t     *testing.T
+	clock *Clock
+}
+
+// newThrottle returns a throttle on s for the test's key, or for cfg.Key if
+// it is set.
+func newThrottle(t *testing.T, s throttle.Store, cfg throttle.Config) *clocked {
 	t.Helper()
-	cfg.Store, cfg.Key = s, "throttletest/"+t.Name()
-	th, err := throttle.New(cfg)
-	if err != nil {
+	th := &clocked{t: t, clock: NewClock(t0)}
+	cfg.Store, cfg.Now = s, th.clock.Now
+	if cfg.Key == "" {
+		cfg.Key = keyOf(t)
+	}
+	var err error
+	if th.Throttle, err = throttle.New(cfg); err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	return th
 }
 
+// canStartAt asks CanStart with the clock at now.
+func (th *clocked) canStartAt(now time.Time, cost int64, p throttle.Priority) throttle.Decision {
+	th.t.Helper()
+	th.clock.Set(now)
+	d, err := th.CanStart(context.Background(), cost, p)
+	if err != nil {
+		th.t.Fatalf("CanStart(+%v, %d, %v): %v", now.Sub(t0), cost, p, err)
+	}
+	return d
+}
+
+func (th *clocked) observe(sent, received time.Time, unit quotaheaders.Unit, s quotaheaders.Snapshot) {
+	th.t.Helper()
+	if err := th.ObserveSnapshot(context.Background(), sent, received, unit, s); err != nil {
+		th.t.Fatalf("ObserveSnapshot: %v", err)
+	}
+}
+
+func (th *clocked) observeResponse(sent, received time.Time, resp *http.Response) {
+	th.t.Helper()
+	if err := th.ObserveResponse(context.Background(), sent, received, resp); err != nil {
+		th.t.Fatalf("ObserveResponse: %v", err)
+	}
+}
+
+// tooMany records a 429 received at received for a call taken to have been
+// sent then.
+func (th *clocked) tooMany(received time.Time, retryAfter time.Duration) {
+	th.t.Helper()
+	if err := th.TooManyRequests(context.Background(), received, received, retryAfter); err != nil {
+		th.t.Fatalf("TooManyRequests: %v", err)
+	}
+}
+
 // check asks th at now and fails unless the decision is want.
-func check(t *testing.T, th *throttle.Throttle, now time.Time, cost int64, p throttle.Priority, want throttle.Decision) {
+func check(t *testing.T, th *clocked, now time.Time, cost int64, p throttle.Priority, want throttle.Decision) {
 	t.Helper()
-	got, err := th.CanStartContext(context.Background(), now, cost, p)
+	th.clock.Set(now)
+	got, err := th.CanStart(context.Background(), cost, p)
 	if err != nil {
 		t.Fatalf("CanStart(+%v, %d, %v): %v", now.Sub(t0), cost, p, err)
 	}
@@ -114,7 +167,7 @@ func wait(d time.Duration) throttle.Decision { return throttle.Decision{Wait: d}
 func state(t *testing.T, s throttle.Store) throttle.State {
 	t.Helper()
 	var st throttle.State
-	err := s.Update(context.Background(), "throttletest/"+t.Name(), func(s *throttle.State) error {
+	err := s.Update(context.Background(), keyOf(t), func(s *throttle.State) error {
 		st = *s
 		st.Admitted = append([]throttle.Admission(nil), s.Admitted...)
 		return nil
@@ -127,7 +180,7 @@ func state(t *testing.T, s throttle.Store) throttle.State {
 
 func testStoreStartsEmpty(t *testing.T, s throttle.Store) {
 	var empty throttle.State
-	err := s.Update(context.Background(), "throttletest/"+t.Name(), func(st *throttle.State) error {
+	err := s.Update(context.Background(), keyOf(t), func(st *throttle.State) error {
 		if d := diffState(*st, empty); d != "" {
 			return fmt.Errorf("a new key's state is not the zero State: %s", d)
 		}
@@ -166,7 +219,7 @@ func fullState() throttle.State {
 }
 
 func testStoreRoundTrip(t *testing.T, s throttle.Store) {
-	ctx, key := context.Background(), "throttletest/"+t.Name()
+	ctx, key := context.Background(), keyOf(t)
 	want := fullState()
 	if err := s.Update(ctx, key, func(st *throttle.State) error { *st = fullState(); return nil }); err != nil {
 		t.Fatal(err)
@@ -191,7 +244,7 @@ func testStoreRoundTrip(t *testing.T, s throttle.Store) {
 }
 
 func testStoreErrorSavesNothing(t *testing.T, s throttle.Store) {
-	ctx, key := context.Background(), "throttletest/"+t.Name()
+	ctx, key := context.Background(), keyOf(t)
 	if err := s.Update(ctx, key, func(st *throttle.State) error { *st = fullState(); return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +265,7 @@ func testStoreErrorSavesNothing(t *testing.T, s throttle.Store) {
 
 func testStoreSerializesUpdates(t *testing.T, s throttle.Store) {
 	const goroutines, each = 8, 25
-	ctx, key := context.Background(), "throttletest/"+t.Name()
+	ctx, key := context.Background(), keyOf(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
 	for range goroutines {
@@ -251,8 +304,8 @@ func testNothingKnownMeansGo(t *testing.T, s throttle.Store) {
 func testReserve(t *testing.T, s throttle.Store) {
 	// The article's test: batch stops at the reserve, interactive does not.
 	th := newThrottle(t, s, throttle.Config{Reserve: 0.2})
-	th.ObserveSnapshotAt(at(0), at(time.Second), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
-	th.ObserveSnapshotAt(at(0), at(time.Second), quotaheaders.Requests, snap(100, 100, time.Minute))
+	th.observe(at(0), at(time.Second), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
+	th.observe(at(0), at(time.Second), quotaheaders.Requests, snap(100, 100, time.Minute))
 	for range 4 {
 		check(t, th, at(2*time.Second), 200, throttle.Batch, ok) // 1000 → 200, the reserve
 	}
@@ -266,8 +319,8 @@ func testReserve(t *testing.T, s throttle.Store) {
 func testTooManyRequestsStopsBoth(t *testing.T, s throttle.Store) {
 	// The article's test: a 429 stops both until the reset.
 	th := newThrottle(t, s, throttle.Config{Reserve: 0.2})
-	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(900, 1000, time.Minute))
-	th.TooManyRequestsAt(at(time.Second), 2*time.Second)
+	th.observe(at(0), at(0), quotaheaders.Tokens, snap(900, 1000, time.Minute))
+	th.tooMany(at(time.Second), 2*time.Second)
 	check(t, th, at(2*time.Second), 1, throttle.Batch, wait(time.Second))
 	check(t, th, at(2*time.Second), 1, throttle.Interactive, wait(time.Second))
 	check(t, th, at(3*time.Second-time.Microsecond), 1, throttle.Interactive, wait(time.Microsecond))
@@ -278,7 +331,7 @@ func testTooManyRequestsStopsBoth(t *testing.T, s throttle.Store) {
 func testWindowRollover(t *testing.T, s throttle.Store) {
 	// The article's test: when the reset passes, local accounting is forgotten.
 	th := newThrottle(t, s, throttle.Config{})
-	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(1000, 1000, 10*time.Second))
+	th.observe(at(0), at(0), quotaheaders.Tokens, snap(1000, 1000, 10*time.Second))
 	check(t, th, at(time.Second), 500, throttle.Batch, ok)
 	check(t, th, at(time.Second), 500, throttle.Batch, ok)
 	check(t, th, at(time.Second), 500, throttle.Batch, wait(9*time.Second))
@@ -292,7 +345,7 @@ func testWindowRollover(t *testing.T, s throttle.Store) {
 
 func testWindowRolloverUnknownLimit(t *testing.T, s throttle.Store) {
 	th := newThrottle(t, s, throttle.Config{Reserve: 0.2})
-	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens,
+	th.observe(at(0), at(0), quotaheaders.Tokens,
 		quotaheaders.Snapshot{Remaining: 100, Reset: 10 * time.Second, HasReset: true})
 	check(t, th, at(time.Second), 100, throttle.Batch, ok) // no limit, no reserve
 	check(t, th, at(time.Second), 1, throttle.Batch, wait(9*time.Second))
@@ -303,25 +356,22 @@ func testWindowRolloverUnknownLimit(t *testing.T, s throttle.Store) {
 
 func testBothUnits(t *testing.T, s throttle.Store) {
 	th := newThrottle(t, s, throttle.Config{})
-	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Requests, snap(2, 3, time.Minute))
-	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(10_000, 10_000, 30*time.Second))
+	th.observe(at(0), at(0), quotaheaders.Requests, snap(2, 3, time.Minute))
+	th.observe(at(0), at(0), quotaheaders.Tokens, snap(10_000, 10_000, 30*time.Second))
 	check(t, th, at(time.Second), 10, throttle.Batch, ok)
 	check(t, th, at(time.Second), 10, throttle.Batch, ok)
 	// Tokens to spare, but no request left until the requests reset.
 	check(t, th, at(time.Second), 10, throttle.Batch, wait(59*time.Second))
 
 	// Requests to spare, but not enough tokens until the tokens reset.
-	th2, err := throttle.New(throttle.Config{Store: s, Key: "throttletest/" + t.Name() + "/tokens"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	th2.ObserveSnapshotAt(at(0), at(0), quotaheaders.Requests, snap(100, 100, time.Minute))
-	th2.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(100, 10_000, 30*time.Second))
+	th2 := newThrottle(t, s, throttle.Config{Key: keyOf(t) + "/tokens"})
+	th2.observe(at(0), at(0), quotaheaders.Requests, snap(100, 100, time.Minute))
+	th2.observe(at(0), at(0), quotaheaders.Tokens, snap(100, 10_000, 30*time.Second))
 	check(t, th2, at(time.Second), 150, throttle.Batch, wait(29*time.Second))
 	check(t, th2, at(time.Second), 100, throttle.Batch, ok)
 	check(t, th2, at(time.Second), 1, throttle.Batch, wait(29*time.Second))
 	// Both short: wait for the later of the two.
-	th2.ObserveSnapshotAt(at(2*time.Second), at(2*time.Second), quotaheaders.Requests, snap(0, 100, 50*time.Second))
+	th2.observe(at(2*time.Second), at(2*time.Second), quotaheaders.Requests, snap(0, 100, 50*time.Second))
 	check(t, th2, at(3*time.Second), 1, throttle.Batch, wait(49*time.Second))
 }
 
@@ -331,7 +381,7 @@ func testStaleResponses(t *testing.T, s throttle.Store) {
 	// the responses come back out of order.
 	th := newThrottle(t, s, throttle.Config{})
 	observe := func(sent, received time.Duration, remaining int64) {
-		th.ObserveSnapshotAt(at(sent), at(received), quotaheaders.Tokens, snap(remaining, 1000, time.Hour-sent))
+		th.observe(at(sent), at(received), quotaheaders.Tokens, snap(remaining, 1000, time.Hour-sent))
 	}
 	observe(-time.Second, -time.Second, 1000)
 	for _, sent := range []time.Duration{0, time.Second, 2 * time.Second, 2500 * time.Millisecond} {
@@ -363,9 +413,9 @@ func testWindowResetNarrowed(t *testing.T, s throttle.Store) {
 	// reset by [sent + reset, received + reset]; together they pin it.
 	th := newThrottle(t, s, throttle.Config{})
 	check(t, th, at(0), 100, throttle.Batch, ok)
-	th.ObserveSnapshotAt(at(0), at(500*time.Millisecond), quotaheaders.Tokens, snap(100, 200, 59500*time.Millisecond))
+	th.observe(at(0), at(500*time.Millisecond), quotaheaders.Tokens, snap(100, 200, 59500*time.Millisecond))
 	check(t, th, at(time.Second), 100, throttle.Batch, ok)
-	th.ObserveSnapshotAt(at(time.Second), at(9*time.Second), quotaheaders.Tokens, snap(0, 200, 59*time.Second))
+	th.observe(at(time.Second), at(9*time.Second), quotaheaders.Tokens, snap(0, 200, 59*time.Second))
 	// B alone would say the window resets by +68s.
 	check(t, th, at(10*time.Second), 1, throttle.Batch, wait(50*time.Second))
 	check(t, th, at(60*time.Second), 200, throttle.Batch, ok)
@@ -373,21 +423,18 @@ func testWindowResetNarrowed(t *testing.T, s throttle.Store) {
 
 func testTokenBucketRefill(t *testing.T, s throttle.Store) {
 	// A bucket of 6000 tokens refilling over a minute (100/s), empty at +0s.
-	observe := func(th *throttle.Throttle) {
-		th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(0, 6000, time.Minute))
+	observe := func(th *clocked) {
+		th.observe(at(0), at(0), quotaheaders.Tokens, snap(0, 6000, time.Minute))
 	}
 	bucket := newThrottle(t, s, throttle.Config{Refill: throttle.TokenBucket})
 	observe(bucket)
-	window, err := throttle.New(throttle.Config{Store: s, Key: "throttletest/" + t.Name() + "/window"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	window := newThrottle(t, s, throttle.Config{Key: keyOf(t) + "/window"})
 	observe(window)
 
 	// The window waits for the reset; the bucket waits for 500 tokens, at the
 	// rate it can be sure of: (6000 − 0 − 1) / 60s, allowing for rounding.
 	check(t, window, at(0), 500, throttle.Batch, wait(time.Minute))
-	d := bucket.CanStartAt(at(0), 500, throttle.Batch)
+	d := bucket.canStartAt(at(0), 500, throttle.Batch)
 	if d.OK || d.Wait < 5*time.Second || d.Wait > 5*time.Second+5*time.Millisecond {
 		t.Fatalf("bucket: CanStart(+0s, 500) = %+v, want a wait of just over 5s", d)
 	}
@@ -408,7 +455,7 @@ func testTokenBucketNeverOverAdmits(t *testing.T, s throttle.Store) {
 	th := newThrottle(t, s, throttle.Config{Refill: throttle.TokenBucket, Reserve: 0.1})
 	// Before the first response nothing is known and everything may start;
 	// start from one that says the bucket is full.
-	th.ObserveSnapshotAt(at(-time.Second), t0, quotaheaders.Tokens, snap(limit, limit, 0))
+	th.observe(at(-time.Second), t0, quotaheaders.Tokens, snap(limit, limit, 0))
 	level, last := limit, t0
 	refill := func(now time.Time) {
 		level = min(limit, level+rate*now.Sub(last).Seconds())
@@ -427,9 +474,9 @@ func testTokenBucketNeverOverAdmits(t *testing.T, s throttle.Store) {
 		for len(inFlight) > 0 && !inFlight[0].received.After(now) {
 			r := inFlight[0]
 			inFlight = inFlight[1:]
-			th.ObserveSnapshotAt(r.sent, r.received, quotaheaders.Tokens, r.snap)
+			th.observe(r.sent, r.received, quotaheaders.Tokens, r.snap)
 		}
-		d := th.CanStartAt(now, cost, throttle.Batch)
+		d := th.canStartAt(now, cost, throttle.Batch)
 		next := now.Add(d.Wait)
 		if d.OK {
 			refill(now)
@@ -464,7 +511,7 @@ func testProbe(t *testing.T, s throttle.Store) {
 	// call through to learn more, and the next an interval later, once the
 	// one before has answered.
 	th := newThrottle(t, s, throttle.Config{ProbeInterval: 2 * time.Second})
-	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 0, Limit: 1000, HasLimit: true})
+	th.observe(at(0), at(0), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 0, Limit: 1000, HasLimit: true})
 	check(t, th, at(time.Second), 10, throttle.Batch, wait(2*time.Second))
 	check(t, th, at(2*time.Second), 10, throttle.Interactive, wait(time.Second))
 	check(t, th, at(3*time.Second), 10, throttle.Batch, ok) // the probe
@@ -473,14 +520,14 @@ func testProbe(t *testing.T, s throttle.Store) {
 	check(t, th, at(5*time.Second), 10, throttle.Batch, wait(2*time.Second))
 	check(t, th, at(30*time.Second), 10, throttle.Batch, wait(2*time.Second))
 	// It answers: still nothing left, so the next probe goes an interval on.
-	th.ObserveSnapshotAt(at(3*time.Second), at(31*time.Second), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 0, Limit: 1000, HasLimit: true})
+	th.observe(at(3*time.Second), at(31*time.Second), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 0, Limit: 1000, HasLimit: true})
 	check(t, th, at(31*time.Second), 10, throttle.Batch, wait(2*time.Second))
 	check(t, th, at(33*time.Second), 10, throttle.Batch, ok) // the next one
 	// A probe that never answers holds the next back for MaxPause (60s).
 	check(t, th, at(92*time.Second), 10, throttle.Batch, wait(2*time.Second))
 	check(t, th, at(93*time.Second), 10, throttle.Batch, ok)
 	// The probe's answer: room again.
-	th.ObserveSnapshotAt(at(93*time.Second), at(94*time.Second), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 500, Limit: 1000, HasLimit: true})
+	th.observe(at(93*time.Second), at(94*time.Second), quotaheaders.Tokens, quotaheaders.Snapshot{Remaining: 500, Limit: 1000, HasLimit: true})
 	check(t, th, at(94*time.Second), 10, throttle.Batch, ok)
 	check(t, th, at(94*time.Second), 10, throttle.Batch, ok)
 	// Short again: the probe interval starts over.
@@ -491,7 +538,7 @@ func testDefaultPause(t *testing.T, s throttle.Store) {
 	th := newThrottle(t, s, throttle.Config{DefaultPause: time.Second, MaxPause: 4 * time.Second})
 	step := func(received time.Duration, wantPause time.Duration) {
 		t.Helper()
-		th.TooManyRequestsAt(at(received), 0)
+		th.tooMany(at(received), 0)
 		check(t, th, at(received), 1, throttle.Interactive, wait(wantPause))
 		check(t, th, at(received+wantPause), 1, throttle.Batch, ok)
 	}
@@ -500,7 +547,7 @@ func testDefaultPause(t *testing.T, s throttle.Store) {
 	step(5*time.Second, 4*time.Second)
 	step(10*time.Second, 4*time.Second) // capped
 	// A success (a response to a call sent after the last 429) starts over.
-	th.ObserveSnapshotAt(at(14*time.Second), at(15*time.Second), quotaheaders.Tokens, snap(500, 1000, time.Minute))
+	th.observe(at(14*time.Second), at(15*time.Second), quotaheaders.Tokens, snap(500, 1000, time.Minute))
 	step(16*time.Second, time.Second)
 }
 
@@ -510,21 +557,21 @@ func testInFlight429s(t *testing.T, s throttle.Store) {
 	// the pause does; a success after that starts over.
 	th := newThrottle(t, s, throttle.Config{DefaultPause: time.Second, MaxPause: time.Minute})
 	resp := func(status int) *http.Response { return &http.Response{StatusCode: status, Header: http.Header{}} }
-	th.ObserveResponseAt(at(-3*time.Second), at(0), resp(http.StatusTooManyRequests))
-	th.ObserveResponseAt(at(-2*time.Second), at(200*time.Millisecond), resp(http.StatusTooManyRequests))
-	th.ObserveResponseAt(at(-1*time.Second), at(300*time.Millisecond), resp(http.StatusTooManyRequests))
+	th.observeResponse(at(-3*time.Second), at(0), resp(http.StatusTooManyRequests))
+	th.observeResponse(at(-2*time.Second), at(200*time.Millisecond), resp(http.StatusTooManyRequests))
+	th.observeResponse(at(-1*time.Second), at(300*time.Millisecond), resp(http.StatusTooManyRequests))
 	check(t, th, at(time.Second), 1, throttle.Interactive, wait(300*time.Millisecond))
 	check(t, th, at(1300*time.Millisecond), 1, throttle.Batch, ok)
 	// A success for a call sent before the 429 arrived ends nothing.
-	th.ObserveResponseAt(at(-500*time.Millisecond), at(1400*time.Millisecond), resp(http.StatusOK))
-	th.ObserveResponseAt(at(1300*time.Millisecond), at(1500*time.Millisecond), resp(http.StatusTooManyRequests))
+	th.observeResponse(at(-500*time.Millisecond), at(1400*time.Millisecond), resp(http.StatusOK))
+	th.observeResponse(at(1300*time.Millisecond), at(1500*time.Millisecond), resp(http.StatusTooManyRequests))
 	check(t, th, at(1500*time.Millisecond), 1, throttle.Batch, wait(2*time.Second))
 	check(t, th, at(3500*time.Millisecond), 1, throttle.Batch, ok)
-	th.ObserveResponseAt(at(3500*time.Millisecond), at(4*time.Second), resp(http.StatusOK))
-	th.ObserveResponseAt(at(4*time.Second), at(5*time.Second), resp(http.StatusTooManyRequests))
+	th.observeResponse(at(3500*time.Millisecond), at(4*time.Second), resp(http.StatusOK))
+	th.observeResponse(at(4*time.Second), at(5*time.Second), resp(http.StatusTooManyRequests))
 	check(t, th, at(5*time.Second), 1, throttle.Batch, wait(time.Second))
 	// Retry-After, when given, is the pause, and leaves the backoff alone.
-	th.TooManyRequestsAt(at(10*time.Second), 30*time.Second)
+	th.tooMany(at(10*time.Second), 30*time.Second)
 	check(t, th, at(10*time.Second), 1, throttle.Interactive, wait(30*time.Second))
 }
 
@@ -532,14 +579,14 @@ func testNever(t *testing.T, s throttle.Store) {
 	th := newThrottle(t, s, throttle.Config{Reserve: 0.2})
 	// Before any limit is known, nothing is Never.
 	check(t, th, at(0), 5000, throttle.Batch, ok)
-	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(0, 1000, time.Minute))
-	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Requests, snap(10, 10, time.Minute))
+	th.observe(at(0), at(0), quotaheaders.Tokens, snap(0, 1000, time.Minute))
+	th.observe(at(0), at(0), quotaheaders.Requests, snap(10, 10, time.Minute))
 	check(t, th, at(time.Second), 801, throttle.Batch, never)
 	check(t, th, at(time.Second), 800, throttle.Batch, wait(time.Minute-time.Second))
 	check(t, th, at(time.Second), 1001, throttle.Interactive, never)
 	check(t, th, at(time.Second), 1000, throttle.Interactive, wait(time.Minute-time.Second))
 	// Never even while paused: waiting would not help.
-	th.TooManyRequestsAt(at(time.Second), 10*time.Second)
+	th.tooMany(at(time.Second), 10*time.Second)
 	check(t, th, at(2*time.Second), 801, throttle.Batch, never)
 
 	err := th.Wait(context.Background(), 801, throttle.Batch)
@@ -552,11 +599,8 @@ func testNever(t *testing.T, s throttle.Store) {
 	}
 
 	// One request a minute and any reserve: batch can never start at all.
-	th2, err := throttle.New(throttle.Config{Reserve: 0.01, Store: s, Key: "throttletest/" + t.Name() + "/requests"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	th2.ObserveSnapshotAt(at(0), at(0), quotaheaders.Requests, snap(1, 1, time.Minute))
+	th2 := newThrottle(t, s, throttle.Config{Reserve: 0.01, Key: keyOf(t) + "/requests"})
+	th2.observe(at(0), at(0), quotaheaders.Requests, snap(1, 1, time.Minute))
 	check(t, th2, at(time.Second), 1, throttle.Batch, never)
 	check(t, th2, at(time.Second), 1, throttle.Interactive, ok)
 }
@@ -565,11 +609,11 @@ func testFleet(t *testing.T, s throttle.Store) {
 	// Two processes, one quota key: each sees what the other admitted.
 	a := newThrottle(t, s, throttle.Config{Reserve: 0.5})
 	b := newThrottle(t, s, throttle.Config{Reserve: 0.5})
-	a.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
+	a.observe(at(0), at(0), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
 	check(t, a, at(time.Second), 300, throttle.Batch, ok)
 	check(t, b, at(time.Second), 300, throttle.Batch, wait(59*time.Second))
 	check(t, b, at(time.Second), 200, throttle.Batch, ok)
-	b.TooManyRequestsAt(at(2*time.Second), 5*time.Second)
+	b.tooMany(at(2*time.Second), 5*time.Second)
 	check(t, a, at(3*time.Second), 1, throttle.Interactive, wait(4*time.Second))
 }
 
@@ -579,16 +623,16 @@ func testOutOfOrderDecisions(t *testing.T, s throttle.Store) {
 	// seen b's call, so b's must still be subtracted from what it reports.
 	a := newThrottle(t, s, throttle.Config{})
 	b := newThrottle(t, s, throttle.Config{})
-	a.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
-	da := a.CanStartAt(at(2*time.Second), 400, throttle.Batch)
-	db := b.CanStartAt(at(time.Second), 400, throttle.Batch)
+	a.observe(at(0), at(0), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
+	da := a.canStartAt(at(2*time.Second), 400, throttle.Batch)
+	db := b.canStartAt(at(time.Second), 400, throttle.Batch)
 	if !da.OK || !db.OK {
 		t.Fatalf("decisions %+v, %+v: want both OK", da, db)
 	}
 	if !db.At.After(da.At) {
 		t.Fatalf("b counted at +%v, not after a at +%v", db.At.Sub(t0), da.At.Sub(t0))
 	}
-	a.ObserveSnapshotAt(da.At, at(3*time.Second), quotaheaders.Tokens, snap(600, 1000, time.Minute))
+	a.observe(da.At, at(3*time.Second), quotaheaders.Tokens, snap(600, 1000, time.Minute))
 	check(t, a, at(3*time.Second), 201, throttle.Batch, wait(time.Minute))
 	check(t, a, at(3*time.Second), 200, throttle.Batch, ok)
 }
@@ -598,15 +642,15 @@ func testReorder(t *testing.T, s throttle.Store) {
 	// less than Reorder before the third, may have reached the provider
 	// after it, so its cost stays against what the third's response says.
 	th := newThrottle(t, s, throttle.Config{Reorder: 50 * time.Millisecond})
-	th.ObserveSnapshotAt(at(0), at(0), quotaheaders.Tokens, snap(10_000, 10_000, time.Minute))
+	th.observe(at(0), at(0), quotaheaders.Tokens, snap(10_000, 10_000, time.Minute))
 	check(t, th, at(time.Second), 1000, throttle.Batch, ok)
 	check(t, th, at(1970*time.Millisecond), 300, throttle.Batch, ok)
-	d := th.CanStartAt(at(2*time.Second), 100, throttle.Batch)
+	d := th.canStartAt(at(2*time.Second), 100, throttle.Batch)
 	if !d.OK {
 		t.Fatalf("CanStart(+2s) = %+v, want OK", d)
 	}
 	// The provider counted the first and the third: 10,000 − 1,000 − 100.
-	th.ObserveSnapshotAt(d.At, at(2100*time.Millisecond), quotaheaders.Tokens, snap(8_900, 10_000, time.Minute))
+	th.observe(d.At, at(2100*time.Millisecond), quotaheaders.Tokens, snap(8_900, 10_000, time.Minute))
 	check(t, th, at(3*time.Second), 8_601, throttle.Batch, wait(time.Minute-900*time.Millisecond))
 	check(t, th, at(3*time.Second), 8_600, throttle.Batch, ok)
 }
@@ -630,7 +674,7 @@ func testAdmissionLogBounded(t *testing.T, s throttle.Store) {
 	}
 	// An observation makes the admissions more than Reorder before its
 	// request irrelevant.
-	th.ObserveSnapshotAt(at(n*time.Millisecond-5*time.Millisecond), at(time.Second), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
+	th.observe(at(n*time.Millisecond-5*time.Millisecond), at(time.Second), quotaheaders.Tokens, snap(1000, 1000, time.Minute))
 	if st := state(t, s); len(st.Admitted) != 15 {
 		t.Fatalf("after the observation %d admissions are kept, want the last 15: %+v", len(st.Admitted), st.Admitted)
 	}
@@ -643,10 +687,10 @@ func testStateTimesAreMicroseconds(t *testing.T, s throttle.Store) {
 	th := newThrottle(t, s, throttle.Config{Refill: throttle.Window})
 	ns := func(d time.Duration) time.Time { return t0.Add(d + 123*time.Nanosecond) }
 	check(t, th, ns(time.Second), 10, throttle.Batch, ok)
-	th.ObserveSnapshotAt(ns(time.Second), ns(2*time.Second), quotaheaders.Tokens,
+	th.observe(ns(time.Second), ns(2*time.Second), quotaheaders.Tokens,
 		snap(10, 1000, 30*time.Second+456*time.Nanosecond))
-	th.TooManyRequestsAt(ns(3*time.Second), 0)
-	th.TooManyRequestsAt(ns(3*time.Second), 1500*time.Millisecond+789*time.Nanosecond)
+	th.tooMany(ns(3*time.Second), 0)
+	th.tooMany(ns(3*time.Second), 1500*time.Millisecond+789*time.Nanosecond)
 	st := state(t, s)
 	for name, tm := range stateTimes(st) {
 		if tm.Nanosecond()%1000 != 0 {
