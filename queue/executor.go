@@ -123,10 +123,13 @@ func (p *pool) rateLimited(ctx context.Context, d *dispatch, resp *http.Response
 	asked := wait
 	if th != nil {
 		// The pause the throttle keeps: its default (doubling) without a
-		// Retry-After, a Retry-After capped at MaxRetryAfter.
+		// Retry-After, a Retry-After capped at MaxRetryAfter. Unreadable,
+		// the job waits out the Retry-After it was given.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbCallTimeout)
 		if pause, perr := th.Pause(pctx); perr == nil {
 			wait = pause
+		} else {
+			p.emit(Event{Kind: EventError, Job: j, Err: perr})
 		}
 		cancel()
 	}
