@@ -46,8 +46,9 @@
 // # Workers and the two paths
 //
 // Client.Work runs a pool of handlers on a queue: it claims in fair order in
-// batches, heartbeats long jobs, records outcomes through a batching
-// completer and shuts down gracefully. HTTPHandler is the handler behind
+// batches, the next claim running while the handlers work through the last,
+// heartbeats long jobs, records outcomes through a batching completer and
+// shuts down gracefully. HTTPHandler is the handler behind
 // `batchq work`: it POSTs each payload to an endpoint and maps the answer to
 // an outcome.
 //
