@@ -1,0 +1,166 @@
+package queue
+
+import (
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/batchq/batchq/throttle"
+)
+
+// The pool's parts that keep state of their own, each on its own, without a
+// database.
+
+func testPool(concurrency, batch int, lease time.Duration) *pool {
+	p := &pool{cfg: WorkerConfig{Concurrency: concurrency, BatchSize: batch}, admission: &admission{}}
+	p.leases = newLeaseKeeper(nil, "q", slog.New(slog.DiscardHandler), func(Event) {}, lease, lease/3, true)
+	return p
+}
+
+func TestClaimSizeKeepsOneBatchAheadAndClaimsInHalves(t *testing.T) {
+	p := testPool(8, 100, time.Minute)
+	for _, c := range []struct {
+		inflight, ready, want int
+		why                   string
+	}{
+		{0, 0, 100, "an idle pool claims a whole batch"},
+		{8, 0, 100, "busy handlers and nothing waiting: a batch ahead"},
+		{60, 52, 0, "less than half the hold free while jobs wait: no statement for a few slots"},
+		{54, 46, 54, "half the hold free: the next claim runs while the rest are worked"},
+		{108, 100, 0, "the hold is full"},
+		{100, 0, 8, "nothing waits: whatever fits"},
+	} {
+		p.inflight.Store(int64(c.inflight))
+		if got := p.claimSize(c.ready); got != c.want {
+			t.Errorf("inflight %d, ready %d: claimSize %d, want %d (%s)", c.inflight, c.ready, got, c.want, c.why)
+		}
+	}
+	p.inflight.Store(0)
+	p.admission.waiting.Add(1)
+	if got := p.claimSize(0); got != 0 {
+		t.Errorf("a handler waits for room in the quota: claimSize %d, want 0", got)
+	}
+}
+
+func TestPrefetchShrinksSoNoJobWaitsLongerThanAQuarterLease(t *testing.T) {
+	p := testPool(8, 100, time.Minute) // a job may wait 15s for a handler
+	if got := p.prefetch(); got != 100 {
+		t.Fatalf("before any run: prefetch %d, want BatchSize", got)
+	}
+	p.noteRun(time.Millisecond)
+	if got := p.prefetch(); got != 100 {
+		t.Errorf("1ms handlers: prefetch %d, want BatchSize", got)
+	}
+	p = testPool(8, 100, time.Minute)
+	p.noteRun(20 * time.Second) // 8 handlers start 6 jobs in 15s
+	if got := p.prefetch(); got != 6 {
+		t.Errorf("20s handlers: prefetch %d, want 6", got)
+	}
+	for range 50 {
+		p.noteRun(5 * time.Minute)
+	}
+	if got := p.prefetch(); got != 0 {
+		t.Errorf("handlers longer than the lease: prefetch %d, want 0", got)
+	}
+	p.inflight.Store(7)
+	if got := p.claimSize(0); got != 1 {
+		t.Errorf("no prefetch, one handler free: claimSize %d, want 1", got)
+	}
+	p.inflight.Store(8)
+	if got := p.claimSize(0); got != 0 {
+		t.Errorf("no prefetch, every handler busy: claimSize %d, want 0", got)
+	}
+}
+
+func TestNoteRunAveragesRecentRuns(t *testing.T) {
+	p := testPool(1, 1, time.Minute)
+	p.noteRun(800 * time.Millisecond)
+	if got := time.Duration(p.meanRun.Load()); got != 800*time.Millisecond {
+		t.Fatalf("first run: mean %s, want the run itself", got)
+	}
+	p.noteRun(0)
+	if got := time.Duration(p.meanRun.Load()); got != 700*time.Millisecond {
+		t.Errorf("mean %s, want an eighth of the way to the new run (700ms)", got)
+	}
+}
+
+func TestAdmissionCountsWhatTheThrottleHasNotSeen(t *testing.T) {
+	th, err := throttle.New(throttle.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &admission{th: th}
+	d1 := &dispatch{job: &Job{ID: 1, Cost: 10}}
+	d2 := &dispatch{job: &Job{ID: 2, Cost: 5}, sentAt: time.Now()} // a probe's claim: counted already
+	a.count(d1)
+	a.count(d2)
+	if c, tok := a.unadmitted(); c != 1 || tok != 10 {
+		t.Fatalf("unadmitted %d calls %d tokens, want 1 and 10", c, tok)
+	}
+	a.settle(d1)
+	a.settle(d1) // twice: counted off once
+	a.settle(d2)
+	if c, tok := a.unadmitted(); c != 0 || tok != 0 {
+		t.Fatalf("after settling: %d calls %d tokens, want none", c, tok)
+	}
+
+	none := &admission{}
+	none.count(&dispatch{job: &Job{ID: 3, Cost: 7}})
+	if c, _ := none.unadmitted(); c != 0 {
+		t.Errorf("without a throttle nothing is counted, got %d calls", c)
+	}
+}
+
+func TestLeaseKeeperTellsALostRunFromTheCurrentOne(t *testing.T) {
+	k := newLeaseKeeper(nil, "q", slog.New(slog.DiscardHandler), func(Event) {}, time.Minute, 20*time.Second, false)
+	first := &Job{ID: 7, token: pgtype.UUID{Bytes: [16]byte{1}, Valid: true}}
+	k.claimed([]*Job{first}, time.Now())
+	if k.lost(first) {
+		t.Fatal("a claimed job's lease is kept while it waits for a handler")
+	}
+	cancelled := false
+	if !k.start(first, func() { cancelled = true }) {
+		t.Fatal("start refused a run whose lease is kept")
+	}
+	// The job is claimed again under another token: the first run lost its
+	// lease, and its handler is cancelled.
+	again := &Job{ID: 7, token: pgtype.UUID{Bytes: [16]byte{2}, Valid: true}}
+	k.claimed([]*Job{again}, time.Now())
+	if !cancelled || !k.lost(first) || k.lost(again) {
+		t.Fatalf("after a second claim: first cancelled %v, first lost %v, second lost %v; want true, true, false",
+			cancelled, k.lost(first), k.lost(again))
+	}
+	if k.start(first, func() {}) {
+		t.Error("start took a run displaced by a later claim")
+	}
+	k.untrack(first) // the stale run's end leaves the new one alone
+	if k.lost(again) {
+		t.Error("untracking the stale run dropped the current one")
+	}
+	k.untrack(again)
+	if !k.lost(again) {
+		t.Error("an untracked run's lease is still kept")
+	}
+}
+
+func TestSchemaWatchCountsOnlyAMissingSchema(t *testing.T) {
+	var w schemaWatch
+	t0 := time.Now()
+	missing := &pgconn.PgError{Code: "42P01"}
+	if got := w.since(missing, t0); got != 0 {
+		t.Fatalf("first failure: %s, want 0", got)
+	}
+	if got := w.since(missing, t0.Add(5*time.Second)); got != 5*time.Second {
+		t.Fatalf("still missing: %s, want 5s", got)
+	}
+	if got := w.since(errors.New("connection refused"), t0.Add(6*time.Second)); got != 0 {
+		t.Fatalf("another error: %s, want 0", got)
+	}
+	if got := w.since(missing, t0.Add(7*time.Second)); got != 0 {
+		t.Errorf("missing again after another error starts over: %s, want 0", got)
+	}
+}
