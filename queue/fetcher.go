@@ -87,6 +87,16 @@ func (p *pool) fetch(ctx context.Context) error {
 			return nil
 		case out <- next:
 			ready = ready[1:]
+			// Idle handlers take the rest at once.
+		more:
+			for len(ready) > 0 && ctx.Err() == nil {
+				select {
+				case p.jobs <- ready[0]:
+					ready = ready[1:]
+				default:
+					break more
+				}
+			}
 		case r := <-results:
 			inFlight = false
 			if len(r.got) > 0 {
@@ -129,18 +139,18 @@ func (p *pool) fetch(ctx context.Context) error {
 
 // claimSize is how many jobs the next claim asks for, 0 for none yet. The
 // pool holds up to Concurrency + prefetch jobs, running or waiting for a
-// handler. The next claim starts once half of that is free, so it runs
-// while the jobs of the last one are still being worked, and asks for what
-// is free, at most BatchSize: a claim per freed slot would cost a statement
-// per job. When no job waits, it takes whatever fits. It claims nothing
-// while a handler waits for room in the quota: the headroom is spoken for.
+// handler. The next claim starts once a whole batch fits, while the
+// handlers still work on what they have, and asks for the batch: claims of
+// part of a batch cost more statements per job, for the same jobs. When no
+// job waits, it takes whatever fits. It claims nothing while a handler
+// waits for room in the quota: the headroom is spoken for.
 func (p *pool) claimSize(ready int) int {
 	if p.admission.busy() {
 		return 0
 	}
 	hold := p.cfg.Concurrency + p.prefetch()
 	room := hold - int(p.inflight.Load())
-	if room <= 0 || (ready > 0 && 2*room < hold) {
+	if room <= 0 || (ready > 0 && room < min(p.cfg.BatchSize, hold)) {
 		return 0
 	}
 	return min(room, p.cfg.BatchSize)

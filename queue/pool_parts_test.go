@@ -21,7 +21,7 @@ func testPool(concurrency, batch int, lease time.Duration) *pool {
 	return p
 }
 
-func TestClaimSizeKeepsOneBatchAheadAndClaimsInHalves(t *testing.T) {
+func TestClaimSizeKeepsOneBatchAheadAndClaimsWholeBatches(t *testing.T) {
 	p := testPool(8, 100, time.Minute)
 	for _, c := range []struct {
 		inflight, ready, want int
@@ -29,8 +29,8 @@ func TestClaimSizeKeepsOneBatchAheadAndClaimsInHalves(t *testing.T) {
 	}{
 		{0, 0, 100, "an idle pool claims a whole batch"},
 		{8, 0, 100, "busy handlers and nothing waiting: a batch ahead"},
-		{60, 52, 0, "less than half the hold free while jobs wait: no statement for a few slots"},
-		{54, 46, 54, "half the hold free: the next claim runs while the rest are worked"},
+		{60, 52, 0, "less than a batch free while jobs wait: no statement for part of a batch"},
+		{8, 1, 100, "a batch fits beside the busy handlers: the next claim runs while they work"},
 		{108, 100, 0, "the hold is full"},
 		{100, 0, 8, "nothing waits: whatever fits"},
 	} {
