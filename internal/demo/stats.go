@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/batchq/batchq/internal/sharechart"
 )
 
 // jobRecord is one job of a run as the final report sees it: its outcome
@@ -244,7 +246,8 @@ func waits(jobs []jobRecord, stop time.Time) []time.Duration {
 
 // point is one sample of a share series: seconds since the start, and a
 // share in percent.
-type point struct{ X, Y float64 }
+// point is one sample of the share chart.
+type point = sharechart.Point
 
 // shareSeries samples, every step from start+step to stop, the share of the
 // tokens spent on jobs claimed in the trailing window that each group of
@@ -277,7 +280,7 @@ func shareSeries(jobs []jobRecord, groups map[string][]string, start, stop time.
 		}
 		x := at.Sub(start).Seconds()
 		for g := range groups {
-			out[g] = append(out[g], point{x, 100 * float64(by[g]) / float64(total)})
+			out[g] = append(out[g], point{X: x, Y: 100 * float64(by[g]) / float64(total)})
 		}
 	}
 	return out

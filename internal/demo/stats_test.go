@@ -172,8 +172,8 @@ func TestShareSeries(t *testing.T) {
 	got := shareSeries(jobs, map[string][]string{"a": {"a"}, "rest": {"b", "c"}}, at(0), at(4), 2*time.Second, time.Second)
 	// At 1s and 2s the window holds a's 300 and b's 100; at 3s, c's 600
 	// alone; at 4s, c's 600 still. Expired jobs spent nothing.
-	require.Equal(t, []point{{1, 75}, {2, 75}, {3, 0}, {4, 0}}, got["a"])
-	require.Equal(t, []point{{1, 25}, {2, 25}, {3, 100}, {4, 100}}, got["rest"])
+	require.Equal(t, []point{{X: 1, Y: 75}, {X: 2, Y: 75}, {X: 3, Y: 0}, {X: 4, Y: 0}}, got["a"])
+	require.Equal(t, []point{{X: 1, Y: 25}, {X: 2, Y: 25}, {X: 3, Y: 100}, {X: 4, Y: 100}}, got["rest"])
 
 	empty := shareSeries(nil, map[string][]string{"a": {"a"}}, at(0), at(4), time.Second, time.Second)
 	require.Empty(t, empty["a"], "windows that spent nothing are left out")
