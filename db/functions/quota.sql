@@ -101,6 +101,8 @@ DECLARE
     v_paused timestamptz;
     v_pause  interval;
     v_n      integer;
+    v_was    timestamptz;
+    v_ver    bigint;
 BEGIN
     IF v_error IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = v_error[1], COLUMN = 'key',
@@ -193,6 +195,9 @@ BEGIN
         VALUES (p_key, p_state, v_cols[1], v_cols[2], v_resets[1], v_cols[3], v_cols[4], v_resets[2], v_paused, v_seen)
         ON CONFLICT (key) DO NOTHING;
     ELSE
+        -- The pause as saved at p_version: a save that succeeds replaces
+        -- exactly that row, as any save in between bumps the version.
+        SELECT q.paused_until, q.version INTO v_was, v_ver FROM batchq.quota q WHERE q.key = p_key;
         UPDATE batchq.quota q
         SET state = p_state, version = q.version + 1,
             requests_limit = v_cols[1], requests_remaining = v_cols[2], requests_reset_at = v_resets[1],
@@ -200,6 +205,15 @@ BEGIN
             paused_until = v_paused, observed_at = v_seen, updated_at = now()
         WHERE q.key = p_key AND q.version = p_version;
     END IF;
-    RETURN FOUND;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- Only a 429 moves the pause later: record it, and forget those of more
+    -- than a day ago.
+    IF v_paused > coalesce(CASE WHEN v_ver = p_version THEN v_was END, '-infinity') THEN
+        INSERT INTO batchq.quota_pauses (key, paused_until) VALUES (p_key, v_paused);
+        DELETE FROM batchq.quota_pauses p WHERE p.key = p_key AND p.at < now() - interval '1 day';
+    END IF;
+    RETURN true;
 END
 $$;

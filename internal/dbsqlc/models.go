@@ -256,6 +256,12 @@ type BatchqQueueTenant struct {
 	UpdatedAt time.Time
 }
 
+type BatchqQuotaPause struct {
+	Key         string
+	At          time.Time
+	PausedUntil time.Time
+}
+
 type BatchqQuotum struct {
 	Key               string
 	Version           int64

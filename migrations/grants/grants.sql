@@ -70,7 +70,7 @@ TO :"app_role";
 -- (batchq.tenant_usage reads the outcomes' columns below, never their
 -- payloads or results), the settings and the quota.
 GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants,
-    batchq.queue_tenants, batchq.quota
+    batchq.queue_tenants, batchq.quota, batchq.quota_pauses
 TO :"app_role";
 GRANT SELECT (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts, max_attempts,
               deadline, enqueued_at, first_claimed_at, finished_at, worker, error, unique_key)
@@ -126,7 +126,7 @@ TO :"operator_role";
 -- What the app reads, and the jobs and outcomes whole: an operator inspects
 -- payloads, results and errors (`batchq jobs show`).
 GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants,
-    batchq.queue_tenants, batchq.quota, batchq.jobs, batchq.outcomes
+    batchq.queue_tenants, batchq.quota, batchq.quota_pauses, batchq.jobs, batchq.outcomes
 TO :"operator_role";
 GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz) TO :"operator_role";
 \endif
