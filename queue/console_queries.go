@@ -1,0 +1,284 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchq/batchq/internal/dbsqlc"
+)
+
+// The reads of the web console (package console), over the same views and
+// outcome columns the reports read (db/queries/console.sql), so a console
+// connected as the app role works as well as one connected as the owner.
+
+// QueueSummary is what one queue holds now.
+type QueueSummary struct {
+	Name         string
+	PausedAt     *time.Time // nil while the queue runs
+	QueuedJobs   int64
+	QueuedTokens int64
+	RunningJobs  int64
+	// RetryingJobs wait for their backoff before they rejoin the queue:
+	// they are scheduled, not queued.
+	RetryingJobs   int64
+	OldestQueuedAt *time.Time // nil with no queued job
+}
+
+// QueueSummaries returns every queue with what it holds now, by name.
+func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
+	rows, err := c.q.ConsoleQueues(ctx, c.pool)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: queue summaries: %w", err)
+	}
+	out := make([]QueueSummary, len(rows))
+	for i, r := range rows {
+		out[i] = QueueSummary{
+			Name: r.Name, PausedAt: r.PausedAt, QueuedJobs: r.QueuedJobs, QueuedTokens: r.QueuedTokens,
+			RunningJobs: r.RunningJobs, RetryingJobs: r.RetryingJobs, OldestQueuedAt: unlessEpoch(r.OldestQueuedAt),
+		}
+	}
+	return out, nil
+}
+
+// OutcomeCount is how many jobs of a queue finished with one outcome.
+type OutcomeCount struct {
+	Queue, Outcome string
+	Jobs           int64
+}
+
+// OutcomeCounts counts the jobs that finished in [since, until) by queue and
+// outcome; of one tenant when tenant is not "".
+func (c *Client) OutcomeCounts(ctx context.Context, since, until time.Time, tenant string) ([]OutcomeCount, error) {
+	rows, err := c.q.ConsoleOutcomeCounts(ctx, c.pool, dbsqlc.ConsoleOutcomeCountsParams{
+		Since: since, Until: until, Tenant: optional(tenant),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: outcome counts: %w", err)
+	}
+	out := make([]OutcomeCount, len(rows))
+	for i, r := range rows {
+		out[i] = OutcomeCount{Queue: r.Queue, Outcome: r.Outcome, Jobs: r.Jobs}
+	}
+	return out, nil
+}
+
+// TenantShareRow is one tenant's backlog in a queue now and its use of the
+// queue in a window, or, with Tenant "", the sum of the tenants beyond the
+// top ones (Tenants of them).
+type TenantShareRow struct {
+	Tenant                                              string // "": the others, summed
+	Tenants                                             int64  // how many tenants the row sums: 1 for a named tenant
+	QueuedJobs, QueuedTokens, RunningJobs, RetryingJobs int64
+	OldestQueuedAt                                      *time.Time
+	// FinishedJobs and ServedTokens are of the jobs that finished in the
+	// window, counted as TenantUsage counts them.
+	FinishedJobs, ServedTokens int64
+	// TokenShare and WeightShare are as TenantUsage's: 0 for a tenant with
+	// no outcome in the window; summed for the others.
+	TokenShare, WeightShare float64
+	// WaitP50 and WaitP95 are of a named tenant's jobs claimed in the window;
+	// nil for none, and for the others.
+	WaitP50, WaitP95 *time.Duration
+	// Weight is a named tenant's weight in the queue now; 0 for the others.
+	Weight float64
+}
+
+// TenantShares returns one queue's tenants with their backlog now and their
+// use of the queue by the jobs that finished in [since, until): the top
+// tenants by queued tokens (then by served tokens) one row each, the rest
+// summed in a last row with Tenant "".
+func (c *Client) TenantShares(ctx context.Context, queue string, since, until time.Time, top int) ([]TenantShareRow, error) {
+	if top < 1 {
+		return nil, &SettingError{"top", fmt.Sprintf("must be at least 1 (got %d)", top)}
+	}
+	rows, err := c.q.ConsoleQueueTenants(ctx, c.pool, dbsqlc.ConsoleQueueTenantsParams{
+		Queue: queue, Since: since, Until: until, Top: int64(top),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: tenant shares of %s: %w", quote(queue), err)
+	}
+	out := make([]TenantShareRow, len(rows))
+	for i, r := range rows {
+		out[i] = TenantShareRow{
+			Tenant: r.Tenant, Tenants: r.Tenants, QueuedJobs: r.QueuedJobs, QueuedTokens: r.QueuedTokens,
+			RunningJobs: r.RunningJobs, RetryingJobs: r.RetryingJobs, OldestQueuedAt: unlessEpoch(r.OldestQueuedAt),
+			FinishedJobs: r.FinishedJobs, ServedTokens: r.ServedTokens, TokenShare: r.TokenShare,
+			WeightShare: r.WeightShare, WaitP50: unlessNegative(r.WaitP50), WaitP95: unlessNegative(r.WaitP95), Weight: r.Weight,
+		}
+	}
+	return out, nil
+}
+
+// ShareSample is the tokens a queue served a tenant in one step of a window.
+type ShareSample struct {
+	Step   int    // 0 starts at the window's start
+	Tenant string // "": the tenants beyond the top ones, summed
+	Tokens int64
+}
+
+// ServedTokens returns the tokens one queue served each tenant in [since,
+// until), by step (counted at the jobs' finish, as TenantUsage counts served
+// tokens): the lines tenants served the most have their own samples, the
+// rest are summed under Tenant "".
+func (c *Client) ServedTokens(ctx context.Context, queue string, since, until time.Time, step time.Duration, lines int) ([]ShareSample, error) {
+	if step <= 0 {
+		return nil, &SettingError{"step", fmt.Sprintf("must be positive (got %s)", step)}
+	}
+	rows, err := c.q.ConsoleShares(ctx, c.pool, dbsqlc.ConsoleSharesParams{
+		Queue: queue, Since: since, Until: until, StepSeconds: step.Seconds(), Lines: int64(max(lines, 0)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: served tokens of %s: %w", quote(queue), err)
+	}
+	out := make([]ShareSample, len(rows))
+	for i, r := range rows {
+		out[i] = ShareSample{Step: int(r.Bucket), Tenant: r.Tenant, Tokens: r.Tokens}
+	}
+	return out, nil
+}
+
+// TenantBacklog returns what one tenant has waiting and running in one
+// queue now, as a BacklogRow (without Paused and NearestDeadline).
+func (c *Client) TenantBacklog(ctx context.Context, queue, tenant string) (BacklogRow, error) {
+	r, err := c.q.ConsoleTenantBacklog(ctx, c.pool, dbsqlc.ConsoleTenantBacklogParams{Queue: queue, Tenant: tenant})
+	if err != nil {
+		return BacklogRow{}, fmt.Errorf("batchq: backlog of %s in %s: %w", quote(tenant), quote(queue), err)
+	}
+	return BacklogRow{
+		Queue: queue, Tenant: tenant, QueuedJobs: r.QueuedJobs, QueuedTokens: r.QueuedTokens,
+		RunningJobs: r.RunningJobs, RetryingJobs: r.RetryingJobs, OldestQueuedAt: unlessEpoch(r.OldestQueuedAt),
+	}, nil
+}
+
+// TenantInQueue is a tenant's settings as they apply in one queue.
+type TenantInQueue struct {
+	// QueueWeight and QueueMaxQueued are its own for the queue
+	// (UpdateQueueTenant); 0 where it has none.
+	QueueWeight    float64
+	QueueMaxQueued int
+	// Weight and MaxQueued are its own for every queue (UpdateTenant);
+	// Weight is 1 and MaxQueued 0 when it has none.
+	Weight    float64
+	MaxQueued int
+	// QueueBound is the queue's MaxPerTenant.
+	QueueBound int
+}
+
+// EffectiveWeight is the weight the queue schedules the tenant with.
+func (t TenantInQueue) EffectiveWeight() float64 {
+	if t.QueueWeight != 0 {
+		return t.QueueWeight
+	}
+	return t.Weight
+}
+
+// EffectiveBound is the most queued jobs the queue takes from the tenant.
+func (t TenantInQueue) EffectiveBound() int {
+	switch {
+	case t.QueueMaxQueued != 0:
+		return t.QueueMaxQueued
+	case t.MaxQueued != 0:
+		return t.MaxQueued
+	}
+	return t.QueueBound
+}
+
+// TenantInQueueSettings returns a tenant's settings as they apply in one
+// queue, and ErrUnknownQueue for no such queue.
+func (c *Client) TenantInQueueSettings(ctx context.Context, queue, tenant string) (TenantInQueue, error) {
+	r, err := c.q.ConsoleTenantSettings(ctx, c.pool, dbsqlc.ConsoleTenantSettingsParams{Queue: queue, Tenant: tenant})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TenantInQueue{}, unknownQueue(queue)
+	}
+	if err != nil {
+		return TenantInQueue{}, fmt.Errorf("batchq: settings of %s in %s: %w", quote(tenant), quote(queue), err)
+	}
+	t := TenantInQueue{Weight: 1, QueueBound: int(r.MaxPerTenant)}
+	if r.QueueWeight.Valid {
+		t.QueueWeight = r.QueueWeight.Float64
+	}
+	if r.QueueMaxQueued != nil {
+		t.QueueMaxQueued = int(*r.QueueMaxQueued)
+	}
+	if r.TenantWeight.Valid {
+		t.Weight = r.TenantWeight.Float64
+	}
+	if r.TenantMaxQueued != nil {
+		t.MaxQueued = int(*r.TenantMaxQueued)
+	}
+	return t, nil
+}
+
+// ReadPrivileges says what the client's database role may read beyond the
+// reports (docs/sql-api.md#roles).
+type ReadPrivileges struct {
+	Jobs     bool // the unfinished jobs whole (JobInfo of an unfinished job)
+	Payloads bool // the outcomes' payloads
+	Results  bool // the outcomes' results
+}
+
+// Privileges returns what the client's database role may read.
+func (c *Client) Privileges(ctx context.Context) (ReadPrivileges, error) {
+	r, err := c.q.ConsolePrivileges(ctx, c.pool)
+	if err != nil {
+		return ReadPrivileges{}, fmt.Errorf("batchq: privileges: %w", err)
+	}
+	return ReadPrivileges{Jobs: r.Jobs, Payloads: r.Payloads, Results: r.Results}, nil
+}
+
+// Outcome returns one finished job's outcome without its payload or result,
+// which a role that may read only the reports can read too. It returns
+// ErrNotFound when id names no outcome.
+func (c *Client) Outcome(ctx context.Context, id int64) (AuditRow, error) {
+	r, err := c.q.ConsoleAuditJob(ctx, c.pool, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return AuditRow{}, fmt.Errorf("%w: no outcome of job %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return AuditRow{}, fmt.Errorf("batchq: outcome of job %d: %w", id, err)
+	}
+	return AuditRow{
+		JobID: r.JobID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Outcome: string(r.Outcome),
+		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), EstimatedCost: r.EstimatedCost,
+		ActualCost: r.ActualCost, EnqueuedAt: r.EnqueuedAt, FirstClaimedAt: r.FirstClaimedAt,
+		FinishedAt: r.FinishedAt, Deadline: r.Deadline, Wait: r.Wait, Run: r.Run, Total: r.Total,
+		Worker: deref(r.Worker), Error: deref(r.Error), UniqueKey: deref(r.UniqueKey),
+	}, nil
+}
+
+// RateLimitedCounts returns how many 429s each quota key received since
+// since, by key: the pauses they set (save_quota records each). Keys
+// without any are left out.
+func (c *Client) RateLimitedCounts(ctx context.Context, since time.Time) (map[string]int64, error) {
+	rows, err := c.q.ConsoleRateLimited(ctx, c.pool, since)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: 429 counts: %w", err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Key] = r.Limited
+	}
+	return out, nil
+}
+
+// unlessEpoch is nil for the epoch, which db/queries/console.sql returns
+// for a time that is missing, and t otherwise.
+func unlessEpoch(t time.Time) *time.Time {
+	if t.Unix() == 0 {
+		return nil
+	}
+	return &t
+}
+
+// unlessNegative is nil for a negative duration, which
+// db/queries/console.sql returns for a wait that is missing.
+func unlessNegative(d time.Duration) *time.Duration {
+	if d < 0 {
+		return nil
+	}
+	return &d
+}
