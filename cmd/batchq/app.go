@@ -57,6 +57,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			pruneCommand(),
 			workCommand(),
 			demoCommand(),
+			consoleCommand(),
 			benchCommand(),
 			benchWorkerCommand(),
 		},

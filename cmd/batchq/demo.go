@@ -30,13 +30,16 @@ afterwards for a look. It refuses a database that exists and that it did not cre
 as its own). While it runs it shows a live table per tenant and the quota;
 at the end it prints a report of what held and writes a chart of each tenant's token
 share over time (--chart). --speed plays the same story faster: --speed 4 --duration 15s
-is the default minute in 15 seconds.`,
+is the default minute in 15 seconds. While it plays, the web console serves the demo's
+queue at --console-addr (read-only; http://127.0.0.1:8080/queues/summaries?window=1m by
+default), so the shares can be watched as they form.`,
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "duration", Usage: "how long the story plays, wall clock", Value: demo.DefaultDuration, EnvVars: []string{"BATCHQ_DEMO_DURATION"}},
 			&cli.Float64Flag{Name: "speed", Usage: "play the story this many times faster (quota refill, latency, arrivals, deadlines)", Value: 1, EnvVars: []string{"BATCHQ_DEMO_SPEED"}},
 			&cli.StringFlag{Name: "chart", Usage: "where to write the chart of token shares: .svg or .png", Value: demo.DefaultChartPath, EnvVars: []string{"BATCHQ_DEMO_CHART"}},
 			&cli.StringFlag{Name: "database-name", Usage: "the demo's own database, dropped and re-created on each run; an existing database the demo did not create is refused", Value: demo.DefaultDatabaseName, EnvVars: []string{"BATCHQ_DEMO_DATABASE"}},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the story's random choices", Value: 1, EnvVars: []string{"BATCHQ_DEMO_SEED"}},
+			&cli.StringFlag{Name: "console-addr", Usage: "serve the web console (read-only) here while the story plays; a bare :PORT listens on 127.0.0.1 only (empty: no console)", Value: "127.0.0.1:8080", EnvVars: []string{"BATCHQ_DEMO_CONSOLE_ADDR"}},
 		},
 		Action: runDemo,
 	}
@@ -53,6 +56,7 @@ func runDemo(c *cli.Context) error {
 		Speed:        c.Float64("speed"),
 		ChartPath:    c.String("chart"),
 		Seed:         c.Uint64("seed"),
+		ConsoleAddr:  c.String("console-addr"),
 		Out:          c.App.Writer,
 		Terminal:     isTerminal(c.App.Writer),
 	}
@@ -63,6 +67,13 @@ func runDemo(c *cli.Context) error {
 		return usagef("batchq: --speed %v: must be in %v..%v", cfg.Speed, demo.MinSpeed, demo.MaxSpeed)
 	case ext != ".svg" && ext != ".png":
 		return usagef("batchq: --chart %q: must end in .svg or .png", cfg.ChartPath)
+	}
+	if cfg.ConsoleAddr != "" {
+		addr, err := metricsListenAddr(cfg.ConsoleAddr)
+		if err != nil {
+			return usagef("batchq: --console-addr %q: %v", cfg.ConsoleAddr, err)
+		}
+		cfg.ConsoleAddr = addr
 	}
 	if err := demo.CheckDatabaseName(cfg.DatabaseName); err != nil {
 		return usagef("batchq: --database-name %q: must be 1-63 characters of a-z, 0-9 and _, not starting with a digit", cfg.DatabaseName)

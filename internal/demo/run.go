@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/batchq/batchq/console"
 	"github.com/batchq/batchq/internal/provider"
 	"github.com/batchq/batchq/queue"
 	"github.com/batchq/batchq/throttle"
@@ -76,6 +77,11 @@ type Config struct {
 	// Seed seeds the story's choices and the provider's latencies: the same
 	// seed plays the same story.
 	Seed uint64
+	// ConsoleAddr, when set, serves the web console (read-only) over the
+	// demo's database at this address while the story plays, and prints
+	// where. A console that cannot listen is reported and left out; the
+	// story plays anyway. "": no console.
+	ConsoleAddr string
 }
 
 func (c Config) withDefaults() Config {
@@ -205,6 +211,14 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	if r.th, err = r.app.Throttle(quotaKey, thCfg); err != nil {
 		return nil, err
 	}
+	if r.cfg.ConsoleAddr != "" {
+		stopConsole, err := r.startConsole()
+		if err != nil {
+			fmt.Fprintf(out, "batchq demo: no console: %v\n", err)
+		} else {
+			defer stopConsole()
+		}
+	}
 	fmt.Fprintf(out, "batchq demo: %d tenants, %s jobs, provider on %s; playing for %s at speed %s\n\n",
 		len(r.story.Tenants), count(r.story.jobCount()), r.target, r.cfg.Duration, speedText(r.cfg.Speed))
 
@@ -272,7 +286,31 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	}
 	rep.Chart = r.cfg.ChartPath
 	rep.Print(out)
+	if u := databaseURL(r.cfg.DatabaseURL, r.cfg.DatabaseName); r.cfg.ConsoleAddr != "" && u != "" {
+		fmt.Fprintf(out, "\nbatchq demo: the database is kept; to look at it in the console again:\n  batchq console --database-url '%s'\n", u)
+	}
 	return rep, nil
+}
+
+// startConsole serves the web console over the demo's database, read-only,
+// on cfg.ConsoleAddr, and prints its address.
+func (r *runner) startConsole() (stop func(), err error) {
+	h, err := console.Handler(r.app, &console.Options{Refresh: time.Second, Reserve: reserve, Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", r.cfg.ConsoleAddr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(r.cfg.Out, "batchq demo: watch it live in the console: http://%s/queues/%s?window=1m\n", ln.Addr(), queueName)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }
 
 func newPool(ctx context.Context, cfg *pgxpool.Config, conns int32) (*pgxpool.Pool, error) {

@@ -1,0 +1,213 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/console"
+	"github.com/batchq/batchq/queue"
+)
+
+func TestConsoleActionsNeedTheToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil) // read-only
+	acme := b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'acme'`)
+	for _, path := range []string{"/queues/docs/pause", "/queues/docs/resume", "/queues/docs/tenants/acme/settings",
+		"/queues/docs/tenants/acme/cancel", "/jobs/" + strconv.FormatInt(b.discarded, 10) + "/retry"} {
+		res := b.do(t, b.h, http.MethodPost, path, url.Values{"weight": {"2"}, "expect": {"100"}}, nil)
+		require.Equal(t, http.StatusForbidden, res.status, path)
+		require.Contains(t, res.body, "the console is read-only: start it with a token", path)
+	}
+	require.False(t, b.paused(t, "docs"))
+	require.Equal(t, acme, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'acme'`), "nothing cancelled")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queue_tenants`), "no setting changed")
+
+	require.Equal(t, http.StatusNotFound, b.get(t, "/login").status, "nothing to sign in to")
+	res := b.do(t, b.h, http.MethodPost, "/login", url.Values{"token": {testToken}}, nil)
+	require.Equal(t, http.StatusForbidden, res.status)
+	page := b.get(t, "/queues/docs")
+	require.NotContains(t, page.body, `id="pause"`, "a read-only console shows no action")
+}
+
+func TestConsolePauseAndResume(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &console.Options{Token: testToken})
+
+	t.Run("refused without a session", func(t *testing.T) {
+		res := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{}, nil)
+		require.Equal(t, http.StatusUnauthorized, res.status)
+		require.Contains(t, res.body, "sign in with the console&#39;s token to act")
+		require.False(t, b.paused(t, "docs"))
+	})
+	t.Run("a wrong token does not sign in", func(t *testing.T) {
+		res := b.do(t, b.h, http.MethodPost, "/login", url.Values{"token": {testToken + "x"}}, nil)
+		require.Equal(t, http.StatusUnauthorized, res.status)
+		require.Empty(t, res.header.Values("Set-Cookie"))
+	})
+	session, csrf := b.signIn(t, b.h)
+	t.Run("refused with a bad CSRF token", func(t *testing.T) {
+		for _, token := range []string{"", "00" + csrf[2:], csrf + "0"} {
+			res := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{"csrf": {token}}, nil, session)
+			require.Equal(t, http.StatusForbidden, res.status)
+			require.Contains(t, res.body, "CSRF token is missing or wrong")
+		}
+		require.False(t, b.paused(t, "docs"))
+	})
+	t.Run("refused from another site", func(t *testing.T) {
+		res := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{"csrf": {csrf}},
+			http.Header{"Origin": {"https://evil.example"}}, session)
+		require.Equal(t, http.StatusForbidden, res.status)
+		require.False(t, b.paused(t, "docs"))
+	})
+	t.Run("a forged session cookie is no session", func(t *testing.T) {
+		forged := &http.Cookie{Name: session.Name, Value: "0011.2233"}
+		res := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{"csrf": {csrf}}, nil, forged)
+		require.Equal(t, http.StatusUnauthorized, res.status)
+	})
+	t.Run("pause and resume with the session and its CSRF token", func(t *testing.T) {
+		res := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{"csrf": {csrf}}, nil, session)
+		require.Equal(t, http.StatusSeeOther, res.status, res.body)
+		require.Equal(t, "/queues/docs", res.header.Get("Location"))
+		require.True(t, b.paused(t, "docs"))
+		var flash *http.Cookie
+		for _, c := range (&http.Response{Header: res.header}).Cookies() {
+			if c.Name == "batchq_flash" {
+				flash = c
+			}
+		}
+		require.NotNil(t, flash)
+		page := b.get(t, "/queues/docs", session, flash)
+		require.Contains(t, page.body, "paused queue docs: its workers claim nothing until it is resumed")
+		require.Contains(t, page.body, `id="resume"`)
+
+		again := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{"csrf": {csrf}}, nil, session)
+		require.Equal(t, http.StatusSeeOther, again.status)
+
+		res = b.do(t, b.h, http.MethodPost, "/queues/docs/resume", url.Values{"csrf": {csrf}}, nil, session)
+		require.Equal(t, http.StatusSeeOther, res.status, res.body)
+		require.False(t, b.paused(t, "docs"))
+	})
+	t.Run("a script acts with the bearer token", func(t *testing.T) {
+		res := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{}, http.Header{"Authorization": {"Bearer " + testToken}})
+		require.Equal(t, http.StatusSeeOther, res.status, res.body)
+		require.True(t, b.paused(t, "docs"))
+		res = b.do(t, b.h, http.MethodPost, "/queues/docs/resume", url.Values{}, http.Header{"Authorization": {"Bearer nope-nope-nope-nope"}})
+		require.Equal(t, http.StatusUnauthorized, res.status)
+		require.True(t, b.paused(t, "docs"))
+	})
+	t.Run("an unknown queue", func(t *testing.T) {
+		res := b.do(t, b.h, http.MethodPost, "/queues/nope/pause", url.Values{"csrf": {csrf}}, nil, session)
+		require.Equal(t, http.StatusNotFound, res.status)
+	})
+	t.Run("sign out ends the session's actions", func(t *testing.T) {
+		res := b.do(t, b.h, http.MethodPost, "/logout", url.Values{}, nil, session)
+		require.Equal(t, http.StatusSeeOther, res.status)
+		require.Contains(t, res.header.Get("Set-Cookie"), "Max-Age=0")
+	})
+}
+
+func TestConsoleTenantSettings(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &console.Options{Token: testToken})
+	session, csrf := b.signIn(t, b.h)
+	post := func(form url.Values) response {
+		form.Set("csrf", csrf)
+		return b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/settings", form, nil, session)
+	}
+
+	res := post(url.Values{"weight": {"2.5"}, "max_queued": {"40"}})
+	require.Equal(t, http.StatusSeeOther, res.status, res.body)
+	require.Equal(t, "/queues/docs/tenants/globex", res.header.Get("Location"))
+	qt, err := b.client.QueueTenants(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []queue.QueueTenant{{Queue: "docs", Tenant: "globex", Weight: 2.5, MaxQueued: 40}}, qt)
+
+	res = post(url.Values{"weight": {"4"}, "scope": {"all"}})
+	require.Equal(t, http.StatusSeeOther, res.status, res.body)
+	tn, _, err := b.client.TenantSettings(b.ctx, "globex")
+	require.NoError(t, err)
+	require.Equal(t, 4.0, tn.Weight)
+
+	for _, tc := range []struct {
+		form url.Values
+		want string
+	}{
+		{url.Values{"weight": {"heavy"}}, "weight &#34;heavy&#34;: must be a number in 0.001..1000000"},
+		{url.Values{"max_queued": {"1.5"}}, "max_queued &#34;1.5&#34;: must be a whole number"},
+		{url.Values{}, "weight and max_queued are both empty"},
+		{url.Values{"weight": {"1e9"}}, "weight"},
+		{url.Values{"max_queued": {"-3"}}, "max_queued"},
+		{url.Values{"weight": {"0"}, "scope": {"all"}}, "weight 0: a tenant&#39;s weight for every queue must be in"},
+		{url.Values{"weight": {"2"}, "scope": {"galaxy"}}, "scope &#34;galaxy&#34;: must be queue or all"},
+	} {
+		res := post(tc.form)
+		require.Equal(t, http.StatusBadRequest, res.status, "%v: %s", tc.form, res.body)
+		require.Contains(t, res.body, tc.want, "%v", tc.form)
+	}
+	qt, err = b.client.QueueTenants(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []queue.QueueTenant{{Queue: "docs", Tenant: "globex", Weight: 2.5, MaxQueued: 40}}, qt, "refused changes change nothing")
+
+	page := b.get(t, "/queues/docs/tenants/globex", session)
+	require.Contains(t, page.body, "weight <strong>2.5</strong> (its own in this queue; 4 in every queue)")
+	require.Contains(t, page.body, "bound <strong>40</strong>")
+}
+
+func TestConsoleCancelTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &console.Options{Token: testToken})
+	session, csrf := b.signIn(t, b.h)
+
+	page := b.get(t, "/queues/docs/tenants/globex", session)
+	require.Contains(t, page.body, `name="expect" value="5"`, "the dry run counts globex's 5 unfinished jobs")
+	require.Contains(t, page.body, "dry run: 4 queued and 0 scheduled would be cancelled, 1 running asked to stop (500 tokens in all)")
+
+	// More jobs arrive after the page was shown: nothing is cancelled.
+	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "docs", Tenant: "globex", Cost: 5})
+	require.NoError(t, err)
+	form := url.Values{"csrf": {csrf}, "expect": {"5"}}
+	res := b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/cancel", form, nil, session)
+	require.Equal(t, http.StatusSeeOther, res.status, res.body)
+	require.Equal(t, int64(6), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'globex'`))
+
+	form.Set("expect", "6")
+	form.Set("reason", "tenant left")
+	res = b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/cancel", form, nil, session)
+	require.Equal(t, http.StatusSeeOther, res.status, res.body)
+	require.Equal(t, int64(5), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE tenant = 'globex' AND outcome = 'cancelled' AND error = 'tenant left'`))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'globex' AND cancel_requested_at IS NOT NULL`),
+		"the running job is asked to stop")
+	require.Equal(t, int64(8), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant <> 'globex'`), "other tenants keep theirs")
+
+	res = b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/cancel", url.Values{"csrf": {csrf}, "expect": {"many"}}, nil, session)
+	require.Equal(t, http.StatusBadRequest, res.status)
+	require.Contains(t, res.body, "expect &#34;many&#34;: must be the number of jobs")
+}
+
+func TestConsoleRetryJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &console.Options{Token: testToken})
+	session, csrf := b.signIn(t, b.h)
+	path := "/jobs/" + strconv.FormatInt(b.discarded, 10)
+	page := b.get(t, path, session)
+	require.Contains(t, page.body, "resubmit a copy")
+
+	res := b.do(t, b.h, http.MethodPost, path+"/retry", url.Values{"csrf": {csrf}}, nil, session)
+	require.Equal(t, http.StatusSeeOther, res.status, res.body)
+	copyID := b.scalar(t, `SELECT id FROM batchq.jobs WHERE unique_key = $1`, queue.ResubmitKeyPrefix+strconv.FormatInt(b.discarded, 10))
+	require.Equal(t, "/jobs/"+strconv.FormatInt(copyID, 10), res.header.Get("Location"))
+
+	// A second retry finds the copy rather than making another.
+	res = b.do(t, b.h, http.MethodPost, path+"/retry", url.Values{"csrf": {csrf}}, nil, session)
+	require.Equal(t, http.StatusSeeOther, res.status, res.body)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE unique_key LIKE 'batchq:resubmit-of:%'`))
+
+	// A job that succeeded is not retried.
+	res = b.do(t, b.h, http.MethodPost, "/jobs/"+strconv.FormatInt(b.done, 10)+"/retry", url.Values{"csrf": {csrf}}, nil, session)
+	require.Equal(t, http.StatusConflict, res.status)
+	require.Contains(t, res.body, "succeeded: only failed, discarded, expired or cancelled jobs are retried")
+}

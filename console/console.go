@@ -1,0 +1,150 @@
+package console
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// Defaults of Options.
+const (
+	DefaultTopTenants = 20
+	DefaultRefresh    = 2 * time.Second
+	DefaultReserve    = 0.2
+	DefaultWindow     = 15 * time.Minute
+)
+
+// Options configures Handler. nil means every default: read-only.
+type Options struct {
+	// Token enables the actions: a browser signs in with it, a script sends
+	// it as a bearer token. "": the console is read-only. At least 16 bytes.
+	Token string
+	// BasePath is the path the handler is mounted at, without a trailing
+	// slash ("/batchq"), so its links and cookies carry it; the handler
+	// itself expects requests with it stripped (http.StripPrefix). "": the
+	// root.
+	BasePath string
+	// TopTenants is how many tenants of a queue have a row of their own on
+	// its page, those with the most queued tokens; the rest are summed as
+	// "others". 0: DefaultTopTenants.
+	TopTenants int
+	// Refresh is how often a page fetches its numbers again. 0:
+	// DefaultRefresh.
+	Refresh time.Duration
+	// Reserve is the fraction of each quota key's limit the workers leave
+	// to interactive calls (their --reserve), shown on the overview.
+	// 0: DefaultReserve; it must be in [0, 1).
+	Reserve float64
+	// Now is the clock. nil: time.Now.
+	Now func() time.Time
+	// Logger receives the errors pages and actions hit. nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// MinTokenBytes is the shortest Options.Token accepted.
+const MinTokenBytes = 16
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Token != "" && len(o.Token) < MinTokenBytes {
+		return o, fmt.Errorf("batchq: console: token: must be at least %d bytes (got %d)", MinTokenBytes, len(o.Token))
+	}
+	if o.BasePath != "" && (!strings.HasPrefix(o.BasePath, "/") || strings.HasSuffix(o.BasePath, "/")) {
+		return o, fmt.Errorf("batchq: console: base path %q: must start with / and not end with it", o.BasePath)
+	}
+	if o.TopTenants == 0 {
+		o.TopTenants = DefaultTopTenants
+	}
+	if o.TopTenants < 1 || o.TopTenants > 1000 {
+		return o, fmt.Errorf("batchq: console: top tenants: must be in 1..1000 (got %d)", o.TopTenants)
+	}
+	if o.Refresh == 0 {
+		o.Refresh = DefaultRefresh
+	}
+	if o.Refresh < 100*time.Millisecond {
+		return o, fmt.Errorf("batchq: console: refresh: must be at least 100ms (got %s)", o.Refresh)
+	}
+	if o.Reserve == 0 {
+		o.Reserve = DefaultReserve
+	}
+	if !(o.Reserve >= 0 && o.Reserve < 1) {
+		return o, fmt.Errorf("batchq: console: reserve: must be in [0,1) (got %v)", o.Reserve)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// server is the console over one client. It is safe for concurrent use.
+type server struct {
+	c     *queue.Client
+	o     Options
+	pages map[string]*template.Template
+	auth  auth
+}
+
+// Handler returns the console over client. It returns an error naming the
+// first option out of range.
+func Handler(client *queue.Client, opts *Options) (http.Handler, error) {
+	if client == nil {
+		return nil, errors.New("batchq: console: client is nil")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{c: client, o: o, auth: auth{token: o.Token}}
+	if s.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	static, _ := fs.Sub(staticFS, "static")
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page("overview", s.overview))
+	mux.HandleFunc("GET /queues/{queue}", s.page("queue", s.queuePage))
+	mux.HandleFunc("GET /queues/{queue}/chart.svg", s.chart)
+	mux.HandleFunc("GET /queues/{queue}/tenants/{tenant}", s.page("tenant", s.tenantPage))
+	mux.HandleFunc("GET /jobs/{id}", s.page("job", s.jobPage))
+	mux.HandleFunc("GET /login", s.page("login", s.loginPage))
+	mux.HandleFunc("POST /login", s.login)
+	mux.HandleFunc("POST /logout", s.logout)
+	mux.HandleFunc("POST /queues/{queue}/pause", s.action(s.pause))
+	mux.HandleFunc("POST /queues/{queue}/resume", s.action(s.resume))
+	mux.HandleFunc("POST /queues/{queue}/tenants/{tenant}/settings", s.action(s.setTenant))
+	mux.HandleFunc("POST /queues/{queue}/tenants/{tenant}/cancel", s.action(s.cancelTenant))
+	mux.HandleFunc("POST /jobs/{id}/retry", s.action(s.retryJob))
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
+	return securityHeaders(mux), nil
+}
+
+// securityHeaders keeps the console's pages out of frames and its scripts
+// to its own.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; frame-ancestors 'none'; form-action 'self'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,214 @@
+package console_test
+
+import (
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/console"
+	"github.com/batchq/batchq/queue"
+)
+
+func TestConsoleOverview(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	res := b.get(t, "/")
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	require.Equal(t, "text/html; charset=utf-8", res.header.Get("Content-Type"))
+	require.Contains(t, res.header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+
+	docs := row(t, res.body, `<tr data-queue="docs">`)
+	// 21 jobs: 8 finished (7 succeeded, 1 discarded), 1 running, 12 queued.
+	require.Contains(t, docs, `data-field="queued-jobs">12<`)
+	require.Contains(t, docs, `data-field="queued-tokens">1,200<`)
+	require.Contains(t, docs, `data-field="running">1<`)
+	require.Contains(t, docs, `data-field="scheduled">0<`)
+	require.Contains(t, docs, `data-field="state">running<`)
+	cells := regexp.MustCompile(`<td class="n">(\d+)</td>`).FindAllStringSubmatch(docs, -1)
+	var outcomes []string
+	for _, c := range cells {
+		outcomes = append(outcomes, c[1])
+	}
+	// succeeded, failed, expired, discarded, cancelled
+	require.Equal(t, []string{"7", "0", "0", "1", "0"}, outcomes)
+	require.Contains(t, res.body, `<tr data-queue="empty">`)
+
+	key := row(t, res.body, `<tr data-key="sim/chat">`)
+	require.Contains(t, key, `data-field="limited">1<`, "the 429 is counted")
+	require.Contains(t, key, `class="paused"`, "the key is paused for 30s after the 429")
+	require.Contains(t, res.body, `id="read-only"`, "a console without a token says it is read-only")
+}
+
+func TestConsoleQueuePage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &console.Options{TopTenants: 2})
+
+	t.Run("tenant rows, the others summed, and the chart", func(t *testing.T) {
+		res := b.get(t, "/queues/docs?window=1h")
+		require.Equal(t, http.StatusOK, res.status, res.body)
+		tenants := regexp.MustCompile(`<tr class="tenant" data-tenant="([^"]+)">`).FindAllStringSubmatch(res.body, -1)
+		require.Len(t, tenants, 2, "the top 2 tenants have rows")
+		// All have 400 tokens queued; acme and initech were served 300 in
+		// the window, globex 200.
+		require.Equal(t, "acme", tenants[0][1])
+		require.Equal(t, "initech", tenants[1][1])
+		others := row(t, res.body, `<tr class="others"`)
+		require.Contains(t, others, "others (1 tenants)")
+		require.Contains(t, others, `<td class="n">25.0%</td>`, "globex's token share: 200 of 800")
+		acme := row(t, res.body, `<tr class="tenant" data-tenant="acme">`)
+		require.Contains(t, acme, `<td class="n">3</td>`, "acme's weight")
+		require.Contains(t, acme, `<td class="n">37.5%</td>`, "acme's token share: 300 of 800")
+		require.Contains(t, acme, `<td class="n">60.0%</td>`, "acme's weight share: 3 of 5")
+		require.Regexp(t, `id="share-chart" src="/queues/docs/chart.svg\?window=1h&amp;at=\d+"`, res.body)
+		require.Contains(t, res.body, `<option selected>1h</option>`)
+	})
+
+	t.Run("the live part alone", func(t *testing.T) {
+		res := b.do(t, b.h, http.MethodGet, "/queues/docs", nil, http.Header{"X-Batchq-Live": {"1"}})
+		require.Equal(t, http.StatusOK, res.status, res.body)
+		require.NotContains(t, res.body, "<html")
+		require.Contains(t, res.body, `id="tenants"`)
+		require.Contains(t, res.body, `id="share-chart"`)
+	})
+
+	t.Run("a bad window names the parameter and its values", func(t *testing.T) {
+		res := b.get(t, "/queues/docs?window=2d")
+		require.Equal(t, http.StatusBadRequest, res.status)
+		require.Contains(t, res.body, "window &#34;2d&#34;: must be one of 1m, 5m, 15m, 1h, 6h, 24h")
+	})
+
+	t.Run("no such queue", func(t *testing.T) {
+		res := b.get(t, "/queues/nope")
+		require.Equal(t, http.StatusNotFound, res.status)
+		require.Contains(t, res.body, "no queue &#34;nope&#34;")
+	})
+}
+
+func TestConsoleChart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	res := b.get(t, "/queues/docs/chart.svg?window=15m")
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	require.Equal(t, "image/svg+xml", res.header.Get("Content-Type"))
+	require.True(t, strings.HasPrefix(strings.TrimSpace(res.body), "<?xml") || strings.HasPrefix(res.body, "<svg"))
+	for _, s := range []string{"acme", "globex", "initech", "fair share of acme: 60%", "fair share of initech and globex: 20%", "minutes before now"} {
+		require.Contains(t, res.body, s)
+	}
+
+	empty := b.get(t, "/queues/empty/chart.svg")
+	require.Equal(t, http.StatusOK, empty.status)
+	require.Contains(t, empty.body, "served no tokens in the last 15m")
+
+	require.Equal(t, http.StatusNotFound, b.get(t, "/queues/nope/chart.svg").status)
+}
+
+func TestConsoleTenantPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	res := b.get(t, "/queues/docs/tenants/acme")
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	require.Contains(t, res.body, "provider said: malformed request", "the discarded job's error")
+	require.Contains(t, res.body, `<a href="/jobs/`+strconv.FormatInt(b.discarded, 10)+`">`)
+	require.Contains(t, res.body, "weight <strong>3</strong>")
+	require.Contains(t, res.body, "bound <strong>10,000</strong> queued jobs (the queue's)")
+	require.NotContains(t, res.body, `id="cancel-form"`, "no action without a session")
+
+	unknown := b.get(t, "/queues/nope/tenants/acme")
+	require.Equal(t, http.StatusNotFound, unknown.status)
+}
+
+func TestConsoleJobPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+
+	t.Run("a finished job whole, payload and result", func(t *testing.T) {
+		res := b.get(t, "/jobs/"+strconv.FormatInt(b.done, 10))
+		require.Equal(t, http.StatusOK, res.status, res.body)
+		require.Contains(t, res.body, "secret-result")
+		require.Contains(t, res.body, `data-field="state">succeeded<`)
+	})
+	t.Run("a discarded job with its payload and error", func(t *testing.T) {
+		res := b.get(t, "/jobs/"+strconv.FormatInt(b.discarded, 10))
+		require.Equal(t, http.StatusOK, res.status, res.body)
+		require.Contains(t, res.body, "secret-payload")
+		require.Contains(t, res.body, "provider said: malformed request")
+	})
+	t.Run("a queued job", func(t *testing.T) {
+		id := b.scalar(t, `SELECT min(id) FROM batchq.jobs WHERE state = 'queued'`)
+		res := b.get(t, "/jobs/"+strconv.FormatInt(id, 10))
+		require.Equal(t, http.StatusOK, res.status, res.body)
+		require.Contains(t, res.body, `data-field="state">queued<`)
+		require.Contains(t, res.body, "secret-payload")
+	})
+	t.Run("no such job", func(t *testing.T) {
+		require.Equal(t, http.StatusNotFound, b.get(t, "/jobs/999999").status)
+	})
+	t.Run("a bad id", func(t *testing.T) {
+		res := b.get(t, "/jobs/x1")
+		require.Equal(t, http.StatusBadRequest, res.status)
+		require.Contains(t, res.body, "job id &#34;x1&#34;: must be a positive whole number")
+	})
+}
+
+func TestConsoleStatic(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	js := b.get(t, "/static/console.js")
+	require.Equal(t, http.StatusOK, js.status)
+	require.Contains(t, js.body, "X-Batchq-Live")
+	require.Equal(t, http.StatusOK, b.get(t, "/static/console.css").status)
+	require.Equal(t, http.StatusNotFound, b.get(t, "/static/nope.js").status)
+}
+
+func TestConsoleBasePath(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	h := b.handler(t, b.client, &console.Options{BasePath: "/batchq", Token: testToken})
+	mux := http.NewServeMux()
+	mux.Handle("/batchq/", http.StripPrefix("/batchq", h))
+	res := b.do(t, mux, http.MethodGet, "/batchq/", nil, nil)
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	require.Contains(t, res.body, `href="/batchq/queues/docs"`)
+	require.Contains(t, res.body, `src="/batchq/static/console.js"`)
+	require.Contains(t, res.body, `href="/batchq/login?next=%2f"`)
+}
+
+func TestConsoleOptionsAreChecked(t *testing.T) {
+	t.Parallel()
+	client, err := queue.NewClient(nil, queue.Config{})
+	require.Error(t, err)
+	require.Nil(t, client)
+	_, err = console.Handler(nil, nil)
+	require.EqualError(t, err, "batchq: console: client is nil")
+
+	b := setup(t, nil)
+	for _, tc := range []struct {
+		o    console.Options
+		want string
+	}{
+		{console.Options{Token: "short"}, "batchq: console: token: must be at least 16 bytes (got 5)"},
+		{console.Options{BasePath: "batchq"}, `batchq: console: base path "batchq": must start with / and not end with it`},
+		{console.Options{BasePath: "/batchq/"}, `batchq: console: base path "/batchq/": must start with / and not end with it`},
+		{console.Options{TopTenants: -1}, "batchq: console: top tenants: must be in 1..1000 (got -1)"},
+		{console.Options{Refresh: time.Millisecond}, "batchq: console: refresh: must be at least 100ms (got 1ms)"},
+		{console.Options{Reserve: 1}, "batchq: console: reserve: must be in [0,1) (got 1)"},
+	} {
+		_, err := console.Handler(b.client, &tc.o)
+		require.EqualError(t, err, tc.want)
+	}
+}
+
+// row returns the table row of body that starts with start.
+func row(t *testing.T, body, start string) string {
+	t.Helper()
+	i := strings.Index(body, start)
+	require.GreaterOrEqual(t, i, 0, "no %s in:\n%s", start, body)
+	end := strings.Index(body[i:], "</tr>")
+	require.Greater(t, end, 0)
+	return body[i : i+end]
+}
