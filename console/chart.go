@@ -166,9 +166,11 @@ func shareChart(samples []queue.ShareSample, rows []queue.TenantShareRow, step t
 		return 0
 	})
 	for _, r := range refs {
-		c.Refs = append(c.Refs, sharechart.Ref{
-			Label: fmt.Sprintf("fair share of %s: %.0f%%", strings.Join(r.who, " and "), 100*r.share), Y: 100 * r.share,
-		})
+		who := strings.Join(r.who, " and ")
+		if len(r.who) > 2 {
+			who = fmt.Sprintf("%s and %d more", strings.Join(r.who[:2], ", "), len(r.who)-2)
+		}
+		c.Refs = append(c.Refs, sharechart.Ref{Label: fmt.Sprintf("fair share of %s: %.0f%%", who, 100*r.share), Y: 100 * r.share})
 	}
 	return c
 }

@@ -30,6 +30,7 @@ func TestDemoUsageErrors(t *testing.T) {
 		{[]string{"demo", "--chart", "shares.gif"}, "batchq: --chart \"shares.gif\": must end in .svg or .png\n"},
 		{[]string{"demo", "--database-name", "Demo-DB"}, "batchq: --database-name \"Demo-DB\": must be 1-63 characters of a-z, 0-9 and _, not starting with a digit\n"},
 		{[]string{"demo", "extra"}, "batchq: demo: unexpected argument \"extra\"\n"},
+		{[]string{"demo", "--console-addr", "8080"}, "batchq: --console-addr \"8080\": must be HOST:PORT or :PORT\n"},
 	} {
 		// No server answers here: a usage error must come first.
 		res := runCLI(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", tc.args...)
@@ -43,7 +44,7 @@ func TestDemoHelp(t *testing.T) {
 	t.Parallel()
 	res := runCLI(t, "", "demo", "--help")
 	require.Equal(t, 0, res.code, res.stderr)
-	for _, flag := range []string{"--duration", "--speed", "--chart", "--database-name", "--seed", "BATCHQ_DEMO_SPEED"} {
+	for _, flag := range []string{"--duration", "--speed", "--chart", "--database-name", "--seed", "--console-addr", "BATCHQ_DEMO_SPEED"} {
 		require.Contains(t, res.stdout, flag)
 	}
 }
@@ -85,7 +86,7 @@ func TestDemoDropsOnlyItsOwnDatabase(t *testing.T) {
 
 		for _, u := range []string{server, dbURL(name)} {
 			r := runCLI(t, u, "demo", "--database-name", name, "--duration", "1s", "--speed", "100",
-				"--chart", filepath.Join(t.TempDir(), "shares.svg"))
+				"--chart", filepath.Join(t.TempDir(), "shares.svg"), "--console-addr", "")
 			require.Equal(t, 2, r.code, r.stderr)
 			require.Equal(t, "batchq: --database-name "+name+": database "+name+" exists and batchq demo did not create it;"+
 				" the demo drops its database, so name one that does not exist\n", r.stderr)
@@ -105,8 +106,10 @@ func TestDemoDropsOnlyItsOwnDatabase(t *testing.T) {
 			// Long enough for some job to finish on a loaded machine: a
 			// demo in which none did has nothing to chart, and fails.
 			r := runCLI(t, server, "demo", "--database-name", name, "--duration", "3s", "--speed", "100",
-				"--chart", filepath.Join(t.TempDir(), "shares.svg"))
+				"--chart", filepath.Join(t.TempDir(), "shares.svg"), "--console-addr", ":0")
 			require.Equal(t, 0, r.code, "run %d: %s", run+1, r.stderr)
+			require.Regexp(t, `batchq demo: watch it live in the console: http://127\.0\.0\.1:\d+/queues/summaries\?window=1m\n`, r.stdout)
+			require.Contains(t, r.stdout, "batchq console --database-url '"+dbURL(name)+"'")
 			var comment *string
 			require.NoError(t, admin.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, name).Scan(&comment))
 			require.NotNil(t, comment, "run %d left the database unmarked", run+1)
