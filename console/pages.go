@@ -101,15 +101,16 @@ func (s *server) overview(r *http.Request) (string, any, error) {
 }
 
 type queuePage struct {
-	Name     string
-	PausedAt *time.Time
-	Window   string
-	Windows  []string
-	Rows     []queue.TenantShareRow
-	Others   *queue.TenantShareRow
-	Summary  queue.QueueSummary
-	Top      int
-	Chart    string // the chart's URL, which changes with every refresh
+	Name       string
+	PausedAt   *time.Time
+	Window     string
+	Windows    []string
+	Rows       []queue.TenantShareRow
+	Others     *queue.TenantShareRow
+	Summary    queue.QueueSummary
+	Top        int
+	ExactLimit int
+	Chart      string // the chart's URL, which changes with every refresh
 }
 
 func (s *server) queuePage(r *http.Request) (string, any, error) {
@@ -128,7 +129,7 @@ func (s *server) queuePage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	p := queuePage{Name: name, PausedAt: sum.PausedAt, Window: wname, Summary: sum, Top: s.o.TopTenants}
+	p := queuePage{Name: name, PausedAt: sum.PausedAt, Window: wname, Summary: sum, Top: s.o.TopTenants, ExactLimit: queue.ExactCountLimit}
 	for _, w := range windows {
 		p.Windows = append(p.Windows, w.Name)
 	}
@@ -160,6 +161,7 @@ func (s *server) summary(r *http.Request, name string) (queue.QueueSummary, erro
 type tenantPage struct {
 	Queue, Tenant string
 	Backlog       queue.BacklogRow
+	Exact         bool // Backlog.QueuedJobs was counted, not the ledger's upper bound
 	Settings      queue.TenantInQueue
 	Outcomes      []queue.AuditRow
 	Counts        []int64 // of the last hour, by outcomeNames
@@ -176,7 +178,7 @@ func (s *server) tenantPage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	b, err := s.c.TenantBacklog(ctx, qn, tn)
+	b, exact, err := s.c.TenantBacklog(ctx, qn, tn)
 	if err != nil {
 		return "", nil, err
 	}
@@ -189,7 +191,7 @@ func (s *server) tenantPage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	p := tenantPage{Queue: qn, Tenant: tn, Backlog: b, Settings: st, Outcomes: outs, Names: outcomeNames,
+	p := tenantPage{Queue: qn, Tenant: tn, Backlog: b, Exact: exact, Settings: st, Outcomes: outs, Names: outcomeNames,
 		Counts: make([]int64, len(outcomeNames))}
 	for _, c := range counts {
 		for i, name := range outcomeNames {

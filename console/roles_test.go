@@ -139,7 +139,7 @@ func roleClient(t *testing.T, b *testBundle, role string) *queue.Client {
 
 // superURL is the server's URL (a role that may create roles) naming the
 // database of dbURL.
-func superURL(t *testing.T, dbURL string) string {
+func superURL(t testing.TB, dbURL string) string {
 	t.Helper()
 	s, err := url.Parse(pgtest.ServerURL(t))
 	require.NoError(t, err)

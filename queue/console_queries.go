@@ -1,9 +1,12 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,11 +18,23 @@ import (
 // outcome columns the reports read (db/queries/console.sql), so a console
 // connected as the app role works as well as one connected as the owner.
 
+// ExactCountLimit bounds how many queued jobs the console's reads count one
+// by one, for a queue or for a tenant. Beyond it they give the span of the
+// fair order's ledger instead (batchq.console_backlog), an upper bound that
+// costs two index probes per tenant however many jobs wait.
+const ExactCountLimit = 100_000
+
 // QueueSummary is what one queue holds now.
 type QueueSummary struct {
-	Name         string
-	PausedAt     *time.Time // nil while the queue runs
-	QueuedJobs   int64
+	Name     string
+	PausedAt *time.Time // nil while the queue runs
+	// QueuedJobs is counted when QueuedExact; otherwise (more than
+	// ExactCountLimit) it is the ledger's span, which also counts the jobs
+	// that expired or were cancelled from inside a tenant's backlog since it
+	// joined the ring: an upper bound.
+	QueuedJobs  int64
+	QueuedExact bool
+	// QueuedTokens is exact: the fair order's ledger.
 	QueuedTokens int64
 	RunningJobs  int64
 	// RetryingJobs wait for their backoff before they rejoin the queue:
@@ -28,7 +43,10 @@ type QueueSummary struct {
 	OldestQueuedAt *time.Time // nil with no queued job
 }
 
-// QueueSummaries returns every queue with what it holds now, by name.
+// QueueSummaries returns every queue with what it holds now, by name. It
+// reads the fair order's ledger, two index probes per tenant with queued
+// jobs, and counts the queued jobs of a queue that has at most
+// ExactCountLimit.
 func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
 	rows, err := c.q.ConsoleQueues(ctx, c.pool)
 	if err != nil {
@@ -37,9 +55,34 @@ func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
 	out := make([]QueueSummary, len(rows))
 	for i, r := range rows {
 		out[i] = QueueSummary{
-			Name: r.Name, PausedAt: r.PausedAt, QueuedJobs: r.QueuedJobs, QueuedTokens: r.QueuedTokens,
+			Name: r.Name, PausedAt: r.PausedAt, QueuedJobs: r.QueuedSpan, QueuedTokens: r.QueuedTokens,
 			RunningJobs: r.RunningJobs, RetryingJobs: r.RetryingJobs, OldestQueuedAt: unlessEpoch(r.OldestQueuedAt),
 		}
+		if r.QueuedSpan > ExactCountLimit {
+			continue
+		}
+		n, err := c.queuedJobs(ctx, r.Name, nil)
+		if err != nil {
+			return nil, err
+		}
+		out[i].QueuedJobs, out[i].QueuedExact = 0, true
+		for _, k := range n {
+			out[i].QueuedJobs += k
+		}
+	}
+	return out, nil
+}
+
+// queuedJobs counts the queued jobs of tenants of a queue (all when tenants
+// is nil), up to ExactCountLimit+1 each.
+func (c *Client) queuedJobs(ctx context.Context, queue string, tenants []string) (map[string]int64, error) {
+	rows, err := c.q.ConsoleQueued(ctx, c.pool, dbsqlc.ConsoleQueuedParams{Queue: queue, Tenants: tenants, MaxCount: ExactCountLimit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: count the queued jobs of %s: %w", quote(queue), err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Tenant] = r.QueuedJobs
 	}
 	return out, nil
 }
@@ -70,15 +113,21 @@ func (c *Client) OutcomeCounts(ctx context.Context, since, until time.Time, tena
 // queue in a window, or, with Tenant "", the sum of the tenants beyond the
 // top ones (Tenants of them).
 type TenantShareRow struct {
-	Tenant                                              string // "": the others, summed
-	Tenants                                             int64  // how many tenants the row sums: 1 for a named tenant
-	QueuedJobs, QueuedTokens, RunningJobs, RetryingJobs int64
-	OldestQueuedAt                                      *time.Time
+	Tenant  string // "": the others, summed
+	Tenants int64  // how many tenants the row sums: 1 for a named tenant
+	// QueuedJobs is counted when QueuedExact, else the ledger's upper bound
+	// (see QueueSummary); QueuedTokens is exact.
+	QueuedJobs                              int64
+	QueuedExact                             bool
+	QueuedTokens, RunningJobs, RetryingJobs int64
+	OldestQueuedAt                          *time.Time
 	// FinishedJobs and ServedTokens are of the jobs that finished in the
 	// window, counted as TenantUsage counts them.
 	FinishedJobs, ServedTokens int64
-	// TokenShare and WeightShare are as TenantUsage's: 0 for a tenant with
-	// no outcome in the window; summed for the others.
+	// TokenShare and WeightShare are as TenantUsage's: the tenant's part of
+	// the queue's served tokens in the window, and its weight's part of the
+	// weights of the tenants with outcomes in the window (0 for a tenant
+	// without); summed for the others.
 	TokenShare, WeightShare float64
 	// WaitP50 and WaitP95 are of a named tenant's jobs claimed in the window;
 	// nil for none, and for the others.
@@ -89,28 +138,142 @@ type TenantShareRow struct {
 
 // TenantShares returns one queue's tenants with their backlog now and their
 // use of the queue by the jobs that finished in [since, until): the top
-// tenants by queued tokens (then by served tokens) one row each, the rest
-// summed in a last row with Tenant "".
+// tenants by queued tokens (then by served tokens, then by name) one row
+// each, the rest summed in a last row with Tenant "". Its queries read the
+// fair order's ledger (two index probes per tenant with queued jobs), the
+// window's outcomes once, and the top tenants' queued jobs, so their time
+// grows with the tenants and the window, not with the backlog.
 func (c *Client) TenantShares(ctx context.Context, queue string, since, until time.Time, top int) ([]TenantShareRow, error) {
 	if top < 1 {
 		return nil, &SettingError{"top", fmt.Sprintf("must be at least 1 (got %d)", top)}
 	}
-	rows, err := c.q.ConsoleQueueTenants(ctx, c.pool, dbsqlc.ConsoleQueueTenantsParams{
-		Queue: queue, Since: since, Until: until, Top: int64(top),
-	})
+	backlog, err := c.q.ConsoleBacklog(ctx, c.pool, dbsqlc.ConsoleBacklogParams{Queue: queue})
 	if err != nil {
-		return nil, fmt.Errorf("batchq: tenant shares of %s: %w", quote(queue), err)
+		return nil, fmt.Errorf("batchq: backlog of %s: %w", quote(queue), err)
 	}
-	out := make([]TenantShareRow, len(rows))
-	for i, r := range rows {
-		out[i] = TenantShareRow{
-			Tenant: r.Tenant, Tenants: r.Tenants, QueuedJobs: r.QueuedJobs, QueuedTokens: r.QueuedTokens,
-			RunningJobs: r.RunningJobs, RetryingJobs: r.RetryingJobs, OldestQueuedAt: unlessEpoch(r.OldestQueuedAt),
-			FinishedJobs: r.FinishedJobs, ServedTokens: r.ServedTokens, TokenShare: r.TokenShare,
-			WeightShare: r.WeightShare, WaitP50: unlessNegative(r.WaitP50), WaitP95: unlessNegative(r.WaitP95), Weight: r.Weight,
+	usage, err := c.q.ConsoleUsage(ctx, c.pool, dbsqlc.ConsoleUsageParams{Queue: queue, Since: since, Until: until})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: usage of %s: %w", quote(queue), err)
+	}
+
+	rows := map[string]*TenantShareRow{}
+	spans := map[string]int64{}
+	row := func(t string) *TenantShareRow {
+		r, ok := rows[t]
+		if !ok {
+			r = &TenantShareRow{Tenant: t, Tenants: 1}
+			rows[t] = r
+		}
+		return r
+	}
+	for _, b := range backlog {
+		r := row(b.Tenant)
+		r.QueuedJobs, r.QueuedTokens, r.RunningJobs, r.RetryingJobs = b.QueuedSpan, b.QueuedTokens, b.RunningJobs, b.RetryingJobs
+		r.OldestQueuedAt = unlessEpoch(b.OldestQueuedAt)
+		spans[b.Tenant] = b.QueuedSpan
+	}
+	// The shares, as batchq.tenant_usage computes them: weights relative to
+	// the largest, so they add up without overflow.
+	var served int64
+	var maxWeight, rel float64
+	for _, u := range usage {
+		served += u.ServedTokens
+		maxWeight = max(maxWeight, u.Weight)
+	}
+	for _, u := range usage {
+		rel += u.Weight / maxWeight
+	}
+	for _, u := range usage {
+		r := row(u.Tenant)
+		r.FinishedJobs, r.ServedTokens, r.Weight = u.Jobs, u.ServedTokens, u.Weight
+		if served > 0 {
+			r.TokenShare = float64(u.ServedTokens) / float64(served)
+		}
+		r.WeightShare = u.Weight / maxWeight / rel
+	}
+
+	all := make([]*TenantShareRow, 0, len(rows))
+	for _, r := range rows {
+		all = append(all, r)
+	}
+	slices.SortFunc(all, func(a, b *TenantShareRow) int {
+		return cmp.Or(cmp.Compare(b.QueuedTokens, a.QueuedTokens), cmp.Compare(b.ServedTokens, a.ServedTokens),
+			strings.Compare(a.Tenant, b.Tenant))
+	})
+	named, rest := all[:min(top, len(all))], all[min(top, len(all)):]
+	names := make([]string, len(named))
+	for i, r := range named {
+		names[i] = r.Tenant
+	}
+
+	// The named tenants' queued jobs, counted; their waits; the weights of
+	// those without outcomes in the window.
+	counts, err := c.queuedJobs(ctx, queue, names)
+	if err != nil {
+		return nil, err
+	}
+	waits, err := c.q.ConsoleWaits(ctx, c.pool, dbsqlc.ConsoleWaitsParams{Tenants: names, Queue: queue, Since: since, Until: until})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: waits in %s: %w", quote(queue), err)
+	}
+	weights, err := c.q.ConsoleWeights(ctx, c.pool, dbsqlc.ConsoleWeightsParams{Tenants: names, Queue: queue})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: weights in %s: %w", quote(queue), err)
+	}
+	for _, r := range named {
+		if n, ok := counts[r.Tenant]; ok && n <= ExactCountLimit {
+			r.QueuedJobs, r.QueuedExact = n, true
+		} else if !ok {
+			r.QueuedJobs, r.QueuedExact = 0, true
 		}
 	}
-	return out, nil
+	for _, w := range waits {
+		rows[w.Tenant].WaitP50, rows[w.Tenant].WaitP95 = unlessNegative(w.WaitP50), unlessNegative(w.WaitP95)
+	}
+	for _, w := range weights {
+		rows[w.Tenant].Weight = w.Weight
+	}
+
+	out := make([]TenantShareRow, 0, len(named)+1)
+	for _, r := range named {
+		out = append(out, *r)
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	others := TenantShareRow{Tenants: int64(len(rest)), QueuedExact: true}
+	var span int64
+	var restNames []string
+	for _, r := range rest {
+		others.QueuedJobs += r.QueuedJobs
+		others.QueuedTokens += r.QueuedTokens
+		others.RunningJobs += r.RunningJobs
+		others.RetryingJobs += r.RetryingJobs
+		others.FinishedJobs += r.FinishedJobs
+		others.ServedTokens += r.ServedTokens
+		others.TokenShare += r.TokenShare
+		others.WeightShare += r.WeightShare
+		if r.OldestQueuedAt != nil && (others.OldestQueuedAt == nil || r.OldestQueuedAt.Before(*others.OldestQueuedAt)) {
+			others.OldestQueuedAt = r.OldestQueuedAt
+		}
+		if spans[r.Tenant] > 0 {
+			span += spans[r.Tenant]
+			restNames = append(restNames, r.Tenant)
+		}
+	}
+	if span > ExactCountLimit {
+		others.QueuedExact = false
+	} else if span > 0 {
+		n, err := c.queuedJobs(ctx, queue, restNames)
+		if err != nil {
+			return nil, err
+		}
+		others.QueuedJobs = 0
+		for _, k := range n {
+			others.QueuedJobs += k
+		}
+	}
+	return append(out, others), nil
 }
 
 // ShareSample is the tokens a queue served a tenant in one step of a window.
@@ -142,16 +305,33 @@ func (c *Client) ServedTokens(ctx context.Context, queue string, since, until ti
 }
 
 // TenantBacklog returns what one tenant has waiting and running in one
-// queue now, as a BacklogRow (without Paused and NearestDeadline).
-func (c *Client) TenantBacklog(ctx context.Context, queue, tenant string) (BacklogRow, error) {
-	r, err := c.q.ConsoleTenantBacklog(ctx, c.pool, dbsqlc.ConsoleTenantBacklogParams{Queue: queue, Tenant: tenant})
+// queue now, as a BacklogRow (without Paused and NearestDeadline), and
+// whether QueuedJobs was counted (up to ExactCountLimit) rather than taken
+// from the ledger's span, an upper bound. QueuedTokens is exact.
+func (c *Client) TenantBacklog(ctx context.Context, queue, tenant string) (BacklogRow, bool, error) {
+	rows, err := c.q.ConsoleBacklog(ctx, c.pool, dbsqlc.ConsoleBacklogParams{Queue: queue, Tenant: &tenant})
 	if err != nil {
-		return BacklogRow{}, fmt.Errorf("batchq: backlog of %s in %s: %w", quote(tenant), quote(queue), err)
+		return BacklogRow{}, false, fmt.Errorf("batchq: backlog of %s in %s: %w", quote(tenant), quote(queue), err)
 	}
-	return BacklogRow{
-		Queue: queue, Tenant: tenant, QueuedJobs: r.QueuedJobs, QueuedTokens: r.QueuedTokens,
-		RunningJobs: r.RunningJobs, RetryingJobs: r.RetryingJobs, OldestQueuedAt: unlessEpoch(r.OldestQueuedAt),
-	}, nil
+	out := BacklogRow{Queue: queue, Tenant: tenant}
+	if len(rows) == 0 {
+		return out, true, nil
+	}
+	r := rows[0]
+	out.QueuedJobs, out.QueuedTokens, out.RunningJobs, out.RetryingJobs = r.QueuedSpan, r.QueuedTokens, r.RunningJobs, r.RetryingJobs
+	out.OldestQueuedAt = unlessEpoch(r.OldestQueuedAt)
+	if out.QueuedJobs == 0 {
+		return out, true, nil
+	}
+	n, err := c.queuedJobs(ctx, queue, []string{tenant})
+	if err != nil {
+		return BacklogRow{}, false, err
+	}
+	if n[tenant] > ExactCountLimit {
+		return out, false, nil
+	}
+	out.QueuedJobs = n[tenant]
+	return out, true, nil
 }
 
 // TenantInQueue is a tenant's settings as they apply in one queue.

@@ -55,3 +55,65 @@ SELECT r.queue, r.tenant, r.jobs, r.succeeded, r.failed, r.expired, r.cancelled,
 FROM r
 ORDER BY r.queue, r.tenant
 $$;
+
+-- console_backlog: what each tenant of p_queue (every queue when NULL; one
+-- tenant when p_tenant is set) has waiting and running, read from the fair
+-- order's own state in time that grows with the tenants, not the jobs: two
+-- index probes per tenant in the ring (its first and last queued job) where
+-- counting a million queued jobs takes a scan of them. The web console reads
+-- it. queued_tokens is exact: the ledger's cumulative cost from the first
+-- queued job to the last, less the refunds of jobs dropped between them that
+-- maintenance has not folded into the keys yet. queued_span counts the
+-- sequence numbers from the first to the last: the queued jobs, and any job
+-- that left from inside the backlog out of turn (expired or cancelled) since
+-- the tenant joined the ring, so it is an upper bound, exact for a backlog
+-- nothing left early; console_queued counts exactly. running and retrying
+-- jobs come from their own partial indexes.
+CREATE OR REPLACE FUNCTION batchq.console_backlog(p_queue text, p_tenant text)
+RETURNS SETOF batchq.console_backlog_rows
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH q AS (
+    SELECT r.queue, r.tenant,
+           (t.cum - h.cum + h.cost + coalesce(a.delta, 0))::bigint AS queued_tokens,
+           (t.seq - h.seq + 1)::bigint AS queued_span,
+           h.enqueued_at AS oldest_queued_at
+    FROM batchq.tenant_ring r
+    CROSS JOIN LATERAL (SELECT j.cum, j.cost, j.seq, j.enqueued_at FROM batchq.jobs j
+                        WHERE j.pos = r.pos AND j.state = 'queued' ORDER BY j.seq LIMIT 1) h
+    CROSS JOIN LATERAL (SELECT j.cum, j.seq FROM batchq.jobs j
+                        WHERE j.pos = r.pos AND j.state = 'queued' ORDER BY j.seq DESC LIMIT 1) t
+    LEFT JOIN LATERAL (SELECT sum(d.delta) AS delta FROM batchq.ledger_adjustments d
+                       WHERE d.queue = r.queue AND d.tenant = r.tenant AND d.pos = r.pos
+                         AND d.after_seq >= h.seq AND d.after_seq < t.seq) a ON true
+    WHERE (p_queue IS NULL OR r.queue = p_queue) AND (p_tenant IS NULL OR r.tenant = p_tenant)
+), o AS (
+    SELECT s.queue, s.tenant, sum(s.running)::bigint AS running_jobs, sum(s.retrying)::bigint AS retrying_jobs
+    FROM (SELECT j.queue, j.tenant, count(*) AS running, 0 AS retrying FROM batchq.jobs j
+          WHERE j.state = 'running' AND (p_queue IS NULL OR j.queue = p_queue) AND (p_tenant IS NULL OR j.tenant = p_tenant)
+          GROUP BY j.queue, j.tenant
+          UNION ALL
+          SELECT j.queue, j.tenant, 0, count(*) FROM batchq.jobs j
+          WHERE j.state = 'retrying' AND (p_queue IS NULL OR j.queue = p_queue) AND (p_tenant IS NULL OR j.tenant = p_tenant)
+          GROUP BY j.queue, j.tenant) s
+    GROUP BY s.queue, s.tenant
+)
+SELECT coalesce(q.queue, o.queue), coalesce(q.tenant, o.tenant), coalesce(q.queued_tokens, 0), coalesce(q.queued_span, 0),
+       q.oldest_queued_at, coalesce(o.running_jobs, 0), coalesce(o.retrying_jobs, 0)
+FROM q FULL JOIN o ON o.queue = q.queue AND o.tenant = q.tenant
+$$;
+
+-- console_queued: how many jobs each of p_tenants (every tenant when NULL)
+-- has queued in p_queue, counted, up to p_limit each (a tenant with more
+-- gets p_limit: count it with console_backlog's queued_span instead). It
+-- reads the tenants' queued jobs in the fair order's index, nothing else.
+CREATE OR REPLACE FUNCTION batchq.console_queued(p_queue text, p_tenants text[], p_limit bigint)
+RETURNS SETOF batchq.console_queued_rows
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT r.tenant, (SELECT count(*) FROM (SELECT FROM batchq.jobs j WHERE j.pos = r.pos AND j.state = 'queued' LIMIT p_limit) c)
+FROM batchq.tenant_ring r
+WHERE r.queue = p_queue AND (p_tenants IS NULL OR r.tenant = ANY (p_tenants))
+$$;

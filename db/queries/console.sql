@@ -1,29 +1,45 @@
 -- The web console's reads (package console). They read only what the app
--- role may read (docs/sql-api.md#roles): the views, the settings, and the
--- outcomes' columns without payload or result, so a console connected as a
--- read-only role shows every page but the jobs' payloads.
+-- role may read (docs/sql-api.md#roles): the views, the settings, the
+-- console's backlog functions, and the outcomes' columns without payload or
+-- result, so a console connected as a read-only role shows every page but
+-- the jobs' payloads. None reads every queued job: at a million of them
+-- that takes longer than a page may.
 
 -- name: ConsoleQueues :many
--- Every queue with what it holds now: queued jobs and tokens, running jobs,
--- jobs waiting to retry, the oldest queued job; and whether it is paused.
+-- Every queue with what it holds now, from batchq.console_backlog: queued
+-- tokens (exact), queued_span (the queued jobs, an upper bound: see
+-- console_backlog), running jobs, jobs waiting to retry, the oldest queued
+-- job (the epoch for none: sqlc reads every cast column as NOT NULL); and
+-- whether it is paused.
 SELECT q.name, q.paused_at,
-       coalesce(b.queued_jobs, 0)::bigint   AS queued_jobs,
        coalesce(b.queued_tokens, 0)::bigint AS queued_tokens,
+       coalesce(b.queued_span, 0)::bigint   AS queued_span,
        coalesce(b.running_jobs, 0)::bigint  AS running_jobs,
        coalesce(b.retrying_jobs, 0)::bigint AS retrying_jobs,
-       coalesce(b.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at -- epoch: none
+       coalesce(b.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at
 FROM batchq.queues q
 LEFT JOIN (
-    SELECT u.queue,
-           count(*) FILTER (WHERE u.state = 'queued')    AS queued_jobs,
-           sum(u.cost) FILTER (WHERE u.state = 'queued') AS queued_tokens,
-           count(*) FILTER (WHERE u.state = 'running')   AS running_jobs,
-           count(*) FILTER (WHERE u.state = 'retrying')  AS retrying_jobs,
-           min(u.enqueued_at) FILTER (WHERE u.state = 'queued') AS oldest_queued_at
-    FROM batchq.unfinished u
-    GROUP BY u.queue
+    SELECT c.queue, sum(c.queued_tokens) AS queued_tokens, sum(c.queued_span) AS queued_span,
+           sum(c.running_jobs) AS running_jobs, sum(c.retrying_jobs) AS retrying_jobs,
+           min(c.oldest_queued_at) AS oldest_queued_at
+    FROM batchq.console_backlog(NULL, NULL) c
+    GROUP BY c.queue
 ) b ON b.queue = q.name
 ORDER BY q.name;
+
+-- name: ConsoleBacklog :many
+-- What each tenant of one queue (one tenant when @tenant is set) has
+-- waiting and running now: batchq.console_backlog.
+SELECT c.tenant::text AS tenant, c.queued_tokens::bigint AS queued_tokens, c.queued_span::bigint AS queued_span,
+       coalesce(c.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at,
+       c.running_jobs::bigint AS running_jobs, c.retrying_jobs::bigint AS retrying_jobs
+FROM batchq.console_backlog(@queue::text, sqlc.narg(tenant)::text) c;
+
+-- name: ConsoleQueued :many
+-- The queued jobs of some tenants of one queue (all when @tenants is NULL),
+-- counted up to @max_count each: batchq.console_queued.
+SELECT c.tenant::text AS tenant, c.queued_jobs::bigint AS queued_jobs
+FROM batchq.console_queued(@queue::text, sqlc.narg(tenants)::text[], @max_count::bigint) c;
 
 -- name: ConsoleOutcomeCounts :many
 -- How many jobs finished in [@since, @until) by queue and outcome, of one
@@ -35,58 +51,44 @@ WHERE a.finished_at >= @since::timestamptz AND a.finished_at < @until::timestamp
 GROUP BY a.queue, a.outcome
 ORDER BY a.queue, a.outcome;
 
--- name: ConsoleQueueTenants :many
--- One queue's tenants: what each has queued and running now, its weight,
--- and its use of the queue by the jobs that finished in [@since, @until)
--- (batchq.tenant_usage). The @top tenants with the most queued tokens (then
--- the most served tokens in the window) have a row each; the rest are summed
--- in one row whose tenant is ''. tenants counts the tenants of a row. sqlc
--- reads every cast column as NOT NULL, so what may be missing comes as a
--- value no row has: the epoch for a time, -1µs for a wait, 0 for a weight.
-WITH b AS (
-    SELECT u.tenant,
-           count(*) FILTER (WHERE u.state = 'queued')    AS queued_jobs,
-           sum(u.cost) FILTER (WHERE u.state = 'queued') AS queued_tokens,
-           count(*) FILTER (WHERE u.state = 'running')   AS running_jobs,
-           count(*) FILTER (WHERE u.state = 'retrying')  AS retrying_jobs,
-           min(u.enqueued_at) FILTER (WHERE u.state = 'queued') AS oldest_queued_at
-    FROM batchq.unfinished u
-    WHERE u.queue = @queue::text
-    GROUP BY u.tenant
-), w AS (
-    SELECT * FROM batchq.tenant_usage(@since::timestamptz, @until::timestamptz) t WHERE t.queue = @queue::text
-), t AS (
-    SELECT coalesce(b.tenant, w.tenant) AS tenant,
-           coalesce(b.queued_jobs, 0) AS queued_jobs, coalesce(b.queued_tokens, 0) AS queued_tokens,
-           coalesce(b.running_jobs, 0) AS running_jobs, coalesce(b.retrying_jobs, 0) AS retrying_jobs,
-           b.oldest_queued_at,
-           coalesce(w.jobs, 0) AS finished_jobs, coalesce(w.served_tokens, 0) AS served_tokens,
-           w.token_share, w.weight_share, w.wait_p50, w.wait_p95
-    FROM b FULL JOIN w ON w.tenant = b.tenant
-), r AS (
-    SELECT t.*, row_number() OVER (ORDER BY t.queued_tokens DESC, t.served_tokens DESC, t.tenant) AS rank
-    FROM t
+-- name: ConsoleUsage :many
+-- Each tenant's use of one queue by the jobs that finished in [@since,
+-- @until): how many, and the tokens the scheduler charged for them, counted
+-- as batchq.tenant_usage counts served_tokens; with the tenant's weight in
+-- the queue now.
+WITH w AS (
+    SELECT o.tenant, count(*) AS jobs,
+           sum(CASE WHEN o.outcome = 'succeeded'
+                    THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
+                    ELSE o.estimated_cost * o.attempts END) AS served_tokens
+    FROM batchq.outcomes o
+    WHERE o.queue = @queue::text AND o.finished_at >= @since::timestamptz AND o.finished_at < @until::timestamptz
+    GROUP BY o.tenant
 )
-SELECT (CASE WHEN r.rank <= @top::bigint THEN r.tenant ELSE '' END)::text AS tenant, -- '': the others
-       count(*)::bigint                  AS tenants,
-       sum(r.queued_jobs)::bigint        AS queued_jobs,
-       sum(r.queued_tokens)::bigint      AS queued_tokens,
-       sum(r.running_jobs)::bigint       AS running_jobs,
-       sum(r.retrying_jobs)::bigint      AS retrying_jobs,
-       coalesce(min(r.oldest_queued_at), 'epoch')::timestamptz AS oldest_queued_at, -- epoch: none
-       sum(r.finished_jobs)::bigint      AS finished_jobs,
-       sum(r.served_tokens)::bigint      AS served_tokens,
-       coalesce(sum(r.token_share), 0)::float8  AS token_share,
-       coalesce(sum(r.weight_share), 0)::float8 AS weight_share,
-       -- -1µs: none (no claim in the window, or the others)
-       coalesce(CASE WHEN count(*) = 1 THEN max(r.wait_p50) END, '-1 microsecond')::interval AS wait_p50,
-       coalesce(CASE WHEN count(*) = 1 THEN max(r.wait_p95) END, '-1 microsecond')::interval AS wait_p95,
-       coalesce(CASE WHEN count(*) = 1 THEN max(coalesce(qt.weight, tn.weight, 1)) END, 0)::float8 AS weight
-FROM r
-LEFT JOIN batchq.queue_tenants qt ON qt.queue = @queue::text AND qt.tenant = r.tenant AND r.rank <= @top::bigint
-LEFT JOIN batchq.tenants tn ON tn.name = r.tenant AND r.rank <= @top::bigint
-GROUP BY 1
-ORDER BY min(r.rank);
+SELECT w.tenant, w.jobs::bigint AS jobs, w.served_tokens::bigint AS served_tokens,
+       coalesce(qt.weight, t.weight, 1)::float8 AS weight
+FROM w
+LEFT JOIN batchq.queue_tenants qt ON qt.queue = @queue::text AND qt.tenant = w.tenant
+LEFT JOIN batchq.tenants t ON t.name = w.tenant;
+
+-- name: ConsoleWaits :many
+-- The wait from enqueue to first claim of some tenants' jobs that finished
+-- in one queue in [@since, @until): p50 and p95 of the jobs that were
+-- claimed, -1µs for none (sqlc reads every cast column as NOT NULL).
+SELECT o.tenant,
+       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY o.first_claimed_at - o.enqueued_at), '-1 microsecond')::interval AS wait_p50,
+       coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY o.first_claimed_at - o.enqueued_at), '-1 microsecond')::interval AS wait_p95
+FROM batchq.outcomes o
+WHERE o.tenant = ANY (@tenants::text[]) AND o.queue = @queue::text
+  AND o.finished_at >= @since::timestamptz AND o.finished_at < @until::timestamptz
+GROUP BY o.tenant;
+
+-- name: ConsoleWeights :many
+-- The weights some tenants have in one queue now.
+SELECT x.tenant::text AS tenant, coalesce(qt.weight, t.weight, 1)::float8 AS weight
+FROM unnest(@tenants::text[]) AS x (tenant)
+LEFT JOIN batchq.queue_tenants qt ON qt.queue = @queue::text AND qt.tenant = x.tenant
+LEFT JOIN batchq.tenants t ON t.name = x.tenant;
 
 -- name: ConsoleShares :many
 -- The tokens one queue served to each tenant in [@since, @until), by step
@@ -112,16 +114,6 @@ SELECT x.bucket::integer AS bucket, (CASE WHEN x.tenant IN (SELECT top.tenant FR
 FROM x
 GROUP BY 1, 2
 ORDER BY 1, 2;
-
--- name: ConsoleTenantBacklog :one
--- What one tenant has queued and running in one queue now.
-SELECT count(*) FILTER (WHERE u.state = 'queued')::bigint AS queued_jobs,
-       coalesce(sum(u.cost) FILTER (WHERE u.state = 'queued'), 0)::bigint AS queued_tokens,
-       count(*) FILTER (WHERE u.state = 'running')::bigint AS running_jobs,
-       count(*) FILTER (WHERE u.state = 'retrying')::bigint AS retrying_jobs,
-       coalesce(min(u.enqueued_at) FILTER (WHERE u.state = 'queued'), 'epoch')::timestamptz AS oldest_queued_at -- epoch: none
-FROM batchq.unfinished u
-WHERE u.queue = @queue::text AND u.tenant = @tenant::text;
 
 -- name: ConsoleTenantSettings :one
 -- A tenant's settings in one queue: its own for the queue, its own for

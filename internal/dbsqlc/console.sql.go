@@ -44,6 +44,56 @@ func (q *Queries) ConsoleAuditJob(ctx context.Context, db DBTX, jobID int64) (Ba
 	return i, err
 }
 
+const consoleBacklog = `-- name: ConsoleBacklog :many
+SELECT c.tenant::text AS tenant, c.queued_tokens::bigint AS queued_tokens, c.queued_span::bigint AS queued_span,
+       coalesce(c.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at,
+       c.running_jobs::bigint AS running_jobs, c.retrying_jobs::bigint AS retrying_jobs
+FROM batchq.console_backlog($1::text, $2::text) c
+`
+
+type ConsoleBacklogParams struct {
+	Queue  string
+	Tenant *string
+}
+
+type ConsoleBacklogRow struct {
+	Tenant         string
+	QueuedTokens   int64
+	QueuedSpan     int64
+	OldestQueuedAt time.Time
+	RunningJobs    int64
+	RetryingJobs   int64
+}
+
+// What each tenant of one queue (one tenant when @tenant is set) has
+// waiting and running now: batchq.console_backlog.
+func (q *Queries) ConsoleBacklog(ctx context.Context, db DBTX, arg ConsoleBacklogParams) ([]ConsoleBacklogRow, error) {
+	rows, err := db.Query(ctx, consoleBacklog, arg.Queue, arg.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConsoleBacklogRow
+	for rows.Next() {
+		var i ConsoleBacklogRow
+		if err := rows.Scan(
+			&i.Tenant,
+			&i.QueuedTokens,
+			&i.QueuedSpan,
+			&i.OldestQueuedAt,
+			&i.RunningJobs,
+			&i.RetryingJobs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const consoleOutcomeCounts = `-- name: ConsoleOutcomeCounts :many
 SELECT a.queue, a.outcome::text AS outcome, count(*)::bigint AS jobs
 FROM batchq.audit a
@@ -108,114 +158,34 @@ func (q *Queries) ConsolePrivileges(ctx context.Context, db DBTX) (ConsolePrivil
 	return i, err
 }
 
-const consoleQueueTenants = `-- name: ConsoleQueueTenants :many
-WITH b AS (
-    SELECT u.tenant,
-           count(*) FILTER (WHERE u.state = 'queued')    AS queued_jobs,
-           sum(u.cost) FILTER (WHERE u.state = 'queued') AS queued_tokens,
-           count(*) FILTER (WHERE u.state = 'running')   AS running_jobs,
-           count(*) FILTER (WHERE u.state = 'retrying')  AS retrying_jobs,
-           min(u.enqueued_at) FILTER (WHERE u.state = 'queued') AS oldest_queued_at
-    FROM batchq.unfinished u
-    WHERE u.queue = $2::text
-    GROUP BY u.tenant
-), w AS (
-    SELECT queue, tenant, jobs, succeeded, failed, expired, cancelled, discarded, succeeded_tokens, failed_tokens, expired_tokens, cancelled_tokens, discarded_tokens, actual_tokens, served_tokens, wait_p50, wait_p95, weight, token_share, weight_share FROM batchq.tenant_usage($3::timestamptz, $4::timestamptz) t WHERE t.queue = $2::text
-), t AS (
-    SELECT coalesce(b.tenant, w.tenant) AS tenant,
-           coalesce(b.queued_jobs, 0) AS queued_jobs, coalesce(b.queued_tokens, 0) AS queued_tokens,
-           coalesce(b.running_jobs, 0) AS running_jobs, coalesce(b.retrying_jobs, 0) AS retrying_jobs,
-           b.oldest_queued_at,
-           coalesce(w.jobs, 0) AS finished_jobs, coalesce(w.served_tokens, 0) AS served_tokens,
-           w.token_share, w.weight_share, w.wait_p50, w.wait_p95
-    FROM b FULL JOIN w ON w.tenant = b.tenant
-), r AS (
-    SELECT t.tenant, t.queued_jobs, t.queued_tokens, t.running_jobs, t.retrying_jobs, t.oldest_queued_at, t.finished_jobs, t.served_tokens, t.token_share, t.weight_share, t.wait_p50, t.wait_p95, row_number() OVER (ORDER BY t.queued_tokens DESC, t.served_tokens DESC, t.tenant) AS rank
-    FROM t
-)
-SELECT (CASE WHEN r.rank <= $1::bigint THEN r.tenant ELSE '' END)::text AS tenant, -- '': the others
-       count(*)::bigint                  AS tenants,
-       sum(r.queued_jobs)::bigint        AS queued_jobs,
-       sum(r.queued_tokens)::bigint      AS queued_tokens,
-       sum(r.running_jobs)::bigint       AS running_jobs,
-       sum(r.retrying_jobs)::bigint      AS retrying_jobs,
-       coalesce(min(r.oldest_queued_at), 'epoch')::timestamptz AS oldest_queued_at, -- epoch: none
-       sum(r.finished_jobs)::bigint      AS finished_jobs,
-       sum(r.served_tokens)::bigint      AS served_tokens,
-       coalesce(sum(r.token_share), 0)::float8  AS token_share,
-       coalesce(sum(r.weight_share), 0)::float8 AS weight_share,
-       -- -1µs: none (no claim in the window, or the others)
-       coalesce(CASE WHEN count(*) = 1 THEN max(r.wait_p50) END, '-1 microsecond')::interval AS wait_p50,
-       coalesce(CASE WHEN count(*) = 1 THEN max(r.wait_p95) END, '-1 microsecond')::interval AS wait_p95,
-       coalesce(CASE WHEN count(*) = 1 THEN max(coalesce(qt.weight, tn.weight, 1)) END, 0)::float8 AS weight
-FROM r
-LEFT JOIN batchq.queue_tenants qt ON qt.queue = $2::text AND qt.tenant = r.tenant AND r.rank <= $1::bigint
-LEFT JOIN batchq.tenants tn ON tn.name = r.tenant AND r.rank <= $1::bigint
-GROUP BY 1
-ORDER BY min(r.rank)
+const consoleQueued = `-- name: ConsoleQueued :many
+SELECT c.tenant::text AS tenant, c.queued_jobs::bigint AS queued_jobs
+FROM batchq.console_queued($1::text, $2::text[], $3::bigint) c
 `
 
-type ConsoleQueueTenantsParams struct {
-	Top   int64
-	Queue string
-	Since time.Time
-	Until time.Time
+type ConsoleQueuedParams struct {
+	Queue    string
+	Tenants  []string
+	MaxCount int64
 }
 
-type ConsoleQueueTenantsRow struct {
-	Tenant         string
-	Tenants        int64
-	QueuedJobs     int64
-	QueuedTokens   int64
-	RunningJobs    int64
-	RetryingJobs   int64
-	OldestQueuedAt time.Time
-	FinishedJobs   int64
-	ServedTokens   int64
-	TokenShare     float64
-	WeightShare    float64
-	WaitP50        time.Duration
-	WaitP95        time.Duration
-	Weight         float64
+type ConsoleQueuedRow struct {
+	Tenant     string
+	QueuedJobs int64
 }
 
-// One queue's tenants: what each has queued and running now, its weight,
-// and its use of the queue by the jobs that finished in [@since, @until)
-// (batchq.tenant_usage). The @top tenants with the most queued tokens (then
-// the most served tokens in the window) have a row each; the rest are summed
-// in one row whose tenant is ”. tenants counts the tenants of a row. sqlc
-// reads every cast column as NOT NULL, so what may be missing comes as a
-// value no row has: the epoch for a time, -1µs for a wait, 0 for a weight.
-func (q *Queries) ConsoleQueueTenants(ctx context.Context, db DBTX, arg ConsoleQueueTenantsParams) ([]ConsoleQueueTenantsRow, error) {
-	rows, err := db.Query(ctx, consoleQueueTenants,
-		arg.Top,
-		arg.Queue,
-		arg.Since,
-		arg.Until,
-	)
+// The queued jobs of some tenants of one queue (all when @tenants is NULL),
+// counted up to @max_count each: batchq.console_queued.
+func (q *Queries) ConsoleQueued(ctx context.Context, db DBTX, arg ConsoleQueuedParams) ([]ConsoleQueuedRow, error) {
+	rows, err := db.Query(ctx, consoleQueued, arg.Queue, arg.Tenants, arg.MaxCount)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ConsoleQueueTenantsRow
+	var items []ConsoleQueuedRow
 	for rows.Next() {
-		var i ConsoleQueueTenantsRow
-		if err := rows.Scan(
-			&i.Tenant,
-			&i.Tenants,
-			&i.QueuedJobs,
-			&i.QueuedTokens,
-			&i.RunningJobs,
-			&i.RetryingJobs,
-			&i.OldestQueuedAt,
-			&i.FinishedJobs,
-			&i.ServedTokens,
-			&i.TokenShare,
-			&i.WeightShare,
-			&i.WaitP50,
-			&i.WaitP95,
-			&i.Weight,
-		); err != nil {
+		var i ConsoleQueuedRow
+		if err := rows.Scan(&i.Tenant, &i.QueuedJobs); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -229,21 +199,18 @@ func (q *Queries) ConsoleQueueTenants(ctx context.Context, db DBTX, arg ConsoleQ
 const consoleQueues = `-- name: ConsoleQueues :many
 
 SELECT q.name, q.paused_at,
-       coalesce(b.queued_jobs, 0)::bigint   AS queued_jobs,
        coalesce(b.queued_tokens, 0)::bigint AS queued_tokens,
+       coalesce(b.queued_span, 0)::bigint   AS queued_span,
        coalesce(b.running_jobs, 0)::bigint  AS running_jobs,
        coalesce(b.retrying_jobs, 0)::bigint AS retrying_jobs,
-       coalesce(b.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at -- epoch: none
+       coalesce(b.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at
 FROM batchq.queues q
 LEFT JOIN (
-    SELECT u.queue,
-           count(*) FILTER (WHERE u.state = 'queued')    AS queued_jobs,
-           sum(u.cost) FILTER (WHERE u.state = 'queued') AS queued_tokens,
-           count(*) FILTER (WHERE u.state = 'running')   AS running_jobs,
-           count(*) FILTER (WHERE u.state = 'retrying')  AS retrying_jobs,
-           min(u.enqueued_at) FILTER (WHERE u.state = 'queued') AS oldest_queued_at
-    FROM batchq.unfinished u
-    GROUP BY u.queue
+    SELECT c.queue, sum(c.queued_tokens) AS queued_tokens, sum(c.queued_span) AS queued_span,
+           sum(c.running_jobs) AS running_jobs, sum(c.retrying_jobs) AS retrying_jobs,
+           min(c.oldest_queued_at) AS oldest_queued_at
+    FROM batchq.console_backlog(NULL, NULL) c
+    GROUP BY c.queue
 ) b ON b.queue = q.name
 ORDER BY q.name
 `
@@ -251,19 +218,24 @@ ORDER BY q.name
 type ConsoleQueuesRow struct {
 	Name           string
 	PausedAt       *time.Time
-	QueuedJobs     int64
 	QueuedTokens   int64
+	QueuedSpan     int64
 	RunningJobs    int64
 	RetryingJobs   int64
 	OldestQueuedAt time.Time
 }
 
 // The web console's reads (package console). They read only what the app
-// role may read (docs/sql-api.md#roles): the views, the settings, and the
-// outcomes' columns without payload or result, so a console connected as a
-// read-only role shows every page but the jobs' payloads.
-// Every queue with what it holds now: queued jobs and tokens, running jobs,
-// jobs waiting to retry, the oldest queued job; and whether it is paused.
+// role may read (docs/sql-api.md#roles): the views, the settings, the
+// console's backlog functions, and the outcomes' columns without payload or
+// result, so a console connected as a read-only role shows every page but
+// the jobs' payloads. None reads every queued job: at a million of them
+// that takes longer than a page may.
+// Every queue with what it holds now, from batchq.console_backlog: queued
+// tokens (exact), queued_span (the queued jobs, an upper bound: see
+// console_backlog), running jobs, jobs waiting to retry, the oldest queued
+// job (the epoch for none: sqlc reads every cast column as NOT NULL); and
+// whether it is paused.
 func (q *Queries) ConsoleQueues(ctx context.Context, db DBTX) ([]ConsoleQueuesRow, error) {
 	rows, err := db.Query(ctx, consoleQueues)
 	if err != nil {
@@ -276,8 +248,8 @@ func (q *Queries) ConsoleQueues(ctx context.Context, db DBTX) ([]ConsoleQueuesRo
 		if err := rows.Scan(
 			&i.Name,
 			&i.PausedAt,
-			&i.QueuedJobs,
 			&i.QueuedTokens,
+			&i.QueuedSpan,
 			&i.RunningJobs,
 			&i.RetryingJobs,
 			&i.OldestQueuedAt,
@@ -392,43 +364,6 @@ func (q *Queries) ConsoleShares(ctx context.Context, db DBTX, arg ConsoleSharesP
 	return items, nil
 }
 
-const consoleTenantBacklog = `-- name: ConsoleTenantBacklog :one
-SELECT count(*) FILTER (WHERE u.state = 'queued')::bigint AS queued_jobs,
-       coalesce(sum(u.cost) FILTER (WHERE u.state = 'queued'), 0)::bigint AS queued_tokens,
-       count(*) FILTER (WHERE u.state = 'running')::bigint AS running_jobs,
-       count(*) FILTER (WHERE u.state = 'retrying')::bigint AS retrying_jobs,
-       coalesce(min(u.enqueued_at) FILTER (WHERE u.state = 'queued'), 'epoch')::timestamptz AS oldest_queued_at -- epoch: none
-FROM batchq.unfinished u
-WHERE u.queue = $1::text AND u.tenant = $2::text
-`
-
-type ConsoleTenantBacklogParams struct {
-	Queue  string
-	Tenant string
-}
-
-type ConsoleTenantBacklogRow struct {
-	QueuedJobs     int64
-	QueuedTokens   int64
-	RunningJobs    int64
-	RetryingJobs   int64
-	OldestQueuedAt time.Time
-}
-
-// What one tenant has queued and running in one queue now.
-func (q *Queries) ConsoleTenantBacklog(ctx context.Context, db DBTX, arg ConsoleTenantBacklogParams) (ConsoleTenantBacklogRow, error) {
-	row := db.QueryRow(ctx, consoleTenantBacklog, arg.Queue, arg.Tenant)
-	var i ConsoleTenantBacklogRow
-	err := row.Scan(
-		&i.QueuedJobs,
-		&i.QueuedTokens,
-		&i.RunningJobs,
-		&i.RetryingJobs,
-		&i.OldestQueuedAt,
-	)
-	return i, err
-}
-
 const consoleTenantSettings = `-- name: ConsoleTenantSettings :one
 SELECT q.max_per_tenant,
        qt.weight AS queue_weight, qt.max_queued AS queue_max_queued,
@@ -465,4 +400,152 @@ func (q *Queries) ConsoleTenantSettings(ctx context.Context, db DBTX, arg Consol
 		&i.TenantMaxQueued,
 	)
 	return i, err
+}
+
+const consoleUsage = `-- name: ConsoleUsage :many
+WITH w AS (
+    SELECT o.tenant, count(*) AS jobs,
+           sum(CASE WHEN o.outcome = 'succeeded'
+                    THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
+                    ELSE o.estimated_cost * o.attempts END) AS served_tokens
+    FROM batchq.outcomes o
+    WHERE o.queue = $1::text AND o.finished_at >= $2::timestamptz AND o.finished_at < $3::timestamptz
+    GROUP BY o.tenant
+)
+SELECT w.tenant, w.jobs::bigint AS jobs, w.served_tokens::bigint AS served_tokens,
+       coalesce(qt.weight, t.weight, 1)::float8 AS weight
+FROM w
+LEFT JOIN batchq.queue_tenants qt ON qt.queue = $1::text AND qt.tenant = w.tenant
+LEFT JOIN batchq.tenants t ON t.name = w.tenant
+`
+
+type ConsoleUsageParams struct {
+	Queue string
+	Since time.Time
+	Until time.Time
+}
+
+type ConsoleUsageRow struct {
+	Tenant       string
+	Jobs         int64
+	ServedTokens int64
+	Weight       float64
+}
+
+// Each tenant's use of one queue by the jobs that finished in [@since,
+// @until): how many, and the tokens the scheduler charged for them, counted
+// as batchq.tenant_usage counts served_tokens; with the tenant's weight in
+// the queue now.
+func (q *Queries) ConsoleUsage(ctx context.Context, db DBTX, arg ConsoleUsageParams) ([]ConsoleUsageRow, error) {
+	rows, err := db.Query(ctx, consoleUsage, arg.Queue, arg.Since, arg.Until)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConsoleUsageRow
+	for rows.Next() {
+		var i ConsoleUsageRow
+		if err := rows.Scan(
+			&i.Tenant,
+			&i.Jobs,
+			&i.ServedTokens,
+			&i.Weight,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const consoleWaits = `-- name: ConsoleWaits :many
+SELECT o.tenant,
+       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY o.first_claimed_at - o.enqueued_at), '-1 microsecond')::interval AS wait_p50,
+       coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY o.first_claimed_at - o.enqueued_at), '-1 microsecond')::interval AS wait_p95
+FROM batchq.outcomes o
+WHERE o.tenant = ANY ($1::text[]) AND o.queue = $2::text
+  AND o.finished_at >= $3::timestamptz AND o.finished_at < $4::timestamptz
+GROUP BY o.tenant
+`
+
+type ConsoleWaitsParams struct {
+	Tenants []string
+	Queue   string
+	Since   time.Time
+	Until   time.Time
+}
+
+type ConsoleWaitsRow struct {
+	Tenant  string
+	WaitP50 time.Duration
+	WaitP95 time.Duration
+}
+
+// The wait from enqueue to first claim of some tenants' jobs that finished
+// in one queue in [@since, @until): p50 and p95 of the jobs that were
+// claimed, -1µs for none (sqlc reads every cast column as NOT NULL).
+func (q *Queries) ConsoleWaits(ctx context.Context, db DBTX, arg ConsoleWaitsParams) ([]ConsoleWaitsRow, error) {
+	rows, err := db.Query(ctx, consoleWaits,
+		arg.Tenants,
+		arg.Queue,
+		arg.Since,
+		arg.Until,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConsoleWaitsRow
+	for rows.Next() {
+		var i ConsoleWaitsRow
+		if err := rows.Scan(&i.Tenant, &i.WaitP50, &i.WaitP95); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const consoleWeights = `-- name: ConsoleWeights :many
+SELECT x.tenant::text AS tenant, coalesce(qt.weight, t.weight, 1)::float8 AS weight
+FROM unnest($1::text[]) AS x (tenant)
+LEFT JOIN batchq.queue_tenants qt ON qt.queue = $2::text AND qt.tenant = x.tenant
+LEFT JOIN batchq.tenants t ON t.name = x.tenant
+`
+
+type ConsoleWeightsParams struct {
+	Tenants []string
+	Queue   string
+}
+
+type ConsoleWeightsRow struct {
+	Tenant string
+	Weight float64
+}
+
+// The weights some tenants have in one queue now.
+func (q *Queries) ConsoleWeights(ctx context.Context, db DBTX, arg ConsoleWeightsParams) ([]ConsoleWeightsRow, error) {
+	rows, err := db.Query(ctx, consoleWeights, arg.Tenants, arg.Queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConsoleWeightsRow
+	for rows.Next() {
+		var i ConsoleWeightsRow
+		if err := rows.Scan(&i.Tenant, &i.Weight); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -156,6 +156,21 @@ type BatchqClaimResult struct {
 	Seq            int64
 }
 
+type BatchqConsoleBacklogRow struct {
+	Queue          *string
+	Tenant         *string
+	QueuedTokens   *int64
+	QueuedSpan     *int64
+	OldestQueuedAt *time.Time
+	RunningJobs    *int64
+	RetryingJobs   *int64
+}
+
+type BatchqConsoleQueuedRow struct {
+	Tenant     *string
+	QueuedJobs *int64
+}
+
 // The row type batchq.enqueue() returns; always empty.
 type BatchqEnqueueResult struct {
 	Ord    *int32

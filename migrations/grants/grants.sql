@@ -66,7 +66,9 @@ GRANT EXECUTE ON FUNCTION
 TO :"app_role";
 
 -- Reports: the backlog and audit views, the unfinished jobs by queue (their
--- queue, tenant, state, cost and times; no payload), usage by tenant
+-- queue, tenant, state, cost and times; no payload), the console's backlog
+-- by tenant (batchq.console_backlog and console_queued: counts and
+-- tokens, no job), usage by tenant
 -- (batchq.tenant_usage reads the outcomes' columns below, never their
 -- payloads or results), the settings and the quota.
 GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants,
@@ -75,7 +77,9 @@ TO :"app_role";
 GRANT SELECT (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts, max_attempts,
               deadline, enqueued_at, first_claimed_at, finished_at, worker, error, unique_key)
     ON batchq.outcomes TO :"app_role";
-GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz) TO :"app_role";
+GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz),
+    batchq.console_backlog(text, text), batchq.console_queued(text, text[], bigint)
+TO :"app_role";
 
 -- Workers claim, heartbeat, complete, fail and release jobs, and maintain
 -- their queue (rescue, expiry, requeue, folding cost corrections). They
@@ -128,7 +132,9 @@ TO :"operator_role";
 GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants,
     batchq.queue_tenants, batchq.quota, batchq.quota_pauses, batchq.jobs, batchq.outcomes
 TO :"operator_role";
-GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz) TO :"operator_role";
+GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz),
+    batchq.console_backlog(text, text), batchq.console_queued(text, text[], bigint)
+TO :"operator_role";
 \endif
 
 COMMIT;
