@@ -64,7 +64,7 @@ func TestConsoleBacklogMatchesTheJobs(t *testing.T) {
 	// A cancel and an expiry from inside the backlogs, whose refunds wait
 	// for maintenance.
 	require.NoError(t, b.client.Cancel(b.ctx, ids[18], "test")) // a's
-	b.expire(t, ids[22])                                         // b's
+	b.expire(t, ids[22])                                        // b's
 	_, err = b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)
 	require.NoError(t, b.client.Cancel(b.ctx, ids[24], "test")) // a's, not folded yet
