@@ -164,7 +164,7 @@ func TestConsoleCancelTenant(t *testing.T) {
 
 	page := b.get(t, "/queues/docs/tenants/globex", session)
 	require.Contains(t, page.body, `name="expect" value="5"`, "the dry run counts globex's 5 unfinished jobs")
-	require.Contains(t, page.body, "dry run: 4 queued and 0 scheduled would be cancelled, 1 running asked to stop (500 tokens in all)")
+	require.Contains(t, page.body, "dry run: 4 queued (400 tokens) and 0 scheduled would be cancelled, 1 running asked to stop")
 
 	// More jobs arrive after the page was shown: nothing is cancelled.
 	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "docs", Tenant: "globex", Cost: 5})

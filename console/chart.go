@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -43,19 +44,29 @@ func (s *server) chart(w http.ResponseWriter, r *http.Request) {
 // [since, until), by step, with the shares their weights entitle them to.
 func (s *server) drawChart(r *http.Request, buf *bytes.Buffer, name, wname string, since, until time.Time) error {
 	ctx := r.Context()
-	if _, err := s.summary(r, name); err != nil {
+	if _, err := s.queue(r, name); err != nil {
 		return err
+	}
+	usage, err := s.c.WindowUsage(ctx, name, since, until)
+	if err != nil {
+		return err
+	}
+	// A line each for the tenants served the most in the window.
+	slices.SortFunc(usage, func(a, b queue.WindowUsageRow) int {
+		return cmp.Or(cmp.Compare(b.ServedTokens, a.ServedTokens), strings.Compare(a.Tenant, b.Tenant))
+	})
+	var lines []string
+	for _, u := range usage[:min(chartLines, len(usage))] {
+		if u.ServedTokens > 0 {
+			lines = append(lines, u.Tenant)
+		}
 	}
 	step := until.Sub(since) / chartSteps
-	samples, err := s.c.ServedTokens(ctx, name, since, until, step, chartLines)
+	samples, err := s.c.ServedTokens(ctx, name, since, until, step, lines)
 	if err != nil {
 		return err
 	}
-	rows, err := s.c.TenantShares(ctx, name, since, until, s.o.TopTenants)
-	if err != nil {
-		return err
-	}
-	c := shareChart(samples, rows, step, chartSteps)
+	c := shareChart(samples, usage, step, chartSteps)
 	c.Title = fmt.Sprintf("queue %s: each tenant's share of the tokens, by %s, over the last %s", name, dur(step), wname)
 	err = c.Write(buf, "svg")
 	if errors.Is(err, sharechart.ErrNoData) {
@@ -73,7 +84,7 @@ func (s *server) drawChart(r *http.Request, buf *bytes.Buffer, name, wname strin
 // percent, at the end of each step that served any, with minutes before
 // now on the X axis; and the weight shares of the tenants drawn as dashed
 // lines.
-func shareChart(samples []queue.ShareSample, rows []queue.TenantShareRow, step time.Duration, steps int) sharechart.Chart {
+func shareChart(samples []queue.ShareSample, rows []queue.WindowUsageRow, step time.Duration, steps int) sharechart.Chart {
 	var names []string
 	total := make([]int64, steps)
 	by := map[string][]int64{}

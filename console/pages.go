@@ -120,7 +120,7 @@ func (s *server) queuePage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	sum, err := s.summary(r, name)
+	q, err := s.queue(r, name)
 	if err != nil {
 		return "", nil, err
 	}
@@ -129,33 +129,36 @@ func (s *server) queuePage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	p := queuePage{Name: name, PausedAt: sum.PausedAt, Window: wname, Summary: sum, Top: s.o.TopTenants, ExactLimit: queue.ExactCountLimit}
+	// The queue's totals are its tenants' rows summed.
+	p := queuePage{Name: name, PausedAt: q.PausedAt, Window: wname, Top: s.o.TopTenants, ExactLimit: queue.ExactCountLimit,
+		Summary: queue.QueueSummary{Name: name, PausedAt: q.PausedAt, QueuedExact: true}}
 	for _, w := range windows {
 		p.Windows = append(p.Windows, w.Name)
 	}
 	for i := range rows {
-		if rows[i].Tenant == "" {
+		r := rows[i]
+		p.Summary.QueuedJobs += r.QueuedJobs
+		p.Summary.QueuedExact = p.Summary.QueuedExact && r.QueuedExact
+		p.Summary.QueuedTokens += r.QueuedTokens
+		p.Summary.RunningJobs += r.RunningJobs
+		p.Summary.RetryingJobs += r.RetryingJobs
+		if r.Tenant == "" {
 			p.Others = &rows[i]
 			continue
 		}
-		p.Rows = append(p.Rows, rows[i])
+		p.Rows = append(p.Rows, r)
 	}
 	p.Chart = s.o.BasePath + "/queues/" + pathEscape(name) + "/chart.svg?window=" + wname + "&at=" + strconv.FormatInt(now.UnixMilli(), 10)
 	return "Queue " + name, p, nil
 }
 
-// summary returns one queue's summary, or a 404 for no such queue.
-func (s *server) summary(r *http.Request, name string) (queue.QueueSummary, error) {
-	qs, err := s.c.QueueSummaries(r.Context())
-	if err != nil {
-		return queue.QueueSummary{}, err
+// queue returns one queue's settings, or a 404 for no such queue.
+func (s *server) queue(r *http.Request, name string) (queue.QueueConfig, error) {
+	q, err := s.c.Queue(r.Context(), name)
+	if errors.Is(err, queue.ErrUnknownQueue) {
+		return q, errorf(http.StatusNotFound, "no queue %q", name)
 	}
-	for _, q := range qs {
-		if q.Name == name {
-			return q, nil
-		}
-	}
-	return queue.QueueSummary{}, errorf(http.StatusNotFound, "no queue %q", name)
+	return q, err
 }
 
 type tenantPage struct {
@@ -166,9 +169,13 @@ type tenantPage struct {
 	Outcomes      []queue.AuditRow
 	Counts        []int64 // of the last hour, by outcomeNames
 	Names         []string
-	Cancel        queue.JobCount // what cancelling would cancel: the dry run
-	CanCount      bool           // whether the role may count (the dry run needs the operator's rights)
-	CountErr      string
+	CanCancel     bool // whether the console's role may cancel jobs (the operator's right)
+}
+
+// CancelTotal is how many unfinished jobs cancelling the tenant's would
+// take now: the dry run the cancel form confirms.
+func (p tenantPage) CancelTotal() int64 {
+	return p.Backlog.QueuedJobs + p.Backlog.RetryingJobs + p.Backlog.RunningJobs
 }
 
 func (s *server) tenantPage(r *http.Request) (string, any, error) {
@@ -200,15 +207,13 @@ func (s *server) tenantPage(r *http.Request) (string, any, error) {
 			}
 		}
 	}
-	// The dry run of a cancel: what it would take now.
-	p.Cancel, err = s.c.CountJobs(ctx, queue.JobFilter{Queue: qn, Tenant: tn})
-	if err == nil {
-		p.CanCount = true
-	} else if status, msg := classify(err); status == http.StatusForbidden {
-		p.CountErr = msg
-	} else {
+	// The dry run of a cancel, from the backlog just read; the action
+	// counts again and cancels nothing if more jobs came since.
+	priv, err := s.c.Privileges(ctx)
+	if err != nil {
 		return "", nil, err
 	}
+	p.CanCancel = priv.Cancel
 	return "Tenant " + tn + " in " + qn, p, nil
 }
 

@@ -151,9 +151,9 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 	if err != nil {
 		return nil, fmt.Errorf("batchq: backlog of %s: %w", quote(queue), err)
 	}
-	usage, err := c.q.ConsoleUsage(ctx, c.pool, dbsqlc.ConsoleUsageParams{Queue: queue, Since: since, Until: until})
+	usage, err := c.WindowUsage(ctx, queue, since, until)
 	if err != nil {
-		return nil, fmt.Errorf("batchq: usage of %s: %w", quote(queue), err)
+		return nil, err
 	}
 
 	rows := map[string]*TenantShareRow{}
@@ -172,24 +172,9 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 		r.OldestQueuedAt = unlessEpoch(b.OldestQueuedAt)
 		spans[b.Tenant] = b.QueuedSpan
 	}
-	// The shares, as batchq.tenant_usage computes them: weights relative to
-	// the largest, so they add up without overflow.
-	var served int64
-	var maxWeight, rel float64
-	for _, u := range usage {
-		served += u.ServedTokens
-		maxWeight = max(maxWeight, u.Weight)
-	}
-	for _, u := range usage {
-		rel += u.Weight / maxWeight
-	}
 	for _, u := range usage {
 		r := row(u.Tenant)
-		r.FinishedJobs, r.ServedTokens, r.Weight = u.Jobs, u.ServedTokens, u.Weight
-		if served > 0 {
-			r.TokenShare = float64(u.ServedTokens) / float64(served)
-		}
-		r.WeightShare = u.Weight / maxWeight / rel
+		r.FinishedJobs, r.ServedTokens, r.Weight, r.TokenShare, r.WeightShare = u.Jobs, u.ServedTokens, u.Weight, u.TokenShare, u.WeightShare
 	}
 
 	all := make([]*TenantShareRow, 0, len(rows))
@@ -276,6 +261,47 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 	return append(out, others), nil
 }
 
+// WindowUsageRow is one tenant's use of a queue by the jobs that finished
+// in a window, with its shares as TenantUsage computes them.
+type WindowUsageRow struct {
+	Tenant                  string
+	Jobs, ServedTokens      int64
+	Weight                  float64 // in the queue, now
+	TokenShare, WeightShare float64
+}
+
+// WindowUsage returns each tenant's use of one queue by the jobs that
+// finished in [since, until): how many, the tokens served (as TenantUsage
+// counts them), its weight in the queue now, its part of the tokens served
+// and its weight's part of the weights of the tenants with outcomes. One
+// pass over the window's outcomes, without TenantUsage's percentiles.
+func (c *Client) WindowUsage(ctx context.Context, queue string, since, until time.Time) ([]WindowUsageRow, error) {
+	rows, err := c.q.ConsoleUsage(ctx, c.pool, dbsqlc.ConsoleUsageParams{Queue: queue, Since: since, Until: until})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: usage of %s: %w", quote(queue), err)
+	}
+	// Weights relative to the largest, so they add up without overflow, as
+	// batchq.tenant_usage does.
+	var served int64
+	var maxWeight, rel float64
+	for _, u := range rows {
+		served += u.ServedTokens
+		maxWeight = max(maxWeight, u.Weight)
+	}
+	for _, u := range rows {
+		rel += u.Weight / maxWeight
+	}
+	out := make([]WindowUsageRow, len(rows))
+	for i, u := range rows {
+		out[i] = WindowUsageRow{Tenant: u.Tenant, Jobs: u.Jobs, ServedTokens: u.ServedTokens, Weight: u.Weight,
+			WeightShare: u.Weight / maxWeight / rel}
+		if served > 0 {
+			out[i].TokenShare = float64(u.ServedTokens) / float64(served)
+		}
+	}
+	return out, nil
+}
+
 // ShareSample is the tokens a queue served a tenant in one step of a window.
 type ShareSample struct {
 	Step   int    // 0 starts at the window's start
@@ -283,23 +309,26 @@ type ShareSample struct {
 	Tokens int64
 }
 
-// ServedTokens returns the tokens one queue served each tenant in [since,
-// until), by step (counted at the jobs' finish, as TenantUsage counts served
-// tokens): the lines tenants served the most have their own samples, the
-// rest are summed under Tenant "".
-func (c *Client) ServedTokens(ctx context.Context, queue string, since, until time.Time, step time.Duration, lines int) ([]ShareSample, error) {
+// ServedTokens returns the tokens one queue served in [since, until), by
+// step (counted at the jobs' finish, as TenantUsage counts served tokens):
+// for each of tenants, and for the rest summed under Tenant "". Steps that
+// served nothing are left out.
+func (c *Client) ServedTokens(ctx context.Context, queue string, since, until time.Time, step time.Duration, tenants []string) ([]ShareSample, error) {
 	if step <= 0 {
 		return nil, &SettingError{"step", fmt.Sprintf("must be positive (got %s)", step)}
 	}
+	if tenants == nil {
+		tenants = []string{}
+	}
 	rows, err := c.q.ConsoleShares(ctx, c.pool, dbsqlc.ConsoleSharesParams{
-		Queue: queue, Since: since, Until: until, StepSeconds: step.Seconds(), Lines: int64(max(lines, 0)),
+		Queue: queue, Since: since, Until: until, StepSeconds: step.Seconds(), Tenants: tenants,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("batchq: served tokens of %s: %w", quote(queue), err)
 	}
 	out := make([]ShareSample, len(rows))
 	for i, r := range rows {
-		out[i] = ShareSample{Step: int(r.Bucket), Tenant: r.Tenant, Tokens: r.Tokens}
+		out[i] = ShareSample{Step: int(r.Step), Tenant: r.Tenant, Tokens: r.Tokens}
 	}
 	return out, nil
 }
@@ -399,6 +428,7 @@ type ReadPrivileges struct {
 	Jobs     bool // the unfinished jobs whole (JobInfo of an unfinished job)
 	Payloads bool // the outcomes' payloads
 	Results  bool // the outcomes' results
+	Cancel   bool // CountJobs and CancelJobs
 }
 
 // Privileges returns what the client's database role may read.
@@ -407,7 +437,7 @@ func (c *Client) Privileges(ctx context.Context) (ReadPrivileges, error) {
 	if err != nil {
 		return ReadPrivileges{}, fmt.Errorf("batchq: privileges: %w", err)
 	}
-	return ReadPrivileges{Jobs: r.Jobs, Payloads: r.Payloads, Results: r.Results}, nil
+	return ReadPrivileges{Jobs: r.Jobs, Payloads: r.Payloads, Results: r.Results, Cancel: r.Cancel}, nil
 }
 
 // Outcome returns one finished job's outcome without its payload or result,

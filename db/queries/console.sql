@@ -91,27 +91,17 @@ LEFT JOIN batchq.queue_tenants qt ON qt.queue = @queue::text AND qt.tenant = x.t
 LEFT JOIN batchq.tenants t ON t.name = x.tenant;
 
 -- name: ConsoleShares :many
--- The tokens one queue served to each tenant in [@since, @until), by step
--- of @step_seconds (bucket 0 starts at @since), counted as
--- batchq.tenant_usage counts served tokens, at the jobs' finish. The @lines
--- tenants served the most in the window have their own rows; the rest are
--- summed under tenant ''.
-WITH x AS (
-    SELECT floor(extract(epoch FROM o.finished_at - @since::timestamptz) / @step_seconds::float8)::integer AS bucket,
-           o.tenant,
-           sum(CASE WHEN o.outcome = 'succeeded'
-                    THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
-                    ELSE o.estimated_cost * o.attempts END) AS tokens
-    FROM batchq.outcomes o
-    WHERE o.queue = @queue::text AND o.finished_at >= @since::timestamptz AND o.finished_at < @until::timestamptz
-    GROUP BY 1, 2
-), top AS (
-    SELECT x.tenant FROM x GROUP BY x.tenant HAVING sum(x.tokens) > 0
-    ORDER BY sum(x.tokens) DESC, x.tenant LIMIT @lines::bigint
-)
-SELECT x.bucket::integer AS bucket, (CASE WHEN x.tenant IN (SELECT top.tenant FROM top) THEN x.tenant ELSE '' END)::text AS tenant,
-       sum(x.tokens)::bigint AS tokens
-FROM x
+-- The tokens one queue served in [@since, @until), by step of
+-- @step_seconds (step 0 starts at @since), counted as batchq.tenant_usage
+-- counts served tokens, at the jobs' finish: for each of @tenants, and for
+-- the rest summed under tenant ''. One pass over the window's outcomes.
+SELECT floor(extract(epoch FROM o.finished_at - @since::timestamptz) / @step_seconds::float8)::integer AS step,
+       (CASE WHEN o.tenant = ANY (@tenants::text[]) THEN o.tenant ELSE '' END)::text AS tenant,
+       sum(CASE WHEN o.outcome = 'succeeded'
+                THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
+                ELSE o.estimated_cost * o.attempts END)::bigint AS tokens
+FROM batchq.outcomes o
+WHERE o.queue = @queue::text AND o.finished_at >= @since::timestamptz AND o.finished_at < @until::timestamptz
 GROUP BY 1, 2
 ORDER BY 1, 2;
 
@@ -131,11 +121,13 @@ WHERE q.name = @queue::text;
 SELECT * FROM batchq.audit a WHERE a.job_id = @job_id;
 
 -- name: ConsolePrivileges :one
--- What the console's role may read beyond the reports: the unfinished jobs
--- whole, and the outcomes' payloads and results.
+-- What the console's role may read beyond the reports (the unfinished jobs
+-- whole, the outcomes' payloads and results), and whether it may cancel
+-- jobs in bulk.
 SELECT has_table_privilege('batchq.jobs', 'SELECT') AS jobs,
        has_column_privilege('batchq.outcomes', 'payload', 'SELECT') AS payloads,
-       has_column_privilege('batchq.outcomes', 'result', 'SELECT') AS results;
+       has_column_privilege('batchq.outcomes', 'result', 'SELECT') AS results,
+       has_function_privilege('batchq.cancel_jobs(text, text, text, timestamptz, timestamptz, bigint, integer, text)', 'EXECUTE') AS cancel;
 
 -- name: ConsoleRateLimited :many
 -- How many 429s each quota key received since @since: the pauses they set.

@@ -140,21 +140,29 @@ func (q *Queries) ConsoleOutcomeCounts(ctx context.Context, db DBTX, arg Console
 const consolePrivileges = `-- name: ConsolePrivileges :one
 SELECT has_table_privilege('batchq.jobs', 'SELECT') AS jobs,
        has_column_privilege('batchq.outcomes', 'payload', 'SELECT') AS payloads,
-       has_column_privilege('batchq.outcomes', 'result', 'SELECT') AS results
+       has_column_privilege('batchq.outcomes', 'result', 'SELECT') AS results,
+       has_function_privilege('batchq.cancel_jobs(text, text, text, timestamptz, timestamptz, bigint, integer, text)', 'EXECUTE') AS cancel
 `
 
 type ConsolePrivilegesRow struct {
 	Jobs     bool
 	Payloads bool
 	Results  bool
+	Cancel   bool
 }
 
-// What the console's role may read beyond the reports: the unfinished jobs
-// whole, and the outcomes' payloads and results.
+// What the console's role may read beyond the reports (the unfinished jobs
+// whole, the outcomes' payloads and results), and whether it may cancel
+// jobs in bulk.
 func (q *Queries) ConsolePrivileges(ctx context.Context, db DBTX) (ConsolePrivilegesRow, error) {
 	row := db.QueryRow(ctx, consolePrivileges)
 	var i ConsolePrivilegesRow
-	err := row.Scan(&i.Jobs, &i.Payloads, &i.Results)
+	err := row.Scan(
+		&i.Jobs,
+		&i.Payloads,
+		&i.Results,
+		&i.Cancel,
+	)
 	return i, err
 }
 
@@ -299,22 +307,13 @@ func (q *Queries) ConsoleRateLimited(ctx context.Context, db DBTX, since time.Ti
 }
 
 const consoleShares = `-- name: ConsoleShares :many
-WITH x AS (
-    SELECT floor(extract(epoch FROM o.finished_at - $1::timestamptz) / $2::float8)::integer AS bucket,
-           o.tenant,
-           sum(CASE WHEN o.outcome = 'succeeded'
-                    THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
-                    ELSE o.estimated_cost * o.attempts END) AS tokens
-    FROM batchq.outcomes o
-    WHERE o.queue = $3::text AND o.finished_at >= $1::timestamptz AND o.finished_at < $4::timestamptz
-    GROUP BY 1, 2
-), top AS (
-    SELECT x.tenant FROM x GROUP BY x.tenant HAVING sum(x.tokens) > 0
-    ORDER BY sum(x.tokens) DESC, x.tenant LIMIT $5::bigint
-)
-SELECT x.bucket::integer AS bucket, (CASE WHEN x.tenant IN (SELECT top.tenant FROM top) THEN x.tenant ELSE '' END)::text AS tenant,
-       sum(x.tokens)::bigint AS tokens
-FROM x
+SELECT floor(extract(epoch FROM o.finished_at - $1::timestamptz) / $2::float8)::integer AS step,
+       (CASE WHEN o.tenant = ANY ($3::text[]) THEN o.tenant ELSE '' END)::text AS tenant,
+       sum(CASE WHEN o.outcome = 'succeeded'
+                THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
+                ELSE o.estimated_cost * o.attempts END)::bigint AS tokens
+FROM batchq.outcomes o
+WHERE o.queue = $4::text AND o.finished_at >= $1::timestamptz AND o.finished_at < $5::timestamptz
 GROUP BY 1, 2
 ORDER BY 1, 2
 `
@@ -322,29 +321,28 @@ ORDER BY 1, 2
 type ConsoleSharesParams struct {
 	Since       time.Time
 	StepSeconds float64
+	Tenants     []string
 	Queue       string
 	Until       time.Time
-	Lines       int64
 }
 
 type ConsoleSharesRow struct {
-	Bucket int32
+	Step   int32
 	Tenant string
 	Tokens int64
 }
 
-// The tokens one queue served to each tenant in [@since, @until), by step
-// of @step_seconds (bucket 0 starts at @since), counted as
-// batchq.tenant_usage counts served tokens, at the jobs' finish. The @lines
-// tenants served the most in the window have their own rows; the rest are
-// summed under tenant ”.
+// The tokens one queue served in [@since, @until), by step of
+// @step_seconds (step 0 starts at @since), counted as batchq.tenant_usage
+// counts served tokens, at the jobs' finish: for each of @tenants, and for
+// the rest summed under tenant ”. One pass over the window's outcomes.
 func (q *Queries) ConsoleShares(ctx context.Context, db DBTX, arg ConsoleSharesParams) ([]ConsoleSharesRow, error) {
 	rows, err := db.Query(ctx, consoleShares,
 		arg.Since,
 		arg.StepSeconds,
+		arg.Tenants,
 		arg.Queue,
 		arg.Until,
-		arg.Lines,
 	)
 	if err != nil {
 		return nil, err
@@ -353,7 +351,7 @@ func (q *Queries) ConsoleShares(ctx context.Context, db DBTX, arg ConsoleSharesP
 	var items []ConsoleSharesRow
 	for rows.Next() {
 		var i ConsoleSharesRow
-		if err := rows.Scan(&i.Bucket, &i.Tenant, &i.Tokens); err != nil {
+		if err := rows.Scan(&i.Step, &i.Tenant, &i.Tokens); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
