@@ -96,15 +96,23 @@ type OutcomeCount struct {
 // OutcomeCounts counts the jobs that finished in [since, until) by queue and
 // outcome; of one tenant when tenant is not "".
 func (c *Client) OutcomeCounts(ctx context.Context, since, until time.Time, tenant string) ([]OutcomeCount, error) {
-	rows, err := c.q.ConsoleOutcomeCounts(ctx, c.pool, dbsqlc.ConsoleOutcomeCountsParams{
-		Since: since, Until: until, Tenant: optional(tenant),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("batchq: outcome counts: %w", err)
+	var out []OutcomeCount
+	if tenant == "" {
+		rows, err := c.q.ConsoleOutcomeCounts(ctx, c.pool, dbsqlc.ConsoleOutcomeCountsParams{Since: since, Until: until})
+		if err != nil {
+			return nil, fmt.Errorf("batchq: outcome counts: %w", err)
+		}
+		for _, r := range rows {
+			out = append(out, OutcomeCount{Queue: r.Queue, Outcome: r.Outcome, Jobs: r.Jobs})
+		}
+		return out, nil
 	}
-	out := make([]OutcomeCount, len(rows))
-	for i, r := range rows {
-		out[i] = OutcomeCount{Queue: r.Queue, Outcome: r.Outcome, Jobs: r.Jobs}
+	rows, err := c.q.ConsoleTenantOutcomeCounts(ctx, c.pool, dbsqlc.ConsoleTenantOutcomeCountsParams{Tenant: tenant, Since: since, Until: until})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: outcome counts of %s: %w", quote(tenant), err)
+	}
+	for _, r := range rows {
+		out = append(out, OutcomeCount{Queue: r.Queue, Outcome: r.Outcome, Jobs: r.Jobs})
 	}
 	return out, nil
 }
