@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -95,13 +96,18 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Cleanup(cancel)
 		return c
 	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+	do := func(t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		require.NoError(t, chromedp.Do(step(), steps...), what)
 	}
-	text := func(sel string) string {
+	// text reads an element's text in one evaluation: the live refresh
+	// replaces the elements under #live, so a node found in one call may be
+	// gone by the next.
+	text := func(t *testing.T, sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(step(), chromedp.Text(sel))
+		q, err := json.Marshal(sel)
+		require.NoError(t, err)
+		s, err := chromedp.Run(step(), chromedp.Evaluate[string](`document.querySelector(`+string(q)+`).textContent.trim()`))
 		require.NoError(t, err, sel)
 		return s
 	}
@@ -112,13 +118,13 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 
 	t.Run("the overview lists the demo's queue and quota key", func(t *testing.T) {
-		do("overview", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(`tr[data-queue="summaries"]`))
-		require.NotEqual(t, "0", text(`tr[data-queue="summaries"] [data-field="queued-tokens"]`), "the story leaves a backlog")
-		require.Equal(t, "sim/chat-model", text(`#quota tbody tr td`))
+		do(t, "overview", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(`tr[data-queue="summaries"]`))
+		require.NotEqual(t, "0", text(t, `tr[data-queue="summaries"] [data-field="queued-tokens"]`), "the story leaves a backlog")
+		require.Equal(t, "sim/chat-model", text(t, `#quota tbody tr td`))
 	})
 
 	t.Run("the queue page has tenant rows and the share chart", func(t *testing.T) {
-		do("queue page", chromedp.Navigate(srv.URL+"/queues/summaries?window=1m"), chromedp.WaitVisible(`#tenants tr.tenant`))
+		do(t, "queue page", chromedp.Navigate(srv.URL+"/queues/summaries?window=1m"), chromedp.WaitVisible(`#tenants tr.tenant`))
 		tenants, err := chromedp.Run(step(), chromedp.Evaluate[[]string](
 			`Array.from(document.querySelectorAll("#tenants tr.tenant")).map(r => r.dataset.tenant)`))
 		require.NoError(t, err)
@@ -145,7 +151,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("a number changes on its own", func(t *testing.T) {
 		_, err := chromedp.Run(step(), chromedp.Evaluate[bool](`window.notReloaded = true`))
 		require.NoError(t, err)
-		before := text(`#summary [data-field="queued-jobs"]`)
+		before := text(t, `#summary [data-field="queued-jobs"]`)
 		var jobs []queue.NewJob
 		for range 25 {
 			jobs = append(jobs, queue.NewJob{Queue: "summaries", Tenant: "newcomer", Cost: 50})
@@ -156,7 +162,7 @@ func TestConsoleInABrowser(t *testing.T) {
 			fmt.Sprintf(`document.querySelector('#summary [data-field="queued-jobs"]').textContent !== %q`, before),
 			chromedp.WithPollingTimeout(20*time.Second)))
 		require.NoError(t, err, "the number did not change")
-		after := text(`#summary [data-field="queued-jobs"]`)
+		after := text(t, `#summary [data-field="queued-jobs"]`)
 		notReloaded, err := chromedp.Run(step(), chromedp.Evaluate[bool](`window.notReloaded === true`))
 		require.NoError(t, err)
 		require.True(t, notReloaded, "the page was not reloaded")
@@ -176,18 +182,18 @@ func TestConsoleInABrowser(t *testing.T) {
 	})
 
 	t.Run("pause and resume with the token", func(t *testing.T) {
-		do("sign in",
+		do(t, "sign in",
 			chromedp.Navigate(srv.URL+"/login?next=/queues/summaries"),
 			chromedp.WaitVisible(`#token`),
 			chromedp.SendKeys(`#token`, testToken),
 			chromedp.Submit(`#token`),
 			chromedp.WaitVisible(`#pause`))
-		do("pause", chromedp.Click(`#pause`), chromedp.WaitVisible(`#resume`))
-		require.Contains(t, text(`#flash`), "paused queue summaries")
+		do(t, "pause", chromedp.Click(`#pause`), chromedp.WaitVisible(`#resume`))
+		require.Contains(t, text(t, `#flash`), "paused queue summaries")
 		require.True(t, paused())
-		require.Contains(t, text(`#summary [data-field="state"]`), "paused since")
-		do("resume", chromedp.Click(`#resume`), chromedp.WaitVisible(`#pause`))
-		require.Contains(t, text(`#flash`), "resumed queue summaries")
+		require.Contains(t, text(t, `#summary [data-field="state"]`), "paused since")
+		do(t, "resume", chromedp.Click(`#resume`), chromedp.WaitVisible(`#pause`))
+		require.Contains(t, text(t, `#flash`), "resumed queue summaries")
 		require.False(t, paused())
 	})
 }
