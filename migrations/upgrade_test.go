@@ -48,7 +48,7 @@ func TestUpgradeFrom010(t *testing.T) {
 	want010 := schemaDump(t, url)
 	require.Equal(t, want010, schemaDump(t, fromMigrations), "migrations 00001-00005 no longer make release 0.1.0's schema")
 	fresh := pgtest.EmptyURL(t)
-	_, err := migrations.Up(ctx, openDB(t, fresh))
+	freshRes, err := migrations.Up(ctx, openDB(t, fresh))
 	require.NoError(t, err)
 	wantFresh := schemaDump(t, fresh)
 
@@ -60,7 +60,8 @@ func TestUpgradeFrom010(t *testing.T) {
 
 	res, err := migrations.Up(ctx, openDB(t, url))
 	require.NoError(t, err)
-	require.Equal(t, int64(6), res.Version)
+	require.Equal(t, freshRes.Version, res.Version, "the upgrade reaches the latest version")
+	require.GreaterOrEqual(t, res.Version, int64(6))
 	require.NotEmpty(t, res.Functions)
 	require.Equal(t, wantFresh, schemaDump(t, url), "an upgraded schema differs from a fresh install's")
 	require.Equal(t, before, contents(t, pool), "the upgrade changed what the tables hold")
