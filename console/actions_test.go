@@ -50,7 +50,11 @@ func TestConsolePauseAndResume(t *testing.T) {
 	})
 	session, csrf := b.signIn(t, b.h)
 	t.Run("refused with a bad CSRF token", func(t *testing.T) {
-		for _, token := range []string{"", "00" + csrf[2:], csrf + "0"} {
+		other := "0" + csrf[1:] // differs from csrf in its first digit
+		if csrf[0] == '0' {
+			other = "1" + csrf[1:]
+		}
+		for _, token := range []string{"", other, csrf + "0"} {
 			res := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{"csrf": {token}}, nil, session)
 			require.Equal(t, http.StatusForbidden, res.status)
 			require.Contains(t, res.body, "CSRF token is missing or wrong")
@@ -210,4 +214,57 @@ func TestConsoleRetryJob(t *testing.T) {
 	res = b.do(t, b.h, http.MethodPost, "/jobs/"+strconv.FormatInt(b.done, 10)+"/retry", url.Values{"csrf": {csrf}}, nil, session)
 	require.Equal(t, http.StatusConflict, res.status)
 	require.Contains(t, res.body, "succeeded: only failed, discarded, expired or cancelled jobs are retried")
+}
+
+// Every action refuses a session whose form lacks the CSRF token or carries
+// a wrong one, and a request without a session, and changes nothing.
+func TestConsoleEveryActionChecksTheSessionAndCSRF(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &console.Options{Token: testToken})
+	session, csrf := b.signIn(t, b.h)
+	state := func() []int64 {
+		return []int64{
+			b.scalar(t, `SELECT count(*) FROM batchq.queues WHERE paused_at IS NOT NULL`),
+			b.scalar(t, `SELECT count(*) FROM batchq.queue_tenants`),
+			b.scalar(t, `SELECT count(*) FROM batchq.tenants`),
+			b.scalar(t, `SELECT count(*) FROM batchq.jobs`),
+			b.scalar(t, `SELECT count(*) FROM batchq.outcomes`),
+		}
+	}
+	// A token of the right form that differs in its first digit.
+	other := "0" + csrf[1:]
+	if csrf[0] == '0' {
+		other = "1" + csrf[1:]
+	}
+	before := state()
+	for _, tc := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/queues/docs/pause", url.Values{}},
+		{"/queues/docs/resume", url.Values{}},
+		{"/queues/docs/tenants/acme/settings", url.Values{"weight": {"7"}, "scope": {"all"}}},
+		{"/queues/docs/tenants/acme/cancel", url.Values{"expect": {"100"}}},
+		{"/jobs/" + strconv.FormatInt(b.discarded, 10) + "/retry", url.Values{}},
+	} {
+		for _, bad := range []string{"", other, csrf[:len(csrf)-2]} {
+			form := url.Values{}
+			for k, v := range tc.form {
+				form[k] = v
+			}
+			if bad != "" {
+				form.Set("csrf", bad)
+			}
+			res := b.do(t, b.h, http.MethodPost, tc.path, form, nil, session)
+			require.Equal(t, http.StatusForbidden, res.status, "%s with CSRF %q: %s", tc.path, bad, res.body)
+			require.Contains(t, res.body, "CSRF token is missing or wrong", tc.path)
+		}
+		form := url.Values{"csrf": {csrf}}
+		for k, v := range tc.form {
+			form[k] = v
+		}
+		res := b.do(t, b.h, http.MethodPost, tc.path, form, nil)
+		require.Equal(t, http.StatusUnauthorized, res.status, "%s without a session: %s", tc.path, res.body)
+	}
+	require.Equal(t, before, state(), "a refused action changed something")
 }

@@ -102,8 +102,10 @@ LEFT JOIN batchq.tenants t ON t.name = x.tenant;
 -- The tokens one queue served in [@since, @until), by step of
 -- @step_seconds (step 0 starts at @since), counted as batchq.tenant_usage
 -- counts served tokens, at the jobs' finish: for each of @tenants, and for
--- the rest summed under tenant ''. One pass over the window's outcomes.
-SELECT floor(extract(epoch FROM o.finished_at - @since::timestamptz) / @step_seconds::float8)::integer AS step,
+-- the rest summed under tenant ''. One pass over the window's outcomes;
+-- date_part, a double, rather than extract, a numeric, which took four
+-- times as long at 200,000 outcomes.
+SELECT floor(date_part('epoch', o.finished_at - @since::timestamptz) / @step_seconds::float8)::integer AS step,
        (CASE WHEN o.tenant = ANY (@tenants::text[]) THEN o.tenant ELSE '' END)::text AS tenant,
        sum(CASE WHEN o.outcome = 'succeeded'
                 THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
