@@ -34,5 +34,7 @@
 // made them wait), token shares against weights while the steady tenants
 // were all backlogged, expired jobs recorded and never sent, 429s, and the
 // interactive calls' waits; and a chart of each tenant's token share over
-// time.
+// time (package sharechart, which the web console draws its charts with).
+// With Config.ConsoleAddr it also serves the web console over its database
+// while the story plays, and prints where.
 package demo
