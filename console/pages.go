@@ -42,10 +42,9 @@ type overviewQueue struct {
 
 type overviewQuota struct {
 	queue.QuotaRow
-	Reserve   *int64 // tokens the reserve keeps for interactive calls; nil without a known limit
-	Paused    bool
-	Limited   int64 // 429s in the last hour
-	HasLimits bool
+	Reserve *int64 // tokens the reserve keeps for interactive calls; nil without a known limit
+	Paused  bool
+	Limited int64 // 429s in the last hour
 }
 
 type overviewPage struct {

@@ -212,3 +212,19 @@ func row(t *testing.T, body, start string) string {
 	require.Greater(t, end, 0)
 	return body[i : i+end]
 }
+
+// A tenant whose name needs escaping in a path has its page, its links and
+// its live refresh.
+func TestConsoleEscapesNames(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "docs", Tenant: "team a/b?c", Cost: 10})
+	require.NoError(t, err)
+	page := b.get(t, "/queues/docs")
+	require.Contains(t, page.body, `href="/queues/docs/tenants/team%20a%2Fb%3Fc"`)
+	res := b.get(t, "/queues/docs/tenants/team%20a%2Fb%3Fc")
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	require.Contains(t, res.body, "Tenant team a/b?c")
+	require.Contains(t, res.body, `data-src="/queues/docs/tenants/team%20a%2Fb%3Fc"`)
+	require.Contains(t, res.body, `<span data-field="queued-jobs">1</span>`)
+}

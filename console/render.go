@@ -173,7 +173,7 @@ func (s *server) view(w http.ResponseWriter, r *http.Request, title string, data
 		Base: s.o.BasePath, Title: title, Refresh: s.o.Refresh.Milliseconds(),
 		Auth: s.auth.enabled(), Now: s.o.Now(), Page: data,
 	}
-	v.Rel = r.URL.Path
+	v.Rel = r.URL.EscapedPath()
 	if r.URL.RawQuery != "" {
 		v.Rel += "?" + r.URL.RawQuery
 	}
