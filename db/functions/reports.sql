@@ -63,7 +63,8 @@ $$;
 -- counting a million queued jobs takes a scan of them. The web console reads
 -- it. queued_tokens is exact: the ledger's cumulative cost from the first
 -- queued job to the last, less the refunds of jobs dropped between them that
--- maintenance has not folded into the keys yet. queued_span counts the
+-- maintenance has not folded into the keys yet (a job claimed out of turn,
+-- past one another transaction held, counts until that one is claimed). queued_span counts the
 -- sequence numbers from the first to the last: the queued jobs, and any job
 -- that left from inside the backlog out of turn (expired or cancelled) since
 -- the tenant joined the ring, so it is an upper bound, exact for a backlog

@@ -70,7 +70,7 @@ TO :"app_role";
 -- by tenant (batchq.console_backlog and console_queued: counts and
 -- tokens, no job), usage by tenant
 -- (batchq.tenant_usage reads the outcomes' columns below, never their
--- payloads or results), the settings and the quota.
+-- payloads or results), the settings, the quota and its 429s.
 GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants,
     batchq.queue_tenants, batchq.quota, batchq.quota_pauses
 TO :"app_role";
