@@ -23,7 +23,7 @@ func consoleCommand() *cli.Command {
 		Usage: "serve the web console: queues, tenants' shares against their weights, the quota, live",
 		Description: `Serves the web console at http://ADDR/: an overview of every queue and quota key, a
 page per queue with each tenant's backlog, waits and share of the tokens against its
-weight (a chart over --window choices from 5m to 24h), a page per tenant with its recent
+weight (a chart over a window chosen on the page, 1m to 24h), a page per tenant with its recent
 outcomes and errors, and a page per job. The numbers refresh on their own.
 
 Without --token-env the console is read-only. With it, the token in that environment
