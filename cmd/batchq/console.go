@@ -104,7 +104,7 @@ func runConsole(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("batchq: --addr: %w", err)
 	}
-	mode := "read-only (no --token-env)"
+	mode := "read-only: no --token-env"
 	if opts.Token != "" {
 		mode = "actions need the token in $" + c.String("token-env")
 	}
