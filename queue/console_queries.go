@@ -155,11 +155,19 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 	if top < 1 {
 		return nil, &SettingError{"top", fmt.Sprintf("must be at least 1 (got %d)", top)}
 	}
-	backlog, err := c.q.ConsoleBacklog(ctx, c.pool, dbsqlc.ConsoleBacklogParams{Queue: queue})
-	if err != nil {
-		return nil, fmt.Errorf("batchq: backlog of %s: %w", quote(queue), err)
-	}
+	// The backlog and the window's usage are independent: read them at once.
+	var backlog []dbsqlc.ConsoleBacklogRow
+	var backlogErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		backlog, backlogErr = c.q.ConsoleBacklog(ctx, c.pool, dbsqlc.ConsoleBacklogParams{Queue: queue})
+	}()
 	usage, err := c.WindowUsage(ctx, queue, since, until)
+	<-done
+	if backlogErr != nil {
+		return nil, fmt.Errorf("batchq: backlog of %s: %w", quote(queue), backlogErr)
+	}
 	if err != nil {
 		return nil, err
 	}
