@@ -102,7 +102,7 @@ func (b *testBundle) fill(t *testing.T) {
 	// A quota key whose provider said 429 once.
 	th, err := b.client.Throttle("sim/chat", throttle.Config{Reserve: 0.2})
 	require.NoError(t, err)
-	require.NoError(t, th.TooManyRequestsContext(ctx, time.Now(), 30*time.Second))
+	require.NoError(t, th.TooManyRequests(ctx, time.Now(), time.Now(), 30*time.Second))
 }
 
 type response struct {

@@ -99,10 +99,10 @@ func TestRateLimitedCounts(t *testing.T) {
 	require.Empty(t, n)
 
 	now := time.Now()
-	require.NoError(t, th.TooManyRequestsContext(b.ctx, now, 2*time.Second))
-	require.NoError(t, th.TooManyRequestsContext(b.ctx, now.Add(10*time.Millisecond), 5*time.Second))
+	require.NoError(t, th.TooManyRequests(b.ctx, now, now, 2*time.Second))
+	require.NoError(t, th.TooManyRequests(b.ctx, now.Add(10*time.Millisecond), now.Add(10*time.Millisecond), 5*time.Second))
 	// A 429 that asks for less than the pause already set moves nothing.
-	require.NoError(t, th.TooManyRequestsContext(b.ctx, now.Add(20*time.Millisecond), time.Second))
+	require.NoError(t, th.TooManyRequests(b.ctx, now.Add(20*time.Millisecond), now.Add(20*time.Millisecond), time.Second))
 	n, err = b.client.RateLimitedCounts(b.ctx, since)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"p/m": 2}, n)
