@@ -45,22 +45,28 @@ type QueueSummary struct {
 
 // QueueSummaries returns every queue with what it holds now, by name. It
 // reads the fair order's ledger, two index probes per tenant with queued
-// jobs, and counts the queued jobs of a queue that has at most
-// ExactCountLimit.
+// jobs, and counts the queued jobs of queues one by one while they add up
+// to at most ExactCountLimit.
 func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
 	rows, err := c.q.ConsoleQueues(ctx, c.pool)
 	if err != nil {
 		return nil, fmt.Errorf("batchq: queue summaries: %w", err)
 	}
 	out := make([]QueueSummary, len(rows))
+	budget := int64(ExactCountLimit) // jobs counted one by one, over all queues
 	for i, r := range rows {
 		out[i] = QueueSummary{
 			Name: r.Name, PausedAt: r.PausedAt, QueuedJobs: r.QueuedSpan, QueuedTokens: r.QueuedTokens,
 			RunningJobs: r.RunningJobs, RetryingJobs: r.RetryingJobs, OldestQueuedAt: unlessEpoch(r.OldestQueuedAt),
 		}
-		if r.QueuedSpan > ExactCountLimit {
+		if r.QueuedSpan == 0 {
+			out[i].QueuedExact = true
 			continue
 		}
+		if r.QueuedSpan > budget {
+			continue
+		}
+		budget -= r.QueuedSpan
 		n, err := c.queuedJobs(ctx, r.Name, nil)
 		if err != nil {
 			return nil, err
