@@ -97,6 +97,25 @@ func BenchmarkDrain(b *testing.B) {
 				}
 				b.ReportMetric(jobs/secs, "jobs/s")
 			})
+			b.Run("pool/"+name, func(b *testing.B) {
+				c := benchClient(b, queue.QueueConfig{Name: "q", MaxPerTenant: 1 << 30})
+				var jobs, secs float64
+				for range b.N {
+					b.StopTimer()
+					_, err := queue.PoolOf(c).Exec(ctx, `TRUNCATE batchq.jobs, batchq.outcomes, batchq.ledger_adjustments, batchq.tenant_ring;
+						UPDATE batchq.queue_cursors SET round = 0`)
+					require.NoError(b, err)
+					require.NoError(b, benchkit.SeedFair(ctx, c, "q", backlog))
+					_, err = queue.PoolOf(c).Exec(ctx, `VACUUM ANALYZE batchq.jobs`)
+					require.NoError(b, err)
+					b.StartTimer()
+					d, err := benchkit.DrainPool(ctx, c, "q", workers, batch)
+					require.NoError(b, err)
+					require.Equal(b, backlog.Jobs, d.Jobs)
+					jobs, secs = jobs+float64(d.Jobs), secs+d.Elapsed.Seconds()
+				}
+				b.ReportMetric(jobs/secs, "jobs/s")
+			})
 			b.Run("fifo/"+name, func(b *testing.B) {
 				pool := benchPool(b)
 				f, err := fifo.Open(ctx, pool)
