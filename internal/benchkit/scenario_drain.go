@@ -224,13 +224,23 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 			}
 		}
 	}
+	// The worker pool against the batch claimer it is built on, at batch
+	// 100 (or the largest measured): what claiming through a pool costs.
+	if slices.Contains(cfg.Systems, SystemPool) && slices.Contains(cfg.Systems, SystemFair) {
+		for _, p := range cfg.Processes {
+			pool, fair := median(results[drainKey{SystemPool, p, riverBatch}]), median(results[drainKey{SystemFair, p, riverBatch}])
+			rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("drain pool vs the batch claimer, batch %d, %d process(es)", riverBatch, p),
+				ratio(pool, fair), 0.95, false,
+				fmt.Sprintf("pool %s jobs/s / fair %s jobs/s", fmtFloat(pool, 0), fmtFloat(fair, 0))))
+		}
+	}
 	// batchq's worker pool against River's tuned pool, both as an
 	// application runs them, at the batch River was measured at.
 	if slices.Contains(cfg.Systems, SystemPool) && slices.Contains(cfg.Systems, SystemRiver) {
 		for _, p := range cfg.Processes {
 			pool, river := median(results[drainKey{SystemPool, p, riverBatch}]), median(results[drainKey{SystemRiver, p, riverBatch}])
 			rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("drain pool vs River tuned, batch %d, %d process(es)", riverBatch, p),
-				ratio(pool, river), 2.5, false,
+				ratio(pool, river), 3, false,
 				fmt.Sprintf("pool %s jobs/s / river %s jobs/s", fmtFloat(pool, 0), fmtFloat(river, 0))))
 		}
 	}

@@ -57,10 +57,17 @@ func TestBenchDrain(t *testing.T) {
 			at100[fmt.Sprint(row["system"], "/", row["processes"])] = median(t, row, "jobs_per_s")
 		}
 	}
-	require.Len(t, r.Bars, 2*2)
+	require.Len(t, r.Bars, 2*2+2)
 	for _, b := range r.Bars {
 		var system string
 		var procs int
+		if _, err := fmt.Sscanf(b.Name, "drain pool vs the batch claimer, batch 100, %d process(es)", &procs); err == nil {
+			want := at100[fmt.Sprint("pool/", procs)] / at100[fmt.Sprint("fair/", procs)]
+			require.InEpsilon(t, want, b.Value, 0.01, b.Name)
+			require.Equal(t, 0.95, b.Target)
+			require.Equal(t, b.Value >= 0.95, b.Met, b.Name)
+			continue
+		}
 		_, err := fmt.Sscanf(b.Name, "drain %s vs FIFO, at batch 100, %d process(es)", &system, &procs)
 		require.NoError(t, err, b.Name)
 		want := at100[fmt.Sprint(system, "/", procs)] / at100[fmt.Sprint("fifo/", procs)]
