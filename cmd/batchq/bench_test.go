@@ -80,7 +80,7 @@ func TestBenchDrainCLI(t *testing.T) {
 		rate := row["jobs_per_s"].(map[string]any)
 		require.Positive(t, rate["median"], "%v", row)
 	}
-	require.Len(t, rep.Bars, 2*2) // processes × (fair, pool)
+	require.Len(t, rep.Bars, 2*2+2) // processes × (fair, pool) vs FIFO, and processes × pool vs the batch claimer
 }
 
 // The text report: the machine, the server's settings, the table and the
