@@ -13,6 +13,14 @@
 -- and its kin); NULL kinds, deadlines, attempts and payloads take the
 -- defaults.
 --
+-- A line whose run-at (p_run_at) is later than this statement is inserted
+-- 'scheduled', outside the fair order: it takes no key and no place in its
+-- tenant's ledger until maintenance promotes it (batchq.requeue), which keys
+-- it then at the tail of its tenant's queue, as if it were enqueued at that
+-- moment. Its deadline defaults to its run-at plus the queue's TTL. A
+-- tenant's scheduled jobs count toward its bound, with its queued ones, so a
+-- promotion never takes a tenant past the bound.
+--
 -- It locks the tenants' ring rows (ring_join) and counts with fresh
 -- snapshots afterwards, which makes the bound exact under concurrent
 -- enqueues. Plans are made once per session, index access throughout; a
@@ -25,7 +33,8 @@ CREATE OR REPLACE FUNCTION batchq.insert_jobs(
     p_deadline     timestamptz[],
     p_max_attempts integer[],
     p_payload      jsonb[],
-    p_unique_key   text[]
+    p_unique_key   text[],
+    p_run_at       timestamptz[]
 ) RETURNS SETOF batchq.enqueue_results
 LANGUAGE plpgsql
 SET enable_seqscan = off
@@ -64,6 +73,10 @@ DECLARE
     v_one         record;
     v_head        bigint;
     v_id          bigint;
+    v_sched       boolean[];  -- each line: inserted 'scheduled', for later
+    v_any_sched   boolean;
+    v_ring_costs  bigint[];   -- each line's cost in its tenant's ledger (0 when scheduled)
+    v_ring_sched  integer[];
 BEGIN
     -- Held until commit, so the queue cannot go while its new jobs do not
     -- show yet (batchq.queues_keep_jobs).
@@ -83,9 +96,9 @@ BEGIN
     -- span, the job keyed on the tenant's ledger, the commit-time check
     -- noted. A tenant that joins the ring, or looks full, or whose ledger
     -- nears the ceiling, takes the general path.
-    IF v_n = 1 AND coalesce(p_unique_key[1], '') = ''
+    IF v_n = 1 AND coalesce(p_unique_key[1], '') = '' AND NOT coalesce(p_run_at[1] > statement_timestamp(), false)
        AND greatest(cardinality(p_kind), cardinality(p_cost), cardinality(p_deadline), cardinality(p_max_attempts),
-                    cardinality(p_payload), cardinality(p_unique_key)) <= 1 THEN
+                    cardinality(p_payload), cardinality(p_unique_key), cardinality(p_run_at)) <= 1 THEN
         -- Before the ring row is read (docs/design/commit-time-check.md).
         SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
         SELECT r.ctid AS rid, r.pos, r.share, r.cum, r.enq_seq, r.join_round,
@@ -101,7 +114,11 @@ BEGIN
             WHERE j.queue = p_queue AND j.pos = v_one.pos AND j.state = 'queued'
             ORDER BY j.seq LIMIT 1;
         END IF;
+        -- A tenant with scheduled jobs counts them toward its bound: the
+        -- general path does.
         IF v_head IS NOT NULL AND v_one.enq_seq - v_head + 2 <= v_one.bound
+           AND NOT EXISTS (SELECT 1 FROM batchq.jobs s
+                           WHERE s.queue = p_queue AND s.tenant = p_tenant[1] AND s.state = 'scheduled')
            AND v_one.cum + p_cost[1]::numeric <= batchq.key_ceiling()
            AND v_one.join_round + (v_one.cum + p_cost[1]::numeric) / v_one.share <= batchq.key_ceiling() THEN
             INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
@@ -133,13 +150,31 @@ BEGIN
                 set_config('enable_mergejoin', 'on', true);
     END IF;
 
+    -- Lines to run later: their costs stay out of the ledger until promoted.
+    v_sched := ARRAY(SELECT coalesce(r.t > statement_timestamp(), false)
+                     FROM generate_series(1, v_n) AS i (n) LEFT JOIN unnest(p_run_at) WITH ORDINALITY AS r (t, n)
+                          ON r.n = i.n
+                     ORDER BY i.n);
+    v_any_sched := true = ANY (v_sched);
+    v_ring_costs := CASE WHEN v_any_sched
+                         THEN ARRAY(SELECT CASE WHEN x.sched THEN 0 ELSE x.cost END
+                                    FROM unnest(v_sched, p_cost) WITH ORDINALITY AS x (sched, cost, n) ORDER BY x.n)
+                         ELSE p_cost END;
+
     -- Before ring_join reads the weights (docs/design/commit-time-check.md).
     SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
     SELECT array_agg(l.tenant ORDER BY l.ord), array_agg(l.lines ORDER BY l.ord), array_agg(l.head ORDER BY l.ord),
            array_agg(l.cost ORDER BY l.ord)
     INTO v_ring_tenant, v_ring_lines, v_ring_head, v_ring_cost
-    FROM batchq.ring_join(p_queue, p_tenant, p_cost, false) WITH ORDINALITY AS l (tenant, lines, head, cost, ord);
-    v_joined := ARRAY(SELECT l.tenant FROM unnest(v_ring_tenant, v_ring_head) AS l (tenant, head) WHERE l.head IS NULL);
+    FROM batchq.ring_join(p_queue, p_tenant, v_ring_costs, false) WITH ORDINALITY AS l (tenant, lines, head, cost, ord);
+    -- Joined: tenants that had nothing queued and queue a job now. (ring_join
+    -- started a membership for a tenant whose lines are all scheduled too;
+    -- with no job keyed in it, the next enqueue or promotion starts another.)
+    v_joined := ARRAY(SELECT l.tenant FROM unnest(v_ring_tenant, v_ring_head) AS l (tenant, head)
+                      WHERE l.head IS NULL
+                        AND (NOT v_any_sched
+                             OR EXISTS (SELECT 1 FROM unnest(p_tenant, v_sched) AS x (tenant, sched)
+                                        WHERE x.tenant = l.tenant AND NOT x.sched)));
 
     -- Unique keys: a job unfinished, or finished within unique_for, or an
     -- earlier line of this batch holds the key. v_dup is the id of the job
@@ -192,6 +227,14 @@ BEGIN
                        WHERE r.queue = p_queue AND r.tenant = l.tenant
                        LIMIT 1) r ON true;
 
+    -- Each tenant's scheduled jobs, which count toward its bound: one index
+    -- probe for a tenant with none, at most a bound's worth of entries else.
+    SELECT array_agg((SELECT count(*) FROM (SELECT 1 FROM batchq.jobs s
+                                            WHERE s.queue = p_queue AND s.tenant = l.tenant AND s.state = 'scheduled'
+                                            LIMIT l.bound) c)::integer ORDER BY l.ord)
+    INTO v_ring_sched
+    FROM unnest(v_ring_tenant, v_ring_bound) WITH ORDINALITY AS l (tenant, bound, ord);
+
     -- Each tenant's new jobs: its lines less duplicates, grouped by tenant
     -- in name order, as ring_join lists them.
     IF v_keyed THEN
@@ -210,15 +253,15 @@ BEGIN
     -- ledger and last round after this call must stay within the key
     -- ceiling (duplicates counted: a bound from above).
     FOR v_full IN
-        SELECT b.tenant, b.pos, b.adding, b.bound, b.upper, b.ledger_full
-        FROM (SELECT u.tenant, u.pos, u.adding, u.bound,
+        SELECT b.tenant, b.pos, b.adding, b.bound, b.upper, b.ledger_full, b.sched
+        FROM (SELECT u.tenant, u.pos, u.adding, u.bound, u.sched,
                      CASE WHEN u.head IS NULL THEN 0 ELSE u.enq_seq - u.head + 1 END AS upper,
                      (u.cum + u.cost > batchq.key_ceiling()
                       OR u.join_round + (u.cum + u.cost) / u.share > batchq.key_ceiling()) AS ledger_full
               FROM unnest(v_ring_tenant, v_ring_pos, v_ring_new, v_ring_head, v_ring_seq, v_ring_bound, v_ring_cum,
-                          v_ring_cost, v_ring_round, v_ring_share)
-                   AS u (tenant, pos, adding, head, enq_seq, bound, cum, cost, join_round, share)) b
-        WHERE b.adding > 0 AND (b.upper + b.adding > b.bound OR b.ledger_full)
+                          v_ring_cost, v_ring_round, v_ring_share, v_ring_sched)
+                   AS u (tenant, pos, adding, head, enq_seq, bound, cum, cost, join_round, share, sched)) b
+        WHERE b.adding > 0 AND (b.upper::bigint + b.sched + b.adding > b.bound OR b.ledger_full)
     LOOP
         IF v_full.ledger_full THEN
             RETURN QUERY SELECT 0, NULL::bigint, 'ledger_full'::text, v_full.tenant, NULL::integer, NULL::integer,
@@ -229,7 +272,9 @@ BEGIN
             SELECT 1 FROM batchq.jobs j
             WHERE j.queue = p_queue AND j.pos = v_full.pos AND j.state = 'queued'
             LIMIT v_full.bound) c;
-        IF v_exact + v_full.adding > v_full.bound THEN
+        -- Its waiting jobs: queued and scheduled.
+        v_exact := least(v_exact::bigint + v_full.sched, 2147483647);
+        IF v_exact::bigint + v_full.adding > v_full.bound THEN
             RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact, v_full.adding;
             RETURN;
         END IF;
@@ -252,7 +297,7 @@ BEGIN
              WITH ORDINALITY AS x (tenant, kind, cost, deadline, max_attempts, payload, unique_key, adds, ord)
         JOIN unnest(v_ring_tenant, v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round)
              AS r (tenant, pos, share, cum, enq_seq, join_round) ON r.tenant = x.tenant
-        WHERE x.adds
+        WHERE x.adds AND NOT v_sched[x.ord::integer]
         WINDOW w AS (PARTITION BY x.tenant COLLATE "C" ORDER BY x.ord)
     ), src AS MATERIALIZED (
         -- nextval is evaluated after the sort (it is volatile), so ids follow it.
@@ -283,6 +328,28 @@ BEGIN
         ORDER BY s.unique_key COLLATE "C"
         ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
         RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round
+    ), sched_src AS MATERIALIZED (
+        -- Lines to run later: no key, no ledger; the deadline defaults to
+        -- the run-at plus the queue's TTL.
+        SELECT x.ord::integer AS ord, x.tenant, coalesce(nullif(x.kind, ''), 'default') AS kind, x.cost,
+               CASE WHEN x.deadline IS NULL OR x.deadline < '0002-01-01' THEN x.run_at + q.default_ttl
+                    ELSE x.deadline END AS deadline,
+               coalesce(nullif(x.max_attempts, 0), q.max_attempts) AS max_attempts,
+               coalesce(x.payload, '{}'::jsonb) AS payload, x.unique_key, x.run_at,
+               nextval('batchq.jobs_id_seq') AS id
+        FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_max_attempts, p_payload, p_unique_key, v_adds, p_run_at)
+             WITH ORDINALITY AS x (tenant, kind, cost, deadline, max_attempts, payload, unique_key, adds, run_at, ord)
+        WHERE v_any_sched AND x.adds AND v_sched[x.ord::integer]
+    ), ins_sched AS (
+        INSERT INTO batchq.jobs (id, queue, tenant, kind, cost, deadline, payload, unique_key, state,
+                                 max_attempts, round, pos, cum, seq, run_after)
+        OVERRIDING SYSTEM VALUE
+        SELECT s.id, p_queue, s.tenant, s.kind, s.cost, s.deadline, s.payload, s.unique_key, 'scheduled',
+               s.max_attempts, 0, 0, 0, 0, s.run_at
+        FROM sched_src s
+        ORDER BY s.unique_key COLLATE "C"
+        ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+        RETURNING id
     ), ins AS (
         SELECT * FROM ins_plain UNION ALL SELECT * FROM ins_keyed
     ), noted AS (
@@ -304,9 +371,10 @@ BEGIN
         JOIN unnest(v_ring_tenant, v_ring_round) AS k (tenant, join_round) ON k.tenant = a.tenant
         WHERE r.ctid = a.rid -- found by its own probe (docs/design/plans.md, "Probes")
     )
-    SELECT (SELECT array_agg(s.ord ORDER BY s.ord) FROM src s),
-           (SELECT array_agg(s.id ORDER BY s.ord) FROM src s),
-           (SELECT count(*) FROM ins)
+    SELECT (SELECT array_agg(s.ord ORDER BY s.ord) FROM (SELECT s.ord FROM src s UNION ALL SELECT t.ord FROM sched_src t) s),
+           (SELECT array_agg(s.id ORDER BY s.ord)
+            FROM (SELECT s.ord, s.id FROM src s UNION ALL SELECT t.ord, t.id FROM sched_src t) s),
+           (SELECT count(*) FROM ins) + (SELECT count(*) FROM ins_sched)
     INTO v_src_ord, v_src_id, v_inserted;
 
     -- Lines whose unique key a concurrent transaction took and committed
@@ -319,6 +387,7 @@ BEGIN
                    r.enq_seq + row_number() OVER (PARTITION BY p_tenant[s.ord] ORDER BY s.ord) AS seq
             FROM unnest(v_src_ord, v_src_id) AS s (ord, id)
             JOIN unnest(v_ring_tenant, v_ring_seq) AS r (tenant, enq_seq) ON r.tenant = p_tenant[s.ord]
+            WHERE NOT v_sched[s.ord] -- scheduled lines hold no place in the ledger
         ), skipped AS (
             SELECT l.tenant, l.seq, l.cost FROM lines l
             WHERE NOT EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = p_queue AND j.id = l.id)
@@ -398,7 +467,8 @@ $$;
 -- (a SQL function with subqueries is planned on every call).
 CREATE OR REPLACE FUNCTION batchq.enqueue_error(p_queue text, p_tenant text[], p_kind text[], p_cost bigint[],
                                                 p_deadline timestamptz[], p_ttl interval[], p_max_attempts integer[],
-                                                p_payload jsonb[], p_unique_key text[])
+                                                p_payload jsonb[], p_unique_key text[], p_run_at timestamptz[],
+                                                p_delay interval[])
 RETURNS text[]
 LANGUAGE plpgsql STABLE
 AS $$
@@ -408,11 +478,16 @@ BEGIN
     END IF;
     RETURN (SELECT ARRAY[e.ord::text] || e.error
             FROM (SELECT x.ord,
-                         batchq.job_error(x.tenant, coalesce(nullif(x.kind, ''), 'default'), x.cost,
-                                          CASE WHEN x.deadline >= '0002-01-01' THEN x.deadline END, x.ttl,
-                                          x.max_attempts, x.payload, x.unique_key, statement_timestamp()) AS error
-                  FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_ttl, p_max_attempts, p_payload, p_unique_key)
-                       WITH ORDINALITY AS x (tenant, kind, cost, deadline, ttl, max_attempts, payload, unique_key, ord)
+                         coalesce(batchq.job_error(x.tenant, coalesce(nullif(x.kind, ''), 'default'), x.cost,
+                                                   CASE WHEN x.deadline >= '0002-01-01' THEN x.deadline END, x.ttl,
+                                                   x.max_attempts, x.payload, x.unique_key, statement_timestamp()),
+                                  batchq.run_at_error(x.run_at, x.delay,
+                                                      CASE WHEN x.deadline >= '0002-01-01' THEN x.deadline END,
+                                                      x.ttl)) AS error
+                  FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_ttl, p_max_attempts, p_payload, p_unique_key,
+                              p_run_at, p_delay)
+                       WITH ORDINALITY AS x (tenant, kind, cost, deadline, ttl, max_attempts, payload, unique_key,
+                                             run_at, delay, ord)
                   OFFSET 0) e -- each job's rules checked once
             WHERE e.error IS NOT NULL
             ORDER BY e.ord
@@ -423,10 +498,42 @@ $$;
 -- enqueue inserts jobs into one queue inside the caller's transaction, all
 -- or nothing: the form package queue calls, one array per field, a job per
 -- element. A NULL array, or a NULL element, asks for the default (kind
--- 'default', the queue's TTL and attempts, payload {}, no unique key); a
--- deadline before year 2 counts as none. A job that breaks a rule raises
--- (class BQ1); a full tenant, an unknown queue and a full ledger come back
--- as a status row (batchq.insert_jobs), leaving the transaction usable.
+-- 'default', the queue's TTL and attempts, payload {}, no unique key, run
+-- now); a deadline or run-at before year 2 counts as none. A job whose
+-- run-at is later than now waits 'scheduled' until then, and its deadline
+-- must come after its run-at. A job that breaks a rule raises (class BQ1); a
+-- full tenant, an unknown queue and a full ledger come back as a status row
+-- (batchq.insert_jobs), leaving the transaction usable.
+CREATE OR REPLACE FUNCTION batchq.enqueue(
+    p_queue        text,
+    p_tenant       text[],
+    p_kind         text[],
+    p_cost         bigint[],
+    p_deadline     timestamptz[],
+    p_max_attempts integer[],
+    p_payload      jsonb[],
+    p_unique_key   text[],
+    p_run_at       timestamptz[]
+) RETURNS SETOF batchq.enqueue_results
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_error text[] := batchq.enqueue_error(p_queue, p_tenant, p_kind, p_cost, p_deadline, NULL, p_max_attempts,
+                                           p_payload, p_unique_key, p_run_at, NULL);
+BEGIN
+    IF v_error IS NOT NULL THEN
+        PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
+    END IF;
+    RETURN QUERY SELECT * FROM batchq.insert_jobs(p_queue, p_tenant, p_kind, p_cost, p_deadline, p_max_attempts,
+                                                  p_payload, p_unique_key, p_run_at);
+END
+$$;
+
+-- enqueue without run-at times: every job runs now. The form of release
+-- 0.1.0, kept for its callers.
 CREATE OR REPLACE FUNCTION batchq.enqueue(
     p_queue        text,
     p_tenant       text[],
@@ -437,21 +544,13 @@ CREATE OR REPLACE FUNCTION batchq.enqueue(
     p_payload      jsonb[],
     p_unique_key   text[]
 ) RETURNS SETOF batchq.enqueue_results
-LANGUAGE plpgsql
+LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-DECLARE
-    v_error text[] := batchq.enqueue_error(p_queue, p_tenant, p_kind, p_cost, p_deadline, NULL, p_max_attempts,
-                                           p_payload, p_unique_key);
-BEGIN
-    IF v_error IS NOT NULL THEN
-        PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
-    END IF;
-    RETURN QUERY SELECT * FROM batchq.insert_jobs(p_queue, p_tenant, p_kind, p_cost, p_deadline, p_max_attempts,
-                                                  p_payload, p_unique_key);
-END
+    SELECT * FROM batchq.enqueue(p_queue, p_tenant, p_kind, p_cost, p_deadline, p_max_attempts, p_payload,
+                                 p_unique_key, NULL::timestamptz[])
 $$;
 
 -- raise_refused raises a status row insert_jobs returned instead of ids:
@@ -494,7 +593,9 @@ $$;
 --                                    payload => '{"doc": 42}', ttl => '1 hour');
 --
 -- Defaults: kind 'default', payload {}, the queue's TTL and attempts, no
--- unique key. deadline and ttl are alternatives; a ttl of 0 is none. A job
+-- unique key, run now. deadline and ttl are alternatives; a ttl of 0 is
+-- none. run_at (a time) and delay (from now) are alternatives too: the job
+-- waits 'scheduled' until then, and a ttl counts from then. A job
 -- that breaks a rule, a full tenant, an unknown queue and a full ledger
 -- raise (classes BQ1 and BQ2), which aborts the transaction as any error
 -- does.
@@ -507,7 +608,9 @@ CREATE OR REPLACE FUNCTION batchq.enqueue_job(
     deadline     timestamptz DEFAULT NULL,
     ttl          interval DEFAULT NULL,
     max_attempts integer DEFAULT NULL,
-    unique_key   text DEFAULT NULL
+    unique_key   text DEFAULT NULL,
+    run_at       timestamptz DEFAULT NULL,
+    delay        interval DEFAULT NULL
 ) RETURNS TABLE (job_id bigint, duplicate boolean)
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -521,14 +624,16 @@ DECLARE
 BEGIN
     v_error := coalesce(batchq.queue_name_error(queue),
                         batchq.job_error(tenant, coalesce(nullif(kind, ''), 'default'), cost, deadline, ttl,
-                                         max_attempts, payload, unique_key, statement_timestamp()));
+                                         max_attempts, payload, unique_key, statement_timestamp()),
+                        batchq.run_at_error(run_at, delay, deadline, ttl));
     IF v_error IS NOT NULL THEN
         PERFORM batchq.raise_invalid_job(0, v_error);
     END IF;
+    run_at := coalesce(run_at, statement_timestamp() + nullif(delay, interval '0'));
     SELECT * INTO r
     FROM batchq.insert_jobs(queue, ARRAY[tenant], ARRAY[kind], ARRAY[cost],
-                            ARRAY[coalesce(deadline, statement_timestamp() + nullif(ttl, interval '0'))],
-                            ARRAY[max_attempts], ARRAY[payload], ARRAY[unique_key]);
+                            ARRAY[coalesce(deadline, greatest(run_at, statement_timestamp()) + nullif(ttl, interval '0'))],
+                            ARRAY[max_attempts], ARRAY[payload], ARRAY[unique_key], ARRAY[run_at]);
     PERFORM batchq.raise_refused(queue, r);
     RETURN QUERY SELECT r.job_id, r.status = 'duplicate';
 END
@@ -541,16 +646,17 @@ $$;
 CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS text[]
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN CASE
-        WHEN key NOT IN ('tenant', 'cost', 'payload', 'kind', 'deadline', 'ttl', 'max_attempts', 'unique_key') THEN
-            ARRAY['BQ104', key, 'is not a field of a job (tenant, cost, payload, kind, deadline, ttl, max_attempts, unique_key)']
+        WHEN key NOT IN ('tenant', 'cost', 'payload', 'kind', 'deadline', 'ttl', 'max_attempts', 'unique_key', 'run_at',
+                         'delay') THEN
+            ARRAY['BQ104', key, 'is not a field of a job (tenant, cost, payload, kind, deadline, ttl, max_attempts, unique_key, run_at, delay)']
         WHEN key = 'payload' OR jsonb_typeof(value) = 'null' THEN NULL
-        WHEN key IN ('tenant', 'kind', 'unique_key', 'deadline') AND jsonb_typeof(value) <> 'string' THEN
+        WHEN key IN ('tenant', 'kind', 'unique_key', 'deadline', 'run_at') AND jsonb_typeof(value) <> 'string' THEN
             ARRAY['BQ104', key, format('must be a string (got %s)', jsonb_typeof(value))]
-        WHEN key = 'ttl' AND jsonb_typeof(value) NOT IN ('string', 'number') THEN
+        WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) NOT IN ('string', 'number') THEN
             ARRAY['BQ104', key, format('must be a string or a number (got %s)', jsonb_typeof(value))]
-        WHEN key = 'ttl' AND jsonb_typeof(value) = 'number' AND abs(value::text::numeric) > 300000000000 THEN
+        WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND abs(value::text::numeric) > 300000000000 THEN
             ARRAY['BQ103', key, format('must be at most 300000000000 seconds either way (got %s)', value::text)]
-        WHEN key = 'deadline'
+        WHEN key IN ('deadline', 'run_at')
              AND value #>> '{}' !~* '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$' THEN
             ARRAY['BQ103', key, format('must be an RFC 3339 time such as "2026-12-01T02:00:00Z" (got %s)', value::text)]
         WHEN key IN ('cost', 'max_attempts') AND jsonb_typeof(value) <> 'number' THEN
@@ -576,7 +682,8 @@ CREATE OR REPLACE FUNCTION batchq.json_interval(value jsonb) RETURNS interval
 -- transaction, all or nothing. jobs is a JSON array of objects with the
 -- fields of enqueue_job: tenant and cost (required), payload, kind,
 -- deadline (RFC 3339), ttl (a PostgreSQL interval such as "1 hour", or
--- seconds), max_attempts, unique_key. A payload of JSON null is stored as
+-- seconds), max_attempts, unique_key, run_at (RFC 3339) or delay (as ttl).
+-- A payload of JSON null is stored as
 -- null, as the Go client stores it; a missing one is {}. It returns a row per job, in order:
 -- its place (ord, from 1), its id, and whether it was a duplicate. Errors
 -- as enqueue_job's, the index of the job in their DETAIL.
@@ -597,6 +704,8 @@ DECLARE
     v_max_attempts integer[];
     v_payload      jsonb[];
     v_unique_key   text[];
+    v_run_at       timestamptz[];
+    v_delay        interval[];
     v_error        text[];
     v_bad          record;
     r              batchq.enqueue_results;
@@ -634,8 +743,10 @@ BEGIN
                array_agg((j.job->>'deadline')::timestamptz ORDER BY j.ord),
                array_agg(batchq.json_interval(j.job->'ttl') ORDER BY j.ord),
                array_agg((j.job->>'max_attempts')::numeric::integer ORDER BY j.ord),
-               array_agg(j.job->'payload' ORDER BY j.ord), array_agg(j.job->>'unique_key' ORDER BY j.ord)
-        INTO v_tenant, v_kind, v_cost, v_deadline, v_ttl, v_max_attempts, v_payload, v_unique_key
+               array_agg(j.job->'payload' ORDER BY j.ord), array_agg(j.job->>'unique_key' ORDER BY j.ord),
+               array_agg((j.job->>'run_at')::timestamptz ORDER BY j.ord),
+               array_agg(batchq.json_interval(j.job->'delay') ORDER BY j.ord)
+        INTO v_tenant, v_kind, v_cost, v_deadline, v_ttl, v_max_attempts, v_payload, v_unique_key, v_run_at, v_delay
         FROM jsonb_array_elements(jobs) WITH ORDINALITY AS j (job, ord);
     EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow
                    OR invalid_text_representation OR numeric_value_out_of_range THEN
@@ -654,22 +765,44 @@ BEGIN
                     ARRAY['BQ103', 'ttl', format('must be an interval such as "1 hour", or a number of seconds (got %s)',
                                                  (v_bad.job->'ttl')::text)]);
             END;
+            BEGIN
+                PERFORM (v_bad.job->>'run_at')::timestamptz;
+            EXCEPTION WHEN OTHERS THEN
+                PERFORM batchq.raise_invalid_job(v_bad.ord::integer,
+                    ARRAY['BQ103', 'run_at', format('must be a time such as "2026-12-01T02:00:00Z" (got %s)',
+                                                    batchq.quote(v_bad.job->>'run_at'))]);
+            END;
+            BEGIN
+                PERFORM batchq.json_interval(v_bad.job->'delay');
+            EXCEPTION WHEN OTHERS THEN
+                PERFORM batchq.raise_invalid_job(v_bad.ord::integer,
+                    ARRAY['BQ103', 'delay', format('must be an interval such as "10 minutes", or a number of seconds (got %s)',
+                                                   (v_bad.job->'delay')::text)]);
+            END;
         END LOOP;
         RAISE; -- no single job's: raise what it was
     END;
 
     v_error := batchq.enqueue_error(queue, v_tenant, v_kind, v_cost, v_deadline, v_ttl, v_max_attempts, v_payload,
-                                    v_unique_key);
+                                    v_unique_key, v_run_at, v_delay);
     IF v_error IS NOT NULL THEN
         PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
     END IF;
     FOR r IN
         SELECT * FROM batchq.insert_jobs(queue, v_tenant, v_kind, v_cost,
                                          ARRAY(SELECT coalesce(CASE WHEN d.deadline >= '0002-01-01' THEN d.deadline END,
-                                                               statement_timestamp() + nullif(d.ttl, interval '0'))
-                                               FROM unnest(v_deadline, v_ttl) WITH ORDINALITY AS d (deadline, ttl, n)
+                                                               greatest(d.run_at, statement_timestamp())
+                                                               + nullif(d.ttl, interval '0'))
+                                               FROM (SELECT d.deadline, d.ttl, d.n,
+                                                            coalesce(d.run_at, statement_timestamp()
+                                                                               + nullif(d.delay, interval '0')) AS run_at
+                                                     FROM unnest(v_deadline, v_ttl, v_run_at, v_delay)
+                                                          WITH ORDINALITY AS d (deadline, ttl, run_at, delay, n)) d
                                                ORDER BY d.n),
-                                         v_max_attempts, v_payload, v_unique_key)
+                                         v_max_attempts, v_payload, v_unique_key,
+                                         ARRAY(SELECT coalesce(d.run_at, statement_timestamp() + nullif(d.delay, interval '0'))
+                                               FROM unnest(v_run_at, v_delay) WITH ORDINALITY AS d (run_at, delay, n)
+                                               ORDER BY d.n))
     LOOP
         PERFORM batchq.raise_refused(queue, r);
         ord := r.ord;

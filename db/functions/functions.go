@@ -27,6 +27,7 @@ var Files = []string{
 	"claim.sql",
 	"enqueue.sql",
 	"maintain.sql",
+	"schedules.sql",
 	"quota.sql",
 	"operate.sql",
 	"reports.sql",

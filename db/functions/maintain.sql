@@ -118,14 +118,16 @@ BEGIN
 END
 $$;
 
--- requeue returns up to p_limit due 'retrying' jobs of p_queue to their
--- tenants' queues, at the tail, as if enqueued now (a tenant whose queue
--- had emptied rejoins the ring). Tenants whose ring row an open enqueue
+-- requeue returns up to p_limit due jobs of p_queue to their tenants'
+-- queues, at the tail, as if enqueued now (a tenant whose queue had emptied
+-- rejoins the ring): 'retrying' ones whose backoff ended and 'scheduled' ones
+-- whose run-at came, the one way a job waits for a time. Due means run_after
+-- at or before p_at (NULL: now), oldest first. Tenants whose ring row an open enqueue
 -- holds, or whose ledger has no room left (ledger_full, until its queue
 -- drains), are passed over for a later call: it looks again past them, a few
 -- times at most, so one long import does not hold up every other tenant's
 -- retries. Returns how many jobs it requeued.
-CREATE OR REPLACE FUNCTION batchq.requeue(p_queue text, p_limit integer) RETURNS integer
+CREATE OR REPLACE FUNCTION batchq.requeue(p_queue text, p_limit integer, p_at timestamptz) RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -143,6 +145,7 @@ DECLARE
     v_joined   text[];
     v_notify   boolean := false;
     v_busy     text[] := '{}'; -- tenants passed over
+    v_at       timestamptz := coalesce(p_at, now());
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.check_limit('requeue', p_queue, p_limit);
@@ -154,7 +157,7 @@ BEGIN
                array_agg(d.cost ORDER BY d.run_after, d.id)
         INTO v_ids, v_tenants, v_costs
         FROM (SELECT j.id, j.tenant, j.cost, j.run_after FROM batchq.jobs j
-              WHERE j.queue = p_queue AND j.state = 'retrying' AND j.run_after <= now()
+              WHERE j.queue = p_queue AND j.state IN ('retrying', 'scheduled') AND j.run_after <= v_at
                 AND j.tenant <> ALL (v_busy)
               ORDER BY j.run_after, j.id LIMIT p_limit - v_total
               FOR UPDATE SKIP LOCKED) d;
@@ -215,3 +218,10 @@ BEGIN
     RETURN v_total;
 END
 $$;
+
+-- requeue as of now: the form of release 0.1.0, kept for its callers.
+CREATE OR REPLACE FUNCTION batchq.requeue(p_queue text, p_limit integer) RETURNS integer
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+RETURN batchq.requeue(p_queue, p_limit, NULL::timestamptz);

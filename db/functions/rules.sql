@@ -122,6 +122,38 @@ CREATE OR REPLACE FUNCTION batchq.job_error(tenant text, kind text, cost bigint,
         END,
         CASE WHEN unique_key <> '' THEN batchq.name_error('unique_key', unique_key) END);
 
+-- run_at_error is the rule for when a job may first run: NULL when run_at,
+-- delay and the deadline keep it, else {sqlstate, field, rule}. run_at NULL
+-- (or before year 2) and delay NULL or 0 mean "now"; a run_at in the past
+-- means now too. The deadline is the job's (NULL: run_at plus ttl, or plus
+-- the queue's TTL, which is after it); it must come after run_at, or the
+-- job could never run. Checked after job_error, in the order queue.NewJob's
+-- are.
+CREATE OR REPLACE FUNCTION batchq.run_at_error(run_at timestamptz, delay interval, deadline timestamptz,
+                                               ttl interval)
+    RETURNS text[]
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN CASE
+        WHEN delay < interval '0' THEN
+            ARRAY['BQ103', 'delay', format('must be >= 0 (got %s)', batchq.go_duration(delay))]
+        WHEN delay > interval '0' AND run_at >= '0002-01-01' THEN
+            ARRAY['BQ103', 'run_at', 'give a run_at or a delay, not both']
+        WHEN run_at >= '10000-01-01 00:00:00+00' THEN
+            ARRAY['BQ103', 'run_at', 'must be before year 10000']
+        WHEN delay > interval '0'
+             AND extract(epoch FROM delay) >= extract(epoch FROM '10000-01-01 00:00:00+00'::timestamptz - statement_timestamp()) THEN
+            ARRAY['BQ103', 'delay', 'must end before year 10000']
+        WHEN deadline IS NOT NULL AND deadline <= coalesce(CASE WHEN run_at >= '0002-01-01' THEN run_at END,
+                                                           statement_timestamp() + delay) THEN
+            ARRAY['BQ103', 'deadline', format('must be after run_at (got %s, run_at %s)', batchq.rfc3339(deadline),
+                  batchq.rfc3339(coalesce(CASE WHEN run_at >= '0002-01-01' THEN run_at END,
+                                          statement_timestamp() + delay)))]
+        WHEN ttl > interval '0' AND extract(epoch FROM ttl) >= extract(epoch FROM '10000-01-01 00:00:00+00'::timestamptz
+                 - coalesce(CASE WHEN run_at >= '0002-01-01' THEN run_at END, statement_timestamp() + delay,
+                            statement_timestamp())) THEN
+            ARRAY['BQ103', 'deadline', 'must be before year 10000']
+    END;
+
 -- raise_invalid_job raises what job_error found, for the job at p_index
 -- (0 for a call of one job).
 CREATE OR REPLACE FUNCTION batchq.raise_invalid_job(p_index integer, p_error text[]) RETURNS void

@@ -7,5 +7,6 @@ SELECT * FROM batchq.enqueue(
     @deadlines::timestamptz[],
     @max_attempts::integer[],
     @payloads::jsonb[],
-    @unique_keys::text[]
+    @unique_keys::text[],
+    @run_ats::timestamptz[]
 );

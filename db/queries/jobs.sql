@@ -8,8 +8,8 @@ FROM batchq.jobs j WHERE j.id = @id;
 SELECT * FROM batchq.outcomes o WHERE o.job_id = @id;
 
 -- name: RetryNow :one
--- Makes a retrying job due now.
-UPDATE batchq.jobs SET run_after = now() WHERE id = @id AND state = 'retrying' RETURNING id;
+-- Makes a retrying or scheduled job due now.
+UPDATE batchq.jobs SET run_after = now() WHERE id = @id AND state IN ('retrying', 'scheduled') RETURNING id;
 
 -- name: QueueHasJobs :one
 -- Whether a queue holds any unfinished job: how a draining worker knows it

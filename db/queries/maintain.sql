@@ -14,7 +14,10 @@ SELECT e.id::bigint AS id, e.tenant::text AS tenant, e.cost::bigint AS cost
 FROM batchq.expire(@queue::text, @max_jobs::integer) e;
 
 -- name: Requeue :one
-SELECT batchq.requeue(@queue::text, @max_jobs::integer)::integer AS requeued;
+-- Moves due retrying and scheduled jobs to their tenants' queues, as of
+-- @at (NULL: the database's now). See batchq.requeue in
+-- db/functions/maintain.sql.
+SELECT batchq.requeue(@queue::text, @max_jobs::integer, sqlc.narg(at)::timestamptz)::integer AS requeued;
 
 -- name: ApplyAdjustments :one
 SELECT batchq.apply_adjustments(@queue::text)::integer AS adjusted;

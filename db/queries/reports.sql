@@ -2,7 +2,8 @@
 -- What each tenant has waiting and running, per queue, and whether the
 -- queue is paused; all queues when @queue is NULL.
 SELECT b.queue, b.tenant, b.queued_jobs, b.queued_tokens, b.oldest_queued_at, b.oldest_queued_age, b.running_jobs,
-       b.retrying_jobs, b.nearest_deadline, (q.paused_at IS NOT NULL)::boolean AS paused
+       b.retrying_jobs, b.nearest_deadline, (q.paused_at IS NOT NULL)::boolean AS paused, b.scheduled_jobs,
+       b.next_run_at
 FROM batchq.backlog b JOIN batchq.queues q ON q.name = b.queue
 WHERE sqlc.narg(queue)::text IS NULL OR b.queue = sqlc.narg(queue)
 ORDER BY b.queue, b.tenant;

@@ -61,7 +61,8 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA batchq FROM :"app_role", :"worker_role
 -- the fair order, read other jobs' payloads, or change or delete anything.
 GRANT EXECUTE ON FUNCTION
     batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[]),
-    batchq.enqueue_job(text, text, bigint, jsonb, text, timestamptz, interval, integer, text),
+    batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[], timestamptz[]),
+    batchq.enqueue_job(text, text, bigint, jsonb, text, timestamptz, interval, integer, text, timestamptz, interval),
     batchq.enqueue_jobs(text, jsonb)
 TO :"app_role";
 
@@ -82,7 +83,8 @@ GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz),
 TO :"app_role";
 
 -- Workers claim, heartbeat, complete, fail and release jobs, and maintain
--- their queue (rescue, expiry, requeue, folding cost corrections). They
+-- their queue (rescue, expiry, requeue, folding cost corrections, firing
+-- the recurring schedules' ticks). They
 -- cannot enqueue, cancel, change settings, or change or delete an outcome.
 -- The cost corrections they report move a tenant in the fair order, as they
 -- are meant to: the role is for batchq's worker code, not ad hoc sessions.
@@ -95,7 +97,10 @@ GRANT EXECUTE ON FUNCTION
     batchq.rescue(text, integer),
     batchq.expire(text, integer),
     batchq.requeue(text, integer),
-    batchq.apply_adjustments(text)
+    batchq.requeue(text, integer, timestamptz),
+    batchq.apply_adjustments(text),
+    batchq.due_schedules(text, timestamptz, integer),
+    batchq.fire_schedule(text, timestamptz, boolean, timestamptz)
 TO :"worker_role";
 -- What workers read: the jobs (the next cost a claim starts with, whether a
 -- queue is drained), the queues' settings, and the unfinished jobs for the
@@ -130,7 +135,7 @@ TO :"operator_role";
 -- What the app reads, and the jobs and outcomes whole: an operator inspects
 -- payloads, results and errors (`batchq jobs show`).
 GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants,
-    batchq.queue_tenants, batchq.quota, batchq.quota_pauses, batchq.jobs, batchq.outcomes
+    batchq.queue_tenants, batchq.quota, batchq.quota_pauses, batchq.jobs, batchq.outcomes, batchq.schedules
 TO :"operator_role";
 GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz),
     batchq.console_backlog(text, text), batchq.console_queued(text, text[], bigint)

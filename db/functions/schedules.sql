@@ -1,0 +1,81 @@
+-- Recurring schedules: each tick of a schedule enqueues one job. The ticks
+-- are computed by the Go client from the cron expression (SQL has no cron
+-- parser); these functions let a worker's maintenance, which writes no
+-- table itself, take the due schedules and fire them.
+
+-- due_schedules locks up to p_limit schedules of p_queue whose next tick is
+-- at or before p_at (NULL: now) and that are not paused, skipping those
+-- another transaction holds, and returns them. The caller fires each
+-- (fire_schedule) in the same transaction: a schedule is taken by one
+-- maintainer at a time, and the next one finds its next tick moved on.
+CREATE OR REPLACE FUNCTION batchq.due_schedules(p_queue text, p_at timestamptz, p_limit integer)
+RETURNS TABLE (name text, cron text, timezone text, missed text, next_run_at timestamptz)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
+        PERFORM batchq.check_limit('due_schedules', p_queue, p_limit);
+    END IF;
+    RETURN QUERY
+    SELECT s.name, s.cron, s.timezone, s.missed, s.next_run_at
+    FROM batchq.schedules s
+    WHERE s.queue = p_queue AND s.paused_at IS NULL AND s.next_run_at <= coalesce(p_at, now())
+    ORDER BY s.next_run_at
+    LIMIT p_limit
+    FOR UPDATE SKIP LOCKED;
+END
+$$;
+
+-- fire_schedule records that a due schedule's tick p_tick was handled and
+-- that its next tick is p_next: with p_enqueue, it enqueues the tick's job
+-- first, with the unique key 'batchq:schedule:<name>:<tick>', so a tick
+-- enqueues one job however many maintainers handle it. A tick the tenant has
+-- no room for (queue_full, ledger_full) enqueues nothing and is recorded in
+-- last_error; the schedule goes on. Nothing happens when the schedule's next
+-- tick is no longer p_tick (another maintainer fired it). Returns the job's
+-- id, NULL when none was enqueued.
+CREATE OR REPLACE FUNCTION batchq.fire_schedule(p_name text, p_tick timestamptz, p_enqueue boolean,
+                                                p_next timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s     batchq.schedules;
+    r     batchq.enqueue_results;
+    v_err text;
+BEGIN
+    IF p_next IS NULL OR p_next <= p_tick THEN
+        PERFORM batchq.raise_invalid_argument('fire_schedule', 'next',
+            format('must be after the tick (got %s, tick %s)', batchq.rfc3339(p_next), batchq.rfc3339(p_tick)));
+    END IF;
+    SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
+    IF NOT FOUND OR s.next_run_at <> p_tick THEN
+        RETURN NULL;
+    END IF;
+    IF p_enqueue THEN
+        SELECT * INTO r
+        FROM batchq.insert_jobs(s.queue, ARRAY[s.tenant], ARRAY[s.kind], ARRAY[s.cost],
+                                ARRAY[statement_timestamp() + s.ttl], ARRAY[s.max_attempts], ARRAY[s.payload],
+                                ARRAY['batchq:schedule:' || s.name || ':' || batchq.rfc3339(p_tick)], NULL);
+        IF r.status NOT IN ('inserted', 'duplicate') THEN
+            v_err := format('tick %s enqueued nothing: %s', batchq.rfc3339(p_tick), r.status)
+                     || CASE WHEN r.status = 'queue_full'
+                             THEN format(' (tenant %s has %s waiting jobs, bound %s)', batchq.quote(r.tenant), r.queued,
+                                         r.bound)
+                             ELSE '' END;
+        END IF;
+    END IF;
+    UPDATE batchq.schedules x
+    SET next_run_at = p_next,
+        last_run_at = CASE WHEN p_enqueue THEN p_tick ELSE x.last_run_at END,
+        last_job_id = CASE WHEN r.status IN ('inserted', 'duplicate') THEN r.job_id ELSE x.last_job_id END,
+        last_error = CASE WHEN p_enqueue THEN v_err ELSE x.last_error END
+    WHERE x.name = p_name;
+    RETURN CASE WHEN r.status IN ('inserted', 'duplicate') THEN r.job_id END;
+END
+$$;

@@ -1,0 +1,36 @@
+-- name: DueSchedules :many
+-- Locks the due schedules of a queue for this transaction. See
+-- batchq.due_schedules in db/functions/schedules.sql.
+SELECT d.name::text AS name, d.cron::text AS cron, d.timezone::text AS timezone, d.missed::text AS missed,
+       d.next_run_at::timestamptz AS next_run_at
+FROM batchq.due_schedules(@queue::text, sqlc.narg(at)::timestamptz, @max_schedules::integer) d;
+
+-- name: FireSchedule :one
+SELECT batchq.fire_schedule(@name::text, @tick::timestamptz, @enqueue::boolean, @next::timestamptz) AS job_id;
+
+-- name: CreateSchedule :exec
+INSERT INTO batchq.schedules (name, queue, tenant, kind, cron, timezone, cost, ttl, max_attempts, payload, missed,
+                              next_run_at, paused_at)
+VALUES (@name, @queue, @tenant, @kind, @cron, @timezone, @cost, sqlc.narg(ttl)::interval, @max_attempts, @payload,
+        @missed, @next_run_at, sqlc.narg(paused_at)::timestamptz);
+
+-- name: UpdateSchedule :execrows
+UPDATE batchq.schedules
+SET queue = @queue, tenant = @tenant, kind = @kind, cron = @cron, timezone = @timezone, cost = @cost,
+    ttl = sqlc.narg(ttl)::interval, max_attempts = @max_attempts, payload = @payload, missed = @missed,
+    next_run_at = @next_run_at, paused_at = sqlc.narg(paused_at)::timestamptz, updated_at = now()
+WHERE name = @name;
+
+-- name: GetSchedule :one
+SELECT * FROM batchq.schedules WHERE name = @name;
+
+-- name: GetScheduleForUpdate :one
+SELECT * FROM batchq.schedules WHERE name = @name FOR UPDATE;
+
+-- name: ListSchedules :many
+SELECT * FROM batchq.schedules
+WHERE sqlc.narg(queue)::text IS NULL OR queue = sqlc.narg(queue)
+ORDER BY name;
+
+-- name: DeleteSchedule :execrows
+DELETE FROM batchq.schedules WHERE name = @name;
