@@ -40,7 +40,7 @@ GROUP BY j.queue, j.tenant;
 -- the next tick not yet enqueued.
 CREATE TABLE batchq.schedules (
     name         text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
-    queue        text NOT NULL REFERENCES batchq.queues (name) ON UPDATE CASCADE,
+    queue        text NOT NULL REFERENCES batchq.queues (name) ON UPDATE CASCADE ON DELETE CASCADE, -- as queue_tenants
     tenant       text NOT NULL CHECK (octet_length(tenant) BETWEEN 1 AND 256),
     kind         text NOT NULL DEFAULT 'default' CHECK (octet_length(kind) BETWEEN 1 AND 256),
     cron         text NOT NULL CHECK (octet_length(cron) BETWEEN 1 AND 256),

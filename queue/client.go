@@ -84,6 +84,9 @@ type Client struct {
 	beforeFinishWrite func()
 	// schemaGoneAfter, when set (by tests only), stands for schemaGoneAfter.
 	schemaGoneAfter time.Duration
+	// testNow, when set (by tests only), is the time maintenance promotes
+	// jobs and fires schedules as of, instead of the database's now.
+	testNow func() time.Time
 }
 
 // NewClient returns a Client over pool. The pool's database must be migrated

@@ -21,9 +21,17 @@ type NewJob struct {
 	Kind   string // what the job does, for handlers and reports; "" is "default"
 	Cost   int64  // estimated cost (e.g. tokens), 1..MaxCost
 	// Deadline is when the job stops being worth running; it must be in the
-	// future. Zero: now + TTL, or the queue's default TTL when TTL is zero.
+	// future, and after RunAt. Zero: TTL after the job's run-at (now when it
+	// has none), or the queue's default TTL when TTL is zero.
 	Deadline time.Time
 	TTL      time.Duration
+	// RunAt, or Delay from now, is the earliest the job may run: until then
+	// it waits 'scheduled', outside the fair order, and counts toward its
+	// tenant's bound. At its time a worker's maintenance moves it to the end
+	// of its tenant's queue, as if it were enqueued then. Zero (or a time
+	// already passed) runs it now. Give one of them, not both.
+	RunAt time.Time
+	Delay time.Duration
 	// MaxAttempts bounds how often the job runs. 0: the queue's setting.
 	MaxAttempts int
 	// Payload is the job's input, a JSON value. nil: {}.
@@ -122,6 +130,7 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 				b.p.Tenants, b.p.Kinds, b.p.UniqueKeys = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 				b.p.Costs, b.p.Deadlines = make([]int64, 0, n), make([]time.Time, 0, n)
 				b.p.MaxAttempts, b.p.Payloads = make([]int32, 0, n), make([][]byte, 0, n)
+				b.p.RunAts = make([]time.Time, 0, n)
 			}
 			batches[j.Queue] = b
 			order = append(order, j.Queue)
@@ -134,6 +143,7 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 		b.p.MaxAttempts = append(b.p.MaxAttempts, int32(j.MaxAttempts))
 		b.p.Payloads = append(b.p.Payloads, j.Payload)
 		b.p.UniqueKeys = append(b.p.UniqueKeys, j.UniqueKey)
+		b.p.RunAts = append(b.p.RunAts, j.RunAt)
 	}
 	// Queue by queue in name order: each statement locks its tenants' ring
 	// rows, and rekey locks (queue, tenant) pairs in that order too, so two
@@ -209,7 +219,7 @@ func (c *Client) validate(j *NewJob, now time.Time, queueChecked bool) *InvalidJ
 	case j.TTL > 0 && !j.Deadline.IsZero():
 		return &InvalidJobError{Field: "deadline", Rule: "give a deadline or a ttl, not both"}
 	case j.TTL > 0:
-		j.Deadline = now.Add(j.TTL)
+		// The deadline is filled in by checkRunAt, from the run-at.
 	case !j.Deadline.IsZero() && !j.Deadline.After(now):
 		return &InvalidJobError{Field: "deadline", Rule: fmt.Sprintf("must be in the future (got %s, now %s)",
 			j.Deadline.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))}
@@ -226,6 +236,42 @@ func (c *Client) validate(j *NewJob, now time.Time, queueChecked bool) *InvalidJ
 		if err := checkName("unique_key", j.UniqueKey); err != nil {
 			return err
 		}
+	}
+	return checkRunAt(j, now)
+}
+
+// checkRunAt checks a job's run-at by the rules batchq.run_at_error checks,
+// in the same order and with the same words, and turns a Delay into a RunAt
+// and a TTL into a deadline counted from the run-at.
+func checkRunAt(j *NewJob, now time.Time) *InvalidJobError {
+	switch {
+	case j.Delay < 0:
+		return &InvalidJobError{Field: "delay", Rule: fmt.Sprintf("must be >= 0 (got %s)", j.Delay)}
+	case j.Delay > 0 && !j.RunAt.IsZero():
+		return &InvalidJobError{Field: "run_at", Rule: "give a run_at or a delay, not both"}
+	case !j.RunAt.IsZero() && !j.RunAt.Before(year10000):
+		return &InvalidJobError{Field: "run_at", Rule: "must be before year 10000"}
+	case j.Delay > 0 && !now.Add(j.Delay).Before(year10000):
+		return &InvalidJobError{Field: "delay", Rule: "must end before year 10000"}
+	}
+	if j.Delay > 0 {
+		j.RunAt = now.Add(j.Delay)
+		j.Delay = 0
+	}
+	if !j.Deadline.IsZero() && !j.RunAt.IsZero() && !j.Deadline.After(j.RunAt) {
+		return &InvalidJobError{Field: "deadline", Rule: fmt.Sprintf("must be after run_at (got %s, run_at %s)",
+			j.Deadline.UTC().Format(time.RFC3339Nano), j.RunAt.UTC().Format(time.RFC3339Nano))}
+	}
+	if j.TTL > 0 {
+		from := now
+		if j.RunAt.After(now) {
+			from = j.RunAt
+		}
+		if !from.Add(j.TTL).Before(year10000) {
+			return &InvalidJobError{Field: "deadline", Rule: "must be before year 10000"}
+		}
+		j.Deadline = from.Add(j.TTL)
+		j.TTL = 0
 	}
 	return nil
 }

@@ -24,3 +24,17 @@ func SetSchemaGoneAfter(c *Client, d time.Duration) { c.schemaGoneAfter = d }
 
 // PoolOf is the pool c uses: benchmarks reset its tables between runs.
 func PoolOf(c *Client) *pgxpool.Pool { return c.pool }
+
+// SetMaintenanceClock makes c's maintenance promote scheduled and retrying
+// jobs, and fire schedules, as of now() instead of the database's clock; the
+// schedule calls read it too.
+func SetMaintenanceClock(c *Client, now func() time.Time) { c.testNow = now }
+
+// PlanTick is planTick over a schedule's expression and time zone.
+func PlanTick(expr, tz string, due, at time.Time, missed string) (tick time.Time, enqueue bool, next time.Time) {
+	s, err := parseCron(expr, tz)
+	if err != nil {
+		panic(err)
+	}
+	return planTick(s, due, at, missed)
+}

@@ -27,14 +27,14 @@ type JobInfo struct {
 	// succeed (so they can be resubmitted); a succeeded job's is nil.
 	Payload json.RawMessage
 	// Finished tells an outcome from an unfinished job. State is queued,
-	// running or retrying for an unfinished job, and the outcome (succeeded,
+	// running, retrying or scheduled for an unfinished job, and the outcome (succeeded,
 	// failed, expired, cancelled, discarded) for a finished one.
 	Finished bool
 	State    string
 	// Attempt is how many runs started (the running one included).
 	Attempt     int
 	MaxAttempts int
-	// RunAfter is when a retrying job rejoins its tenant's queue.
+	// RunAfter is when a retrying or scheduled job joins its tenant's queue.
 	RunAfter *time.Time
 	// LeaseExpiresAt is when a running job may be rescued; Worker runs it
 	// (or, for an outcome, ran it last).
@@ -95,13 +95,14 @@ func jobInfoOfOutcome(o dbsqlc.BatchqOutcome) JobInfo {
 	}
 }
 
-// RetryNow makes a job that waits to retry due now: the next maintenance
-// pass (Maintain, which workers run) returns it to its tenant's queue. It
-// returns ErrNotFound when id names no retrying job.
+// RetryNow makes a job that waits to retry, or waits for its run-at, due
+// now: the next maintenance pass (Maintain, which workers run) moves it to
+// its tenant's queue. It returns ErrNotFound when id names no retrying or
+// scheduled job.
 func (c *Client) RetryNow(ctx context.Context, id int64) error {
 	_, err := c.q.RetryNow(ctx, c.pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: no retrying job %d", ErrNotFound, id)
+		return fmt.Errorf("%w: no retrying or scheduled job %d", ErrNotFound, id)
 	}
 	if err != nil {
 		return fmt.Errorf("batchq: retry job %d now: %w", id, err)

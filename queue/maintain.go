@@ -19,7 +19,8 @@ type MaintainStats struct {
 	Rescued  int // running jobs whose lease expired, sent back to retry
 	Lost     int // running jobs whose lease expired with no attempt or time left
 	Expired  int // waiting jobs removed because their deadline passed
-	Requeued int // retrying jobs returned to their tenants' queues
+	Requeued int // retrying and scheduled jobs moved to their tenants' queues, being due
+	Fired    int // jobs the queue's recurring schedules enqueued
 	Adjusted int // tenants whose queued keys took ledger adjustments
 	// Analyzed names the tables whose planner statistics were stale and
 	// which the pass ran ANALYZE on.
@@ -29,13 +30,15 @@ type MaintainStats struct {
 // More reports whether a step hit its batch bound, so another pass should
 // follow at once.
 func (s MaintainStats) More() bool {
-	return s.Rescued+s.Lost >= maintainBatch || s.Expired >= maintainBatch || s.Requeued >= maintainBatch
+	return s.Rescued+s.Lost >= maintainBatch || s.Expired >= maintainBatch || s.Requeued >= maintainBatch ||
+		s.Fired >= maintainBatch
 }
 
 // Maintain runs one maintenance pass over a queue: it rescues jobs whose lease
 // expired, expires waiting jobs past their deadline wherever they are in the
-// backlog, returns due retries to their tenants' queues, and folds ledger
-// adjustments into queued keys. Every step skips rows others hold, so any
+// backlog, moves due retries and due scheduled jobs to the end of their
+// tenants' queues, fires the queue's due recurring schedules, and folds
+// ledger adjustments into queued keys. Every step skips rows others hold, so any
 // number of processes may run it at once. Workers run it periodically.
 func (c *Client) Maintain(ctx context.Context, queue string) (MaintainStats, error) {
 	st, _, err := c.maintain(ctx, queue)
@@ -75,11 +78,15 @@ func (c *Client) maintain(ctx context.Context, queue string) (MaintainStats, []s
 	for _, e := range expired {
 		done = append(done, swept{e.ID, e.Tenant, e.Cost, "expired"})
 	}
-	requeued, err := c.q.Requeue(ctx, c.pool, dbsqlc.RequeueParams{Queue: queue, MaxJobs: maintainBatch})
+	requeued, err := c.q.Requeue(ctx, c.pool, dbsqlc.RequeueParams{Queue: queue, MaxJobs: maintainBatch,
+		At: c.maintenanceAt()})
 	if err != nil {
 		return st, done, fmt.Errorf("batchq: maintain %q: requeue: %w", queue, err)
 	}
 	st.Requeued = int(requeued)
+	if st.Fired, err = c.fireSchedules(ctx, queue); err != nil {
+		return st, done, fmt.Errorf("batchq: maintain %q: schedules: %w", queue, err)
+	}
 	adjusted, err := c.q.ApplyAdjustments(ctx, c.pool, queue)
 	if err != nil {
 		return st, done, fmt.Errorf("batchq: maintain %q: adjust: %w", queue, err)

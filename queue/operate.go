@@ -46,14 +46,14 @@ func (c *Client) pauseOrResume(ctx context.Context, name string, fn func(context
 // QueueNotEmptyError is returned by DeleteQueue for a queue that still holds
 // unfinished jobs.
 type QueueNotEmptyError struct {
-	Queue                     string
-	Queued, Running, Retrying int64
+	Queue                                string
+	Queued, Running, Retrying, Scheduled int64
 }
 
 func (e *QueueNotEmptyError) Error() string {
-	return fmt.Sprintf("batchq: queue %s holds %d unfinished jobs (%d queued, %d running, %d retrying): "+
+	return fmt.Sprintf("batchq: queue %s holds %d unfinished jobs (%d queued, %d running, %d retrying, %d scheduled): "+
 		"cancel them (batchq jobs cancel --queue %s) or let them finish first",
-		quote(e.Queue), e.Queued+e.Running+e.Retrying, e.Queued, e.Running, e.Retrying, e.Queue)
+		quote(e.Queue), e.Queued+e.Running+e.Retrying+e.Scheduled, e.Queued, e.Running, e.Retrying, e.Scheduled, e.Queue)
 }
 
 // DeleteQueue deletes a queue that holds no unfinished job, with its
@@ -67,9 +67,10 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 	err := c.q.DeleteQueue(ctx, c.pool, name)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "BQ203" {
-		var d struct{ Queued, Running, Retrying int64 }
+		var d struct{ Queued, Running, Retrying, Scheduled int64 }
 		_ = json.Unmarshal([]byte(pe.Detail), &d)
-		return &QueueNotEmptyError{Queue: name, Queued: d.Queued, Running: d.Running, Retrying: d.Retrying}
+		return &QueueNotEmptyError{Queue: name, Queued: d.Queued, Running: d.Running, Retrying: d.Retrying,
+			Scheduled: d.Scheduled}
 	}
 	if r := refusal(err); r != nil {
 		return r
@@ -125,15 +126,16 @@ func (f JobFilter) check() error {
 // JobCount is how many unfinished jobs a filter matches, by state, and
 // their estimated cost.
 type JobCount struct {
-	Queued, Running, Retrying int64
-	Tokens                    int64
+	Queued, Running, Retrying, Scheduled int64
+	Tokens                               int64
 }
 
 // Total is every job counted.
-func (n JobCount) Total() int64 { return n.Queued + n.Running + n.Retrying }
+func (n JobCount) Total() int64 { return n.Queued + n.Running + n.Retrying + n.Scheduled }
 
 // CountJobs counts the unfinished jobs f matches: what CancelJobs with f
-// would cancel (queued and retrying) or ask to stop (running), now.
+// would cancel (queued, retrying and scheduled) or ask to stop (running),
+// now.
 func (c *Client) CountJobs(ctx context.Context, f JobFilter) (JobCount, error) {
 	if err := f.check(); err != nil {
 		return JobCount{}, err
@@ -157,6 +159,8 @@ func (c *Client) CountJobs(ctx context.Context, f JobFilter) (JobCount, error) {
 			n.Running = r.Jobs
 		case "retrying":
 			n.Retrying = r.Jobs
+		case "scheduled":
+			n.Scheduled = r.Jobs
 		}
 		n.Tokens += r.Tokens
 	}

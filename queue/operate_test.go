@@ -247,7 +247,7 @@ func TestDeleteQueue(t *testing.T) {
 	var full *queue.QueueNotEmptyError
 	require.ErrorAs(t, err, &full)
 	require.Equal(t, queue.QueueNotEmptyError{Queue: b.queue, Queued: 2, Running: 1}, *full)
-	require.Contains(t, err.Error(), `holds 3 unfinished jobs (2 queued, 1 running, 0 retrying)`)
+	require.Contains(t, err.Error(), `holds 3 unfinished jobs (2 queued, 1 running, 0 retrying, 0 scheduled)`)
 
 	_, err = b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue}, "")
 	require.NoError(t, err)

@@ -23,12 +23,16 @@ type BacklogRow struct {
 	OldestQueuedAge *time.Duration
 	RunningJobs     int64
 	RetryingJobs    int64 // waiting for their backoff before they rejoin the queue
-	// NearestDeadline is the earliest deadline of the queued and retrying
-	// jobs; nil when none waits.
+	// NearestDeadline is the earliest deadline of the waiting (queued,
+	// retrying and scheduled) jobs; nil when none waits.
 	NearestDeadline *time.Time
 	// Paused reports whether the queue is paused (PauseQueue): its workers
 	// claim nothing until it is resumed.
 	Paused bool
+	// ScheduledJobs wait for their run-at, outside the fair order, and
+	// NextRunAt is the earliest run-at among them (nil with none).
+	ScheduledJobs int64
+	NextRunAt     *time.Time
 }
 
 // Backlog returns what each tenant has waiting and running, by queue and

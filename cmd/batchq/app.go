@@ -52,6 +52,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			queuesCommand(),
 			tenantsCommand(),
 			enqueueCommand(),
+			schedulesCommand(),
 			jobsCommand(),
 			reportCommand(),
 			pruneCommand(),

@@ -22,7 +22,8 @@ import (
 const maxLineBytes = 4*queue.DefaultMaxPayloadBytes + 64<<10
 
 // jobFlags describe one job; --file reads jobs instead.
-var jobFlags = []string{"queue", "tenant", "kind", "cost", "deadline", "ttl", "max-attempts", "payload", "unique-key"}
+var jobFlags = []string{"queue", "tenant", "kind", "cost", "deadline", "ttl", "max-attempts", "payload", "unique-key",
+	"run-at", "delay"}
 
 // defaultBatchBytes bounds the lines of one batch of an enqueue file: jobs of
 // a megabyte each make batches of 16, not of --batch-size.
@@ -33,12 +34,16 @@ func enqueueCommand() *cli.Command {
 		Name:  "enqueue",
 		Usage: "enqueue one job from flags, or many from a JSON Lines file",
 		Description: `One job: batchq enqueue --queue Q --tenant T --cost N [--kind K] [--deadline TIME | --ttl DURATION]
-   [--max-attempts N] [--payload JSON] [--unique-key KEY]
+   [--run-at TIME | --delay DURATION] [--max-attempts N] [--payload JSON] [--unique-key KEY]
+
+A job with --run-at or --delay waits, scheduled, until then; it then joins the end of its
+tenant's queue, as a job enqueued at that moment does. Its deadline must come after its
+run-at; --ttl counts from the run-at.
 
 Many jobs: batchq enqueue --file jobs.jsonl (or --file - for standard input), one JSON object
 per line with the fields queue, tenant, kind, cost, deadline (RFC 3339) or ttl (a duration
-in a string: Go's, like "90m" or "36h", or whole days, like "7d"), max_attempts, payload and
-unique_key; queue, tenant and cost are required. Lines are enqueued in batches, each in one
+in a string: Go's, like "90m" or "36h", or whole days, like "7d"), run_at (RFC 3339) or delay
+(a duration, as ttl), max_attempts, payload and unique_key; queue, tenant and cost are required. Lines are enqueued in batches, each in one
 transaction: a batch ends after --batch-size lines, or before the line that would take its
 lines past --batch-bytes (a longer line goes in a batch of its own). Every line of a batch is
 parsed and checked before the batch is written; a bad line stops the command with its line
@@ -52,6 +57,10 @@ number and why, and nothing of its batch (or after it) is written. Blank lines a
 				DefaultText: "now + --ttl, or + the queue's default TTL"},
 			daysFlag("ttl", "the deadline as a duration from now, instead of --deadline: Go's, like 90m or 36h, or whole days, like 2d",
 				"the queue's default TTL"),
+			&cli.StringFlag{Name: "run-at", Usage: "the earliest the job may run, RFC 3339; it waits scheduled until then",
+				DefaultText: "now"},
+			daysFlag("delay", "the run-at as a duration from now, instead of --run-at: Go's, like 90m, or whole days, like 2d",
+				"none"),
 			&cli.IntFlag{Name: "max-attempts", Usage: "how often the job may run", DefaultText: "the queue's setting"},
 			&cli.StringFlag{Name: "payload", Usage: "the job's input, JSON", DefaultText: "{}"},
 			&cli.StringFlag{Name: "unique-key", Usage: "enqueue only if no unfinished job of the queue has this key"},
@@ -100,6 +109,17 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 	j := queue.NewJob{
 		Queue: c.String("queue"), Tenant: c.String("tenant"), Kind: c.String("kind"), Cost: c.Int64("cost"),
 		TTL: daysDuration(c, "ttl"), MaxAttempts: c.Int("max-attempts"), UniqueKey: c.String("unique-key"),
+		Delay: daysDuration(c, "delay"),
+	}
+	if c.IsSet("delay") && j.Delay < 0 {
+		return usagef("batchq: --delay: must be >= 0 (got %s)", j.Delay)
+	}
+	if c.IsSet("run-at") {
+		t, err := time.Parse(time.RFC3339, c.String("run-at"))
+		if err != nil {
+			return usagef("batchq: --run-at %q: not an RFC 3339 time like 2026-01-02T15:04:05Z", c.String("run-at"))
+		}
+		j.RunAt = t
 	}
 	if c.IsSet("ttl") && j.TTL <= 0 {
 		// The client's rule, and its words; a ttl of 0 there means none.

@@ -21,7 +21,8 @@ import (
 //	 "ttl":"2h","max_attempts":3,"payload":{"doc":42},"unique_key":"doc-42"}
 //
 // queue, tenant and cost are required; deadline (RFC 3339) or
-// ttl (a Go duration, or whole days like "7d") gives the deadline, one or neither; the rest are
+// ttl (a Go duration, or whole days like "7d") gives the deadline, one or neither; run_at (RFC
+// 3339) or delay (a duration, as ttl) the earliest the job may run; the rest are
 // optional. A null value is the same as leaving the field out. Field names
 // are exact and each may appear once; anything else is an error that names
 // the field.
@@ -29,7 +30,7 @@ import (
 // jobLineFields are the fields a job line may have.
 var jobLineFields = map[string]bool{
 	"queue": true, "tenant": true, "kind": true, "cost": true, "deadline": true, "ttl": true,
-	"max_attempts": true, "payload": true, "unique_key": true,
+	"max_attempts": true, "payload": true, "unique_key": true, "run_at": true, "delay": true,
 }
 
 // jsonInteger is the JSON number syntax without a fraction or exponent.
@@ -98,6 +99,30 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 			return queue.NewJob{}, fmt.Errorf("ttl: must be > 0 (got %s)", s)
 		}
 	}
+	if raw, ok := fields["run_at"]; ok {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return queue.NewJob{}, fmt.Errorf("run_at: must be an RFC 3339 time in a string (got %s)", clip(raw))
+		}
+		if j.RunAt, err = time.Parse(time.RFC3339, s); err != nil {
+			return queue.NewJob{}, fmt.Errorf("run_at: %q is not an RFC 3339 time like 2026-01-02T15:04:05Z", s)
+		}
+	}
+	if raw, ok := fields["delay"]; ok {
+		if _, both := fields["run_at"]; both {
+			return queue.NewJob{}, errors.New("run_at: give a run_at or a delay, not both")
+		}
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return queue.NewJob{}, fmt.Errorf("delay: must be a duration in a string, like \"90m\" (got %s)", clip(raw))
+		}
+		if j.Delay, err = parseDuration(s); err != nil {
+			return queue.NewJob{}, fmt.Errorf("delay: %q is not a duration like 90s, 2h or 7d", s)
+		}
+		if j.Delay < 0 {
+			return queue.NewJob{}, fmt.Errorf("delay: must be >= 0 (got %s)", s)
+		}
+	}
 	if raw, ok := fields["payload"]; ok {
 		j.Payload = raw
 	}
@@ -131,7 +156,7 @@ func jobLineObject(line []byte) (map[string]json.RawMessage, error) {
 		}
 		name, _ := tok.(string)
 		if !jobLineFields[name] {
-			return nil, fmt.Errorf("unknown field %q (fields: queue, tenant, kind, cost, deadline, ttl, max_attempts, payload, unique_key)", name)
+			return nil, fmt.Errorf("unknown field %q (fields: queue, tenant, kind, cost, deadline, ttl, run_at, delay, max_attempts, payload, unique_key)", name)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("%s: given twice", name)

@@ -165,7 +165,7 @@ func jobsCancelMany(c *cli.Context, client *queue.Client) error {
 	}
 	what := describeFilter(f)
 	d := newDataset("queue", "tenant", "kind", "enqueued_after", "enqueued_before", "dry_run",
-		"cancelled", "stopping", "queued", "retrying", "running", "tokens")
+		"cancelled", "stopping", "queued", "retrying", "scheduled", "running", "tokens")
 	row := func(dry bool, cancelled, stopping any, n queue.JobCount) {
 		var before, after *time.Time
 		if !f.EnqueuedBefore.IsZero() {
@@ -176,7 +176,8 @@ func jobsCancelMany(c *cli.Context, client *queue.Client) error {
 			t := f.EnqueuedAfter.UTC()
 			after = &t
 		}
-		d.add(f.Queue, f.Tenant, f.Kind, after, before, dry, cancelled, stopping, n.Queued, n.Retrying, n.Running, n.Tokens)
+		d.add(f.Queue, f.Tenant, f.Kind, after, before, dry, cancelled, stopping, n.Queued, n.Retrying, n.Scheduled,
+			n.Running, n.Tokens)
 	}
 	n, err := client.CountJobs(c.Context, f)
 	if err != nil {
@@ -184,9 +185,9 @@ func jobsCancelMany(c *cli.Context, client *queue.Client) error {
 	}
 	if !c.Bool("yes") {
 		row(true, nil, nil, n)
-		sentence := fmt.Sprintf("%s: %d queued, %d retrying and %d running (%d tokens); nothing changed: "+
+		sentence := fmt.Sprintf("%s: %d queued, %d retrying, %d scheduled and %d running (%d tokens); nothing changed: "+
 			"run again with --yes to cancel the waiting ones and ask the running ones to stop",
-			what, n.Queued, n.Retrying, n.Running, n.Tokens)
+			what, n.Queued, n.Retrying, n.Scheduled, n.Running, n.Tokens)
 		if n.Total() == 0 {
 			sentence = what + ": none; nothing to cancel"
 		}

@@ -116,7 +116,7 @@ func TestJobsCancelInBulk(t *testing.T) {
 
 	r := runCLI(t, db.url, "jobs", "cancel", "--queue", "imports", "--tenant", "bulk", "--kind", "embed")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "jobs of queue imports, tenant bulk, kind embed: 2499 queued, 0 retrying and 1 running (25000 tokens); "+
+	require.Equal(t, "jobs of queue imports, tenant bulk, kind embed: 2499 queued, 0 retrying, 0 scheduled and 1 running (25000 tokens); "+
 		"nothing changed: run again with --yes to cancel the waiting ones and ask the running ones to stop\n", r.stdout)
 	require.Equal(t, int64(2509), db.count(t, `SELECT count(*) FROM batchq.jobs`), "a count changes nothing")
 

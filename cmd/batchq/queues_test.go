@@ -154,7 +154,7 @@ func TestQueuesPauseResumeDelete(t *testing.T) {
 
 	r = runCLI(t, db.url, "queues", "delete", "imports")
 	require.Equal(t, 1, r.code)
-	require.Equal(t, `batchq: queue "imports" holds 1 unfinished jobs (1 queued, 0 running, 0 retrying): `+
+	require.Equal(t, `batchq: queue "imports" holds 1 unfinished jobs (1 queued, 0 running, 0 retrying, 0 scheduled): `+
 		"cancel them (batchq jobs cancel --queue imports) or let them finish first\n", r.stderr)
 	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.queues`))
 

@@ -23,9 +23,11 @@ func reportCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "backlog",
-				Usage: "what each tenant has queued, running and retrying, per queue, now",
+				Usage: "what each tenant has queued, running, retrying and scheduled, per queue, now",
 				Description: `Reads the view batchq.backlog. oldest_queued_at is the enqueue time of the tenant's oldest queued job;
-nearest_deadline is the earliest deadline of its queued and retrying jobs; oldest_queued_age is how
+scheduled counts the jobs waiting for their run-at (not yet in the fair order, not counted as queued),
+and next_run_at is the earliest of their run-at times;
+nearest_deadline is the earliest deadline of its waiting jobs; oldest_queued_age is how
 long the oldest queued job has waited; paused says whether the queue is paused (batchq queues pause),
 and so hands out none of it.`,
 				Flags:  []cli.Flag{queueFlag, commandFormatFlag()},
@@ -82,11 +84,11 @@ func reportBacklog(c *cli.Context, client *queue.Client) error {
 		return err
 	}
 	// The age is last: it alone changes from one run to the next.
-	d := newDataset("queue", "tenant", "queued", "queued_tokens", "running", "retrying", "paused",
-		"oldest_queued_at", "nearest_deadline", "oldest_queued_age")
+	d := newDataset("queue", "tenant", "queued", "queued_tokens", "running", "retrying", "scheduled", "paused",
+		"oldest_queued_at", "next_run_at", "nearest_deadline", "oldest_queued_age")
 	for _, r := range rows {
-		d.add(r.Queue, r.Tenant, r.QueuedJobs, r.QueuedTokens, r.RunningJobs, r.RetryingJobs, r.Paused,
-			r.OldestQueuedAt, r.NearestDeadline, r.OldestQueuedAge)
+		d.add(r.Queue, r.Tenant, r.QueuedJobs, r.QueuedTokens, r.RunningJobs, r.RetryingJobs, r.ScheduledJobs, r.Paused,
+			r.OldestQueuedAt, r.NextRunAt, r.NearestDeadline, r.OldestQueuedAge)
 	}
 	return writeList(c, d)
 }

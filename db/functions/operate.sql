@@ -190,10 +190,11 @@ BEGIN
     IF v_total > 0 THEN
         RAISE EXCEPTION USING
             ERRCODE = 'BQ203',
-            MESSAGE = format('batchq: queue %s holds %s unfinished jobs (%s queued, %s running, %s retrying): '
+            MESSAGE = format('batchq: queue %s holds %s unfinished jobs (%s queued, %s running, %s retrying, %s scheduled): '
                              'cancel them (batchq jobs cancel --queue %s) or let them finish first',
                              batchq.quote(p_queue), v_total, coalesce(v_counts->>'queued', '0'),
-                             coalesce(v_counts->>'running', '0'), coalesce(v_counts->>'retrying', '0'), p_queue),
+                             coalesce(v_counts->>'running', '0'), coalesce(v_counts->>'retrying', '0'),
+                             coalesce(v_counts->>'scheduled', '0'), p_queue),
             DETAIL = (jsonb_build_object('queue', p_queue, 'jobs', v_total) || v_counts)::text;
     END IF;
     DELETE FROM batchq.ledger_adjustments a WHERE a.queue = p_queue;

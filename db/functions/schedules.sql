@@ -5,11 +5,12 @@
 
 -- due_schedules locks up to p_limit schedules of p_queue whose next tick is
 -- at or before p_at (NULL: now) and that are not paused, skipping those
--- another transaction holds, and returns them. The caller fires each
+-- another transaction holds, and returns them with the time they were found
+-- due at (at). The caller fires each
 -- (fire_schedule) in the same transaction: a schedule is taken by one
 -- maintainer at a time, and the next one finds its next tick moved on.
 CREATE OR REPLACE FUNCTION batchq.due_schedules(p_queue text, p_at timestamptz, p_limit integer)
-RETURNS TABLE (name text, cron text, timezone text, missed text, next_run_at timestamptz)
+RETURNS TABLE (name text, cron text, timezone text, missed text, next_run_at timestamptz, at timestamptz)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -20,7 +21,7 @@ BEGIN
         PERFORM batchq.check_limit('due_schedules', p_queue, p_limit);
     END IF;
     RETURN QUERY
-    SELECT s.name, s.cron, s.timezone, s.missed, s.next_run_at
+    SELECT s.name, s.cron, s.timezone, s.missed, s.next_run_at, coalesce(p_at, now())
     FROM batchq.schedules s
     WHERE s.queue = p_queue AND s.paused_at IS NULL AND s.next_run_at <= coalesce(p_at, now())
     ORDER BY s.next_run_at
@@ -29,16 +30,17 @@ BEGIN
 END
 $$;
 
--- fire_schedule records that a due schedule's tick p_tick was handled and
--- that its next tick is p_next: with p_enqueue, it enqueues the tick's job
--- first, with the unique key 'batchq:schedule:<name>:<tick>', so a tick
--- enqueues one job however many maintainers handle it. A tick the tenant has
--- no room for (queue_full, ledger_full) enqueues nothing and is recorded in
--- last_error; the schedule goes on. Nothing happens when the schedule's next
--- tick is no longer p_tick (another maintainer fired it). Returns the job's
--- id, NULL when none was enqueued.
-CREATE OR REPLACE FUNCTION batchq.fire_schedule(p_name text, p_tick timestamptz, p_enqueue boolean,
-                                                p_next timestamptz)
+-- fire_schedule handles a due schedule whose next tick was p_due: with
+-- p_enqueue, it enqueues the job of tick p_tick (p_due, or a later tick that
+-- also passed) with the unique key 'batchq:schedule:<name>:<tick>', so a
+-- tick enqueues one job however many maintainers handle it; then the next
+-- tick becomes p_next. A tick the tenant has no room for (queue_full,
+-- ledger_full) enqueues nothing and is recorded in last_error; the schedule
+-- goes on. Nothing happens when the schedule's next tick is no longer p_due
+-- (another maintainer handled it). Returns the job's id, NULL when none was
+-- enqueued.
+CREATE OR REPLACE FUNCTION batchq.fire_schedule(p_name text, p_due timestamptz, p_tick timestamptz,
+                                                p_enqueue boolean, p_next timestamptz)
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -49,12 +51,16 @@ DECLARE
     r     batchq.enqueue_results;
     v_err text;
 BEGIN
+    IF p_tick IS NULL OR p_tick < p_due THEN
+        PERFORM batchq.raise_invalid_argument('fire_schedule', 'tick',
+            format('must be at or after the due tick (got %s, due %s)', batchq.rfc3339(p_tick), batchq.rfc3339(p_due)));
+    END IF;
     IF p_next IS NULL OR p_next <= p_tick THEN
         PERFORM batchq.raise_invalid_argument('fire_schedule', 'next',
             format('must be after the tick (got %s, tick %s)', batchq.rfc3339(p_next), batchq.rfc3339(p_tick)));
     END IF;
     SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
-    IF NOT FOUND OR s.next_run_at <> p_tick THEN
+    IF NOT FOUND OR s.next_run_at <> p_due THEN
         RETURN NULL;
     END IF;
     IF p_enqueue THEN

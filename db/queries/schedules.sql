@@ -2,11 +2,14 @@
 -- Locks the due schedules of a queue for this transaction. See
 -- batchq.due_schedules in db/functions/schedules.sql.
 SELECT d.name::text AS name, d.cron::text AS cron, d.timezone::text AS timezone, d.missed::text AS missed,
-       d.next_run_at::timestamptz AS next_run_at
+       d.next_run_at::timestamptz AS next_run_at, d.at::timestamptz AS at
 FROM batchq.due_schedules(@queue::text, sqlc.narg(at)::timestamptz, @max_schedules::integer) d;
 
 -- name: FireSchedule :one
-SELECT batchq.fire_schedule(@name::text, @tick::timestamptz, @enqueue::boolean, @next::timestamptz) AS job_id;
+-- The job the tick enqueued, 0 for none. See batchq.fire_schedule in
+-- db/functions/schedules.sql.
+SELECT coalesce(batchq.fire_schedule(@name::text, @due::timestamptz, @tick::timestamptz, @enqueue::boolean,
+                                     @next::timestamptz), 0)::bigint AS job_id;
 
 -- name: CreateSchedule :exec
 INSERT INTO batchq.schedules (name, queue, tenant, kind, cron, timezone, cost, ttl, max_attempts, payload, missed,

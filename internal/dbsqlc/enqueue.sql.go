@@ -19,7 +19,8 @@ SELECT ord, job_id, status, tenant, bound, queued, adding FROM batchq.enqueue(
     $5::timestamptz[],
     $6::integer[],
     $7::jsonb[],
-    $8::text[]
+    $8::text[],
+    $9::timestamptz[]
 )
 `
 
@@ -32,6 +33,7 @@ type EnqueueParams struct {
 	MaxAttempts []int32
 	Payloads    [][]byte
 	UniqueKeys  []string
+	RunAts      []time.Time
 }
 
 func (q *Queries) Enqueue(ctx context.Context, db DBTX, arg EnqueueParams) ([]BatchqEnqueueResult, error) {
@@ -44,6 +46,7 @@ func (q *Queries) Enqueue(ctx context.Context, db DBTX, arg EnqueueParams) ([]Ba
 		arg.MaxAttempts,
 		arg.Payloads,
 		arg.UniqueKeys,
+		arg.RunAts,
 	)
 	if err != nil {
 		return nil, err

@@ -114,10 +114,10 @@ func (q *Queries) QueueHasJobs(ctx context.Context, db DBTX, queue string) (pgty
 }
 
 const retryNow = `-- name: RetryNow :one
-UPDATE batchq.jobs SET run_after = now() WHERE id = $1 AND state = 'retrying' RETURNING id
+UPDATE batchq.jobs SET run_after = now() WHERE id = $1 AND state IN ('retrying', 'scheduled') RETURNING id
 `
 
-// Makes a retrying job due now.
+// Makes a retrying or scheduled job due now.
 func (q *Queries) RetryNow(ctx context.Context, db DBTX, id int64) (int64, error) {
 	row := db.QueryRow(ctx, retryNow, id)
 	var id_2 int64

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const applyAdjustments = `-- name: ApplyAdjustments :one
@@ -60,16 +61,20 @@ func (q *Queries) ExpireOverdue(ctx context.Context, db DBTX, arg ExpireOverdueP
 }
 
 const requeue = `-- name: Requeue :one
-SELECT batchq.requeue($1::text, $2::integer)::integer AS requeued
+SELECT batchq.requeue($1::text, $2::integer, $3::timestamptz)::integer AS requeued
 `
 
 type RequeueParams struct {
 	Queue   string
 	MaxJobs int32
+	At      *time.Time
 }
 
+// Moves due retrying and scheduled jobs to their tenants' queues, as of
+// @at (NULL: the database's now). See batchq.requeue in
+// db/functions/maintain.sql.
 func (q *Queries) Requeue(ctx context.Context, db DBTX, arg RequeueParams) (int32, error) {
-	row := db.QueryRow(ctx, requeue, arg.Queue, arg.MaxJobs)
+	row := db.QueryRow(ctx, requeue, arg.Queue, arg.MaxJobs, arg.At)
 	var requeued int32
 	err := row.Scan(&requeued)
 	return requeued, err

@@ -60,9 +60,10 @@ func (ns NullBatchqJobOutcome) Value() (driver.Value, error) {
 type BatchqJobState string
 
 const (
-	BatchqJobStateQueued   BatchqJobState = "queued"
-	BatchqJobStateRunning  BatchqJobState = "running"
-	BatchqJobStateRetrying BatchqJobState = "retrying"
+	BatchqJobStateQueued    BatchqJobState = "queued"
+	BatchqJobStateRunning   BatchqJobState = "running"
+	BatchqJobStateRetrying  BatchqJobState = "retrying"
+	BatchqJobStateScheduled BatchqJobState = "scheduled"
 )
 
 func (e *BatchqJobState) Scan(src interface{}) error {
@@ -123,7 +124,6 @@ type BatchqAudit struct {
 	UniqueKey      *string
 }
 
-// Waiting and running work per queue and tenant, now.
 type BatchqBacklog struct {
 	Queue           string
 	Tenant          string
@@ -134,6 +134,8 @@ type BatchqBacklog struct {
 	RunningJobs     int64
 	RetryingJobs    int64
 	NearestDeadline *time.Time
+	ScheduledJobs   int64
+	NextRunAt       *time.Time
 }
 
 // The row type batchq.claim() returns; always empty.
@@ -303,6 +305,27 @@ type BatchqRingCommitCheck struct {
 	Joined   []string
 }
 
+type BatchqSchedule struct {
+	Name        string
+	Queue       string
+	Tenant      string
+	Kind        string
+	Cron        string
+	Timezone    string
+	Cost        int64
+	Ttl         *time.Duration
+	MaxAttempts int32
+	Payload     []byte
+	Missed      string
+	NextRunAt   time.Time
+	LastRunAt   *time.Time
+	LastJobID   *int64
+	LastError   *string
+	PausedAt    *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type BatchqTenant struct {
 	Name      string
 	Weight    float64
@@ -346,7 +369,6 @@ type BatchqTenantUsageRow struct {
 	WeightShare     pgtype.Float8
 }
 
-// The unfinished jobs, read so that a condition on the queue uses an index.
 type BatchqUnfinished struct {
 	Queue      string
 	Tenant     string
@@ -354,4 +376,5 @@ type BatchqUnfinished struct {
 	Cost       int64
 	EnqueuedAt time.Time
 	Deadline   time.Time
+	RunAfter   *time.Time
 }

@@ -80,7 +80,8 @@ func (q *Queries) Audit(ctx context.Context, db DBTX, arg AuditParams) ([]Batchq
 
 const backlog = `-- name: Backlog :many
 SELECT b.queue, b.tenant, b.queued_jobs, b.queued_tokens, b.oldest_queued_at, b.oldest_queued_age, b.running_jobs,
-       b.retrying_jobs, b.nearest_deadline, (q.paused_at IS NOT NULL)::boolean AS paused
+       b.retrying_jobs, b.nearest_deadline, (q.paused_at IS NOT NULL)::boolean AS paused, b.scheduled_jobs,
+       b.next_run_at
 FROM batchq.backlog b JOIN batchq.queues q ON q.name = b.queue
 WHERE $1::text IS NULL OR b.queue = $1
 ORDER BY b.queue, b.tenant
@@ -97,6 +98,8 @@ type BacklogRow struct {
 	RetryingJobs    int64
 	NearestDeadline *time.Time
 	Paused          bool
+	ScheduledJobs   int64
+	NextRunAt       *time.Time
 }
 
 // What each tenant has waiting and running, per queue, and whether the
@@ -121,6 +124,8 @@ func (q *Queries) Backlog(ctx context.Context, db DBTX, queue *string) ([]Backlo
 			&i.RetryingJobs,
 			&i.NearestDeadline,
 			&i.Paused,
+			&i.ScheduledJobs,
+			&i.NextRunAt,
 		); err != nil {
 			return nil, err
 		}

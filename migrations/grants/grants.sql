@@ -100,7 +100,7 @@ GRANT EXECUTE ON FUNCTION
     batchq.requeue(text, integer, timestamptz),
     batchq.apply_adjustments(text),
     batchq.due_schedules(text, timestamptz, integer),
-    batchq.fire_schedule(text, timestamptz, boolean, timestamptz)
+    batchq.fire_schedule(text, timestamptz, timestamptz, boolean, timestamptz)
 TO :"worker_role";
 -- What workers read: the jobs (the next cost a claim starts with, whether a
 -- queue is drained), the queues' settings, and the unfinished jobs for the

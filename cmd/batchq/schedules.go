@@ -1,0 +1,280 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/batchq/batchq/queue"
+)
+
+func schedulesCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "schedules",
+		Usage: "create, change, pause, resume, delete and list recurring schedules",
+		Description: `A schedule enqueues one job at every tick of a cron expression, read in its time zone: five
+fields (minute hour day-of-month month day-of-week), or a descriptor such as @daily or @every 2h.
+Workers' maintenance (batchq work) fires the ticks of their queue; each tick enqueues exactly one
+job, whose unique key is batchq:schedule:NAME:TICK, however many workers run. Ticks that passed
+while no worker ran are skipped (--missed skip) or caught up by one job (--missed one, the
+default); a tick found within a minute of its time is on time. A daylight-saving change skips the
+ticks of the hour it skips, and ticks twice in the hour it repeats (as github.com/robfig/cron/v3 does).`,
+		Subcommands: []*cli.Command{
+			{
+				Name:      "create",
+				Usage:     "create a schedule; its first tick is the first after now",
+				ArgsUsage: "NAME",
+				Flags:     append(scheduleFlags(true), commandFormatFlag()),
+				Action:    withQueueClient(schedulesCreate),
+			},
+			{
+				Name:      "set",
+				Usage:     "change settings of a schedule; those not given stay as they are",
+				ArgsUsage: "NAME",
+				Flags:     append(scheduleFlags(false), commandFormatFlag()),
+				Action:    withQueueClient(schedulesSet),
+			},
+			{
+				Name:      "pause",
+				Usage:     "stop a schedule's ticks until it is resumed",
+				ArgsUsage: "NAME",
+				Flags:     []cli.Flag{commandFormatFlag()},
+				Action:    withQueueClient(schedulesPause),
+			},
+			{
+				Name:      "resume",
+				Usage:     "start a paused schedule's ticks again, from the first after now",
+				ArgsUsage: "NAME",
+				Flags:     []cli.Flag{commandFormatFlag()},
+				Action:    withQueueClient(schedulesResume),
+			},
+			{
+				Name:      "delete",
+				Usage:     "delete a schedule (the jobs it enqueued stay)",
+				ArgsUsage: "NAME",
+				Flags:     []cli.Flag{commandFormatFlag()},
+				Action:    withQueueClient(schedulesDelete),
+			},
+			{
+				Name:   "list",
+				Usage:  "list the schedules, their next tick and what their last one did",
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "queue", Usage: "only this queue's (default: all)"}, commandFormatFlag()},
+				Action: withQueueClient(schedulesList),
+			},
+		},
+	}
+}
+
+// scheduleFlags are the settings of schedules create and schedules set.
+func scheduleFlags(create bool) []cli.Flag {
+	def := func(v string) string {
+		if create {
+			return v
+		}
+		return "unchanged"
+	}
+	req := func(usage string) string {
+		if create {
+			return "required: " + usage
+		}
+		return usage
+	}
+	return []cli.Flag{
+		&cli.StringFlag{Name: "queue", Usage: req("the queue its jobs go to")},
+		&cli.StringFlag{Name: "tenant", Usage: req("the tenant its jobs belong to")},
+		&cli.StringFlag{Name: "cron", Usage: req(`when it ticks: "0 2 * * *" (02:00 daily), "@hourly", "@every 2s"`)},
+		&cli.StringFlag{Name: "timezone", Usage: "the IANA time zone the cron expression reads in, like Europe/Paris", DefaultText: def("UTC")},
+		int64NoDefault{&cli.Int64Flag{Name: "cost", Usage: req("each job's estimated cost in tokens, 1 or more")}},
+		&cli.StringFlag{Name: "kind", Usage: "each job's kind", DefaultText: def(`"default"`)},
+		daysFlag("ttl", "each job's deadline as a duration from its enqueue, like 90m or 2d", def("the queue's default TTL")),
+		&cli.IntFlag{Name: "max-attempts", Usage: "how often each job may run", DefaultText: def("the queue's setting")},
+		&cli.StringFlag{Name: "payload", Usage: "each job's input, JSON", DefaultText: def("{}")},
+		&cli.StringFlag{Name: "missed", Usage: "ticks that passed while no worker ran: skip (none), or one (a job for the latest)",
+			DefaultText: def("one")},
+	}
+}
+
+// scheduleUpdate collects the settings given on the command line.
+func scheduleUpdate(c *cli.Context) (queue.ScheduleUpdate, int, error) {
+	var u queue.ScheduleUpdate
+	n := 0
+	str := func(name string, dst **string) {
+		if c.IsSet(name) {
+			v := c.String(name)
+			*dst, n = &v, n+1
+		}
+	}
+	str("queue", &u.Queue)
+	str("tenant", &u.Tenant)
+	str("cron", &u.Cron)
+	str("timezone", &u.Timezone)
+	str("kind", &u.Kind)
+	str("missed", &u.Missed)
+	if c.IsSet("cost") {
+		v := c.Int64("cost")
+		u.Cost, n = &v, n+1
+	}
+	if c.IsSet("ttl") {
+		v := daysDuration(c, "ttl")
+		if v <= 0 {
+			return u, n, usagef("batchq: --ttl: must be > 0 (got %s)", v)
+		}
+		u.TTL, n = &v, n+1
+	}
+	if c.IsSet("max-attempts") {
+		v := c.Int("max-attempts")
+		u.MaxAttempts, n = &v, n+1
+	}
+	if c.IsSet("payload") {
+		p := c.String("payload")
+		if !utf8.ValidString(p) {
+			return u, n, usagef("batchq: --payload: must be valid UTF-8")
+		}
+		if !json.Valid([]byte(p)) {
+			return u, n, usagef("batchq: --payload %s: not valid JSON", clip([]byte(p)))
+		}
+		u.Payload, n = json.RawMessage(p), n+1
+	}
+	return u, n, nil
+}
+
+// scheduleUsage says a refused setting as a usage error naming its flag.
+func scheduleUsage(err error) error {
+	var inv *queue.InvalidJobError
+	if errors.As(err, &inv) {
+		return usagef("batchq: --%s: %s", strings.ReplaceAll(inv.Field, "_", "-"), inv.Rule)
+	}
+	if errors.Is(err, queue.ErrScheduleNotFound) || errors.Is(err, queue.ErrScheduleExists) ||
+		errors.Is(err, queue.ErrUnknownQueue) {
+		return usageError{msg: err.Error()}
+	}
+	return settingUsage(err, "schedule name")
+}
+
+func schedulesCreate(c *cli.Context, client *queue.Client) error {
+	args, err := commandArgs(c, "NAME")
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{"queue", "tenant", "cron", "cost"} {
+		if !c.IsSet(f) {
+			return usagef("batchq: schedules create: --%s is required", f)
+		}
+	}
+	u, _, err := scheduleUpdate(c)
+	if err != nil {
+		return err
+	}
+	s := queue.Schedule{Name: args[0], Queue: *u.Queue, Tenant: *u.Tenant, Cron: *u.Cron, Cost: *u.Cost,
+		Kind: derefOr(u.Kind, ""), Timezone: derefOr(u.Timezone, ""), TTL: derefOr(u.TTL, 0),
+		MaxAttempts: derefOr(u.MaxAttempts, 0), Payload: u.Payload, Missed: derefOr(u.Missed, "")}
+	if c.IsSet("max-attempts") && s.MaxAttempts == 0 {
+		return usagef("batchq: --max-attempts: must be > 0 (got 0)")
+	}
+	if err := client.CreateSchedule(c.Context, s); err != nil {
+		return scheduleUsage(err)
+	}
+	return writeSchedule(c, client, args[0], "created")
+}
+
+func schedulesSet(c *cli.Context, client *queue.Client) error {
+	args, err := commandArgs(c, "NAME")
+	if err != nil {
+		return err
+	}
+	u, n, err := scheduleUpdate(c)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return usagef("batchq: schedules set: give at least one setting to change (see batchq schedules set --help)")
+	}
+	if err := client.SetSchedule(c.Context, args[0], u); err != nil {
+		return scheduleUsage(err)
+	}
+	return writeSchedule(c, client, args[0], "updated")
+}
+
+func schedulesPause(c *cli.Context, client *queue.Client) error {
+	args, err := commandArgs(c, "NAME")
+	if err != nil {
+		return err
+	}
+	if err := client.PauseSchedule(c.Context, args[0]); err != nil {
+		return scheduleUsage(err)
+	}
+	return writeSchedule(c, client, args[0], "paused")
+}
+
+func schedulesResume(c *cli.Context, client *queue.Client) error {
+	args, err := commandArgs(c, "NAME")
+	if err != nil {
+		return err
+	}
+	if err := client.ResumeSchedule(c.Context, args[0]); err != nil {
+		return scheduleUsage(err)
+	}
+	return writeSchedule(c, client, args[0], "resumed")
+}
+
+func schedulesDelete(c *cli.Context, client *queue.Client) error {
+	args, err := commandArgs(c, "NAME")
+	if err != nil {
+		return err
+	}
+	if err := client.DeleteSchedule(c.Context, args[0]); err != nil {
+		return scheduleUsage(err)
+	}
+	d := newDataset("deleted")
+	d.add(args[0])
+	return writeResult(c, "deleted schedule "+args[0], d)
+}
+
+func schedulesList(c *cli.Context, client *queue.Client) error {
+	if _, err := commandArgs(c); err != nil {
+		return err
+	}
+	if err := checkQueue(c, client); err != nil {
+		return err
+	}
+	ss, err := client.ListSchedules(c.Context, c.String("queue"))
+	if err != nil {
+		return err
+	}
+	return writeList(c, scheduleDataset(ss...))
+}
+
+func writeSchedule(c *cli.Context, client *queue.Client, name, done string) error {
+	s, err := client.GetSchedule(c.Context, name)
+	if err != nil {
+		return err
+	}
+	sentence := fmt.Sprintf("%s schedule %s: %q in %s, a job of cost %d for tenant %s in queue %s", done, s.Name, s.Cron,
+		s.Timezone, s.Cost, s.Tenant, s.Queue)
+	if s.Paused {
+		sentence += "; paused"
+	} else {
+		sentence += "; next tick " + s.NextRunAt.UTC().Format(time.RFC3339)
+	}
+	return writeResult(c, sentence, scheduleDataset(s))
+}
+
+func scheduleDataset(ss ...queue.Schedule) *dataset {
+	d := newDataset("name", "queue", "tenant", "kind", "cost", "cron", "timezone", "missed", "ttl", "max_attempts",
+		"paused", "next_run_at", "last_run_at", "last_job_id", "last_error", "payload")
+	for _, s := range ss {
+		var last *time.Time
+		if s.LastRunAt != nil {
+			t := s.LastRunAt.UTC()
+			last = &t
+		}
+		d.add(s.Name, s.Queue, s.Tenant, s.Kind, s.Cost, s.Cron, s.Timezone, s.Missed, s.TTL, s.MaxAttempts, s.Paused,
+			s.NextRunAt.UTC(), last, s.LastJobID, s.LastError, string(s.Payload))
+	}
+	return d
+}

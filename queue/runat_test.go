@@ -1,0 +1,258 @@
+package queue_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/drr"
+	"github.com/batchq/batchq/queue"
+)
+
+// maintainAt runs one maintenance pass as of t.
+func (b *testBundle) maintainAt(t *testing.T, at time.Time) queue.MaintainStats {
+	t.Helper()
+	queue.SetMaintenanceClock(b.client, func() time.Time { return at })
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	return st
+}
+
+func (b *testBundle) state(t *testing.T, id int64) string {
+	t.Helper()
+	var s string
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT state::text FROM batchq.jobs WHERE id = $1`, id).Scan(&s))
+	return s
+}
+
+// A job to run at T waits 'scheduled': a maintenance pass one millisecond
+// before T leaves it there, and no claim sees it; the pass at T moves it to
+// the end of its tenant's queue as a job enqueued then, and claims serve it
+// in the order drr gives a job enqueued at that moment.
+func TestRunAtJobIsNotClaimedEarlyAndJoinsTheFairOrderWhenDue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100, MaxPerTenant: 100})
+	model, err := drr.New[int64](drr.Config{Quantum: 100, MaxPerTenant: 100})
+	require.NoError(t, err)
+	now := time.Now()
+	runAt := now.Add(time.Hour).Truncate(time.Millisecond)
+
+	ids := map[int64]int64{}
+	next := int64(0)
+	enqueueBoth := func(tenant string, cost int64) {
+		res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: cost})
+		require.NoError(t, err)
+		require.NoError(t, model.EnqueueAt(now, drr.Job[int64]{Tenant: tenant, Cost: cost, Value: next}))
+		ids[next] = res.ID
+		next++
+	}
+	claimBoth := func(what string) {
+		t.Helper()
+		want, ok := model.DequeueAt(now, nil)
+		got, err := b.client.Claim(b.ctx, b.queue, nil)
+		require.NoError(t, err)
+		if !ok {
+			require.Empty(t, got, what)
+			return
+		}
+		require.Len(t, got, 1, what)
+		require.Equal(t, ids[want.Value], got[0].ID, "%s: model served %s cost %d, queue %s cost %d",
+			what, want.Tenant, want.Cost, got[0].Tenant, got[0].Cost)
+		require.NoError(t, b.client.Complete(b.ctx, got[0], queue.Result{}))
+	}
+
+	for i := range 6 {
+		enqueueBoth("a", 40+int64(i)*10)
+		enqueueBoth("b", 70)
+	}
+	// Scheduled before a's and b's backlog drains: c's job, a tenant with
+	// nothing else, and one more of a's.
+	late := make([]int64, 0, 2)
+	for _, tenant := range []string{"c", "a"} {
+		res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 60, RunAt: runAt})
+		require.NoError(t, err)
+		require.Equal(t, "scheduled", b.state(t, res.ID))
+		late = append(late, res.ID)
+	}
+	for i := range 4 {
+		claimBoth(fmt.Sprint("claim ", i))
+	}
+
+	st := b.maintainAt(t, runAt.Add(-time.Millisecond))
+	require.Zero(t, st.Requeued)
+	for _, id := range late {
+		require.Equal(t, "scheduled", b.state(t, id), "one millisecond early")
+	}
+	for i := range 3 {
+		claimBoth(fmt.Sprint("claim before the run-at ", i))
+	}
+
+	st = b.maintainAt(t, runAt)
+	require.Equal(t, 2, st.Requeued)
+	// As drr would have them: enqueued now, in the order they were due (by
+	// id at the same time).
+	for i, tenant := range []string{"c", "a"} {
+		require.NoError(t, model.EnqueueAt(now, drr.Job[int64]{Tenant: tenant, Cost: 60, Value: next}))
+		ids[next] = late[i]
+		next++
+	}
+	for model.Len() > 0 {
+		claimBoth("drain")
+	}
+	claimBoth("empty")
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = ANY ($1)
+	                                      AND outcome = 'succeeded'`, late))
+}
+
+// A tenant's scheduled jobs count toward its bound, so promoting them never
+// takes it past the bound.
+func TestScheduledJobsCountTowardTheTenantsBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxPerTenant: 3})
+	runAt := time.Now().Add(time.Hour)
+	b.enqueue(t, "a", 10)
+	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 10, RunAt: runAt})
+	require.NoError(t, err)
+	_, err = b.client.EnqueueMany(b.ctx, []queue.NewJob{
+		{Queue: b.queue, Tenant: "a", Cost: 10, Delay: 2 * time.Hour},
+		{Queue: b.queue, Tenant: "b", Cost: 10, Delay: 2 * time.Hour},
+	})
+	require.NoError(t, err)
+
+	for _, j := range []queue.NewJob{
+		{Queue: b.queue, Tenant: "a", Cost: 10},
+		{Queue: b.queue, Tenant: "a", Cost: 10, RunAt: runAt},
+	} {
+		_, err = b.client.Enqueue(b.ctx, j)
+		var full *queue.QueueFullError
+		require.ErrorAs(t, err, &full)
+		require.Equal(t, 3, full.Queued, "queued and scheduled")
+		require.Equal(t, 3, full.Bound)
+	}
+	// The SQL API counts them alike.
+	_, err = b.pool.Exec(b.ctx, `SELECT * FROM batchq.enqueue_job(queue => 'q', tenant => 'a', cost => 1)`)
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "BQ200", pe.Code)
+
+	b.maintainAt(t, runAt.Add(3*time.Hour))
+	require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'a' AND state = 'queued'`))
+	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 10})
+	require.ErrorIs(t, err, queue.ErrQueueFull)
+	b.drainOrder(t, 10)
+	b.enqueue(t, "a", 10)
+}
+
+// Run-at rules, alike from Go and from SQL: the deadline must come after the
+// run-at; run_at and delay are alternatives; a delay is not negative. A TTL
+// counts from the run-at, and a job without a deadline gets the queue's TTL
+// after its run-at.
+func TestRunAtRules(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{DefaultTTL: time.Hour})
+	runAt := time.Now().Add(24 * time.Hour).Truncate(time.Microsecond)
+	for _, c := range []struct {
+		name  string
+		job   queue.NewJob
+		sql   string
+		field string
+		rule  string
+	}{
+		{"deadline before run_at", queue.NewJob{RunAt: runAt, Deadline: runAt.Add(-time.Minute)},
+			`deadline => now() + interval '1 hour', run_at => now() + interval '2 hours'`, "deadline", "must be after run_at"},
+		{"deadline at run_at", queue.NewJob{RunAt: runAt, Deadline: runAt},
+			`deadline => now() + interval '1 hour', delay => '1 hour'`, "deadline", "must be after run_at"},
+		{"both", queue.NewJob{RunAt: runAt, Delay: time.Minute},
+			`run_at => now() + interval '1 hour', delay => '1 hour'`, "run_at", "give a run_at or a delay, not both"},
+		{"negative delay", queue.NewJob{Delay: -time.Second},
+			`delay => '-1 second'`, "delay", "must be >= 0 (got -1s)"},
+		{"run_at past year 9999", queue.NewJob{RunAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+			`run_at => '10000-01-01T00:00:00Z'`, "run_at", "must be before year 10000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := c.job
+			j.Queue, j.Tenant, j.Cost = b.queue, "a", 1
+			_, err := b.client.Enqueue(b.ctx, j)
+			var inv *queue.InvalidJobError
+			require.ErrorAs(t, err, &inv)
+			require.Equal(t, c.field, inv.Field)
+			require.Contains(t, inv.Rule, c.rule)
+
+			_, err = b.pool.Exec(b.ctx, `SELECT * FROM batchq.enqueue_job(queue => 'q', tenant => 'a', cost => 1, `+c.sql+`)`)
+			var pe *pgconn.PgError
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, "BQ103", pe.Code)
+			require.Equal(t, c.field, pe.ColumnName)
+			require.Contains(t, pe.Message, c.rule)
+		})
+	}
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "nothing written")
+
+	res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 1, RunAt: runAt, TTL: 2 * time.Hour})
+	require.NoError(t, err)
+	got, err := b.client.JobInfo(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, "scheduled", got.State)
+	require.True(t, got.Deadline.Equal(runAt.Add(2*time.Hour)), "ttl from the run-at: %s", got.Deadline)
+	require.True(t, got.RunAfter.Equal(runAt))
+	res, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 1, RunAt: runAt})
+	require.NoError(t, err)
+	got, err = b.client.JobInfo(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.True(t, got.Deadline.Equal(runAt.Add(time.Hour)), "the queue's TTL from the run-at: %s", got.Deadline)
+	// A run-at already passed runs now.
+	res, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 1, RunAt: time.Now().Add(-time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, "queued", b.state(t, res.ID))
+	// And from SQL, the same fields in JSON.
+	var n int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM batchq.enqueue_jobs('q',
+		'[{"tenant":"b","cost":1,"delay":"1 hour"},{"tenant":"b","cost":1,"run_at":"2099-01-01T00:00:00Z"},
+		  {"tenant":"b","cost":1,"delay":0}]')`).Scan(&n))
+	require.Equal(t, int64(3), n)
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'b' AND state = 'scheduled'`))
+}
+
+// A retry waits out its backoff the way a scheduled job waits for its
+// run-at: in run_after, promoted by the same maintenance step.
+func TestRetryBackoffWaitsAsARunAtDoes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	id := b.enqueue(t, "a", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	retrying, err := b.client.Fail(b.ctx, jobs[0], errors.New("boom"), &queue.FailOpts{RetryIn: time.Hour})
+	require.NoError(t, err)
+	require.True(t, retrying)
+	got, err := b.client.JobInfo(b.ctx, id)
+	require.NoError(t, err)
+	due := *got.RunAfter
+
+	require.Zero(t, b.maintainAt(t, due.Add(-time.Millisecond)).Requeued)
+	require.Equal(t, "retrying", b.state(t, id))
+	require.Equal(t, 1, b.maintainAt(t, due).Requeued)
+	require.Equal(t, "queued", b.state(t, id))
+}
+
+// A scheduled job can be cancelled, and one past its deadline expires.
+func TestScheduledJobsCancelAndExpire(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 1, Delay: time.Hour})
+	require.NoError(t, err)
+	err = b.client.Cancel(b.ctx, res.ID, "not needed")
+	require.NoError(t, err)
+	require.Equal(t, "cancelled", b.outcome(t, res.ID))
+
+	res, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 1, Delay: time.Hour})
+	require.NoError(t, err)
+	b.exec(t, `UPDATE batchq.jobs SET deadline = now() - interval '1 second' WHERE id = $1`, res.ID)
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Expired)
+	require.Equal(t, "expired", b.outcome(t, res.ID))
+}

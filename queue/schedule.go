@@ -1,0 +1,441 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/robfig/cron/v3"
+
+	"github.com/batchq/batchq/internal/dbsqlc"
+)
+
+// A Schedule enqueues one job at every tick of a cron expression. Schedules
+// live in the database, so every worker of a fleet agrees on them; the
+// workers' maintenance fires their ticks (see Maintain). Each tick's job has
+// the unique key "batchq:schedule:<name>:<tick in RFC 3339>", so a tick
+// enqueues one job however many workers handle it at once.
+type Schedule struct {
+	// Name names the schedule: 1-128 characters of A-Z a-z 0-9 _ . : -,
+	// starting with a letter or digit.
+	Name string
+	// Queue, Tenant, Kind, Cost, MaxAttempts and Payload are those of the
+	// jobs it enqueues, as in NewJob ("" kind: "default"; 0 attempts: the
+	// queue's; nil payload: {}).
+	Queue       string
+	Tenant      string
+	Kind        string
+	Cost        int64
+	MaxAttempts int
+	Payload     json.RawMessage
+	// TTL is each job's time to live from its enqueue. 0: the queue's
+	// default TTL.
+	TTL time.Duration
+	// Cron is a standard five-field cron expression (minute hour
+	// day-of-month month day-of-week) or a descriptor such as "@daily" or
+	// "@every 2h", as github.com/robfig/cron/v3 parses them. Ticks that a
+	// daylight-saving change skips do not happen, as that library
+	// documents; a tick in the hour a change repeats happens twice, once in
+	// each.
+	Cron string
+	// Timezone is the IANA time zone the expression reads in, such as
+	// "Europe/Paris". "": UTC.
+	Timezone string
+	// Missed says what to do with ticks that passed while no worker ran
+	// maintenance: MissedOne (""), one job for the latest of them; MissedSkip,
+	// none. A tick found within ScheduleGrace of its time is on time.
+	Missed string
+
+	// Set by the database, read by GetSchedule and ListSchedules.
+	Paused    bool
+	NextRunAt time.Time  // the next tick not yet handled
+	LastRunAt *time.Time // the last tick that enqueued (or tried to)
+	LastJobID *int64     // the job the last tick enqueued
+	LastError string     // why the last tick enqueued nothing ("" when it did)
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// What Schedule.Missed may say.
+const (
+	MissedOne  = "one"
+	MissedSkip = "skip"
+)
+
+// ScheduleGrace is how late a worker may find a tick and still count it on
+// time: a tick found later was missed (Schedule.Missed says what then).
+const ScheduleGrace = time.Minute
+
+// maxCatchUpSteps bounds how many passed ticks maintenance walks to find
+// the latest: a schedule of "@every 1s" stopped for a month has millions.
+const maxCatchUpSteps = 100_000
+
+// ErrScheduleNotFound is returned by the schedule calls when no schedule has
+// the name; ErrScheduleExists by CreateSchedule when one has.
+var (
+	ErrScheduleNotFound = errors.New("batchq: schedule not found")
+	ErrScheduleExists   = errors.New("batchq: schedule already exists")
+)
+
+// cronParser reads the five standard fields and the @ descriptors.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// parseCron reads a schedule's expression in its time zone.
+func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
+	if tz == "" {
+		tz = "UTC"
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil || strings.EqualFold(tz, "Local") {
+		return nil, &SettingError{Field: "timezone", Rule: fmt.Sprintf("must be an IANA time zone such as Europe/Paris (got %s)", quote(tz))}
+	}
+	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+		return nil, &SettingError{Field: "cron", Rule: "must not name a time zone: give it as the timezone"}
+	}
+	s, err := cronParser.Parse(expr)
+	if err != nil {
+		return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("must be a cron expression such as \"0 2 * * *\" or \"@every 1h\" (%s: %v)", quote(expr), err)}
+	}
+	if spec, ok := s.(*cron.SpecSchedule); ok {
+		spec.Location = loc
+	}
+	return s, nil
+}
+
+// validateSchedule checks s, fills in its defaults, and returns its parsed
+// expression.
+func (c *Client) validateSchedule(s *Schedule, now time.Time) (cron.Schedule, error) {
+	if s.Kind == "" {
+		s.Kind = "default"
+	}
+	if s.Missed == "" {
+		s.Missed = MissedOne
+	}
+	if s.Timezone == "" {
+		s.Timezone = "UTC"
+	}
+	if !queueName.MatchString(s.Name) {
+		return nil, &SettingError{Field: "name", Rule: "must name a schedule: 1-128 characters of A-Z a-z 0-9 _ . : - (got " + quote(s.Name) + ")"}
+	}
+	// The jobs' rules, as an enqueue checks them.
+	j := NewJob{Queue: s.Queue, Tenant: s.Tenant, Kind: s.Kind, Cost: s.Cost, TTL: s.TTL, MaxAttempts: s.MaxAttempts,
+		Payload: s.Payload}
+	if err := c.validate(&j, now, false); err != nil {
+		return nil, err
+	}
+	s.Payload = j.Payload
+	if s.Missed != MissedOne && s.Missed != MissedSkip {
+		return nil, &SettingError{Field: "missed", Rule: fmt.Sprintf("must be %q or %q (got %s)", MissedOne, MissedSkip, quote(s.Missed))}
+	}
+	sched, perr := parseCron(s.Cron, s.Timezone)
+	if perr != nil {
+		return nil, perr
+	}
+	if sched.Next(now).IsZero() {
+		return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("must tick within five years (%s never does)", quote(s.Cron))}
+	}
+	return sched, nil
+}
+
+// planTick decides what a maintainer that finds a schedule due at `at`
+// does: the tick it enqueues a job for (the latest that passed, due or a
+// later one), whether it enqueues one at all (missed says, for a tick found
+// later than ScheduleGrace), and the next tick, the first after at.
+func planTick(c cron.Schedule, due, at time.Time, missed string) (tick time.Time, enqueue bool, next time.Time) {
+	tick = due
+	for range maxCatchUpSteps {
+		n := c.Next(tick)
+		if n.IsZero() || n.After(at) {
+			break
+		}
+		tick = n
+	}
+	next = c.Next(at)
+	if next.IsZero() {
+		// No tick within five years of at (the expression was stored by
+		// hand): look again then.
+		next = at.AddDate(5, 0, 0)
+	}
+	enqueue = missed != MissedSkip || at.Sub(tick) <= ScheduleGrace
+	return tick, enqueue, next
+}
+
+// fireSchedules handles the due schedules of a queue, in one transaction:
+// each enqueues its tick's job (or skips a missed tick) and moves on to its
+// next tick. Returns how many jobs it enqueued.
+func (c *Client) fireSchedules(ctx context.Context, queue string) (int, error) {
+	fired := 0
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		fired = 0
+		due, err := c.q.DueSchedules(ctx, tx, dbsqlc.DueSchedulesParams{Queue: queue, At: c.maintenanceAt(),
+			MaxSchedules: maintainBatch})
+		if err != nil {
+			return err
+		}
+		for _, d := range due {
+			sched, perr := parseCron(d.Cron, d.Timezone)
+			if perr != nil {
+				// Written by hand, or by a newer batchq: leave it be.
+				c.log.Warn("batchq: schedule does not parse; its ticks wait", "schedule", d.Name, "err", perr)
+				continue
+			}
+			tick, enqueue, next := planTick(sched, d.NextRunAt, d.At, d.Missed)
+			id, err := c.q.FireSchedule(ctx, tx, dbsqlc.FireScheduleParams{Name: d.Name, Due: d.NextRunAt, Tick: tick,
+				Enqueue: enqueue, Next: next})
+			if err != nil {
+				return fmt.Errorf("schedule %s: %w", quote(d.Name), err)
+			}
+			if id != 0 {
+				fired++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return fired, nil
+}
+
+// maintenanceAt is the time maintenance promotes jobs and fires schedules
+// as of: nil, the database's now, unless a test set a clock.
+func (c *Client) maintenanceAt() *time.Time {
+	if c.testNow == nil {
+		return nil
+	}
+	t := c.testNow()
+	return &t
+}
+
+// dbNow is the database's time, or the test's clock.
+func (c *Client) dbNow(ctx context.Context, db dbsqlc.DBTX) (time.Time, error) {
+	if c.testNow != nil {
+		return c.testNow(), nil
+	}
+	return c.q.DatabaseClock(ctx, db)
+}
+
+// CreateSchedule stores a new schedule; its first tick is the first after
+// now. It returns ErrScheduleExists if the name is taken, *SettingError or
+// *InvalidJobError for a setting that breaks its rule, and ErrUnknownQueue
+// for a queue that does not exist.
+func (c *Client) CreateSchedule(ctx context.Context, s Schedule) error {
+	now, err := c.dbNow(ctx, c.pool)
+	if err != nil {
+		return fmt.Errorf("batchq: create schedule: %w", err)
+	}
+	sched, err := c.validateSchedule(&s, now)
+	if err != nil {
+		return err
+	}
+	var paused *time.Time
+	if s.Paused {
+		paused = &now
+	}
+	err = c.q.CreateSchedule(ctx, c.pool, dbsqlc.CreateScheduleParams{
+		Name: s.Name, Queue: s.Queue, Tenant: s.Tenant, Kind: s.Kind, Cron: s.Cron, Timezone: s.Timezone, Cost: s.Cost,
+		Ttl: ttlOrNil(s.TTL), MaxAttempts: int32(s.MaxAttempts), Payload: s.Payload, Missed: s.Missed,
+		NextRunAt: sched.Next(now), PausedAt: paused,
+	})
+	switch {
+	case isUniqueViolation(err):
+		return fmt.Errorf("%w: %s", ErrScheduleExists, quote(s.Name))
+	case isForeignKeyViolation(err):
+		return unknownQueue(s.Queue)
+	case err != nil:
+		return fmt.Errorf("batchq: create schedule %s: %w", quote(s.Name), err)
+	}
+	return nil
+}
+
+func ttlOrNil(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
+}
+
+// ScheduleUpdate changes some settings of a schedule; nil fields stay as
+// they are.
+type ScheduleUpdate struct {
+	Queue       *string
+	Tenant      *string
+	Kind        *string
+	Cost        *int64
+	MaxAttempts *int
+	Payload     json.RawMessage // nil: unchanged
+	TTL         *time.Duration  // 0: the queue's default
+	Cron        *string
+	Timezone    *string
+	Missed      *string
+}
+
+// SetSchedule changes a schedule's settings. A new expression or time zone
+// moves its next tick to the first after now; otherwise the next tick stays.
+func (c *Client) SetSchedule(ctx context.Context, name string, u ScheduleUpdate) error {
+	return c.changeSchedule(ctx, name, "set", func(s *Schedule, now time.Time) error {
+		set(&s.Queue, u.Queue)
+		set(&s.Tenant, u.Tenant)
+		set(&s.Kind, u.Kind)
+		set(&s.Cost, u.Cost)
+		set(&s.MaxAttempts, u.MaxAttempts)
+		set(&s.TTL, u.TTL)
+		set(&s.Missed, u.Missed)
+		if u.Payload != nil {
+			s.Payload = u.Payload
+		}
+		moved := (u.Cron != nil && *u.Cron != s.Cron) || (u.Timezone != nil && *u.Timezone != s.Timezone)
+		set(&s.Cron, u.Cron)
+		set(&s.Timezone, u.Timezone)
+		sched, err := c.validateSchedule(s, now)
+		if err != nil {
+			return err
+		}
+		if moved {
+			s.NextRunAt = sched.Next(now)
+		}
+		return nil
+	})
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// PauseSchedule stops a schedule's ticks until ResumeSchedule.
+func (c *Client) PauseSchedule(ctx context.Context, name string) error {
+	return c.changeSchedule(ctx, name, "pause", func(s *Schedule, now time.Time) error {
+		s.Paused = true
+		return nil
+	})
+}
+
+// ResumeSchedule starts a paused schedule's ticks again, from the first
+// after now: the ticks of the pause are not caught up. A running schedule
+// is left as it is.
+func (c *Client) ResumeSchedule(ctx context.Context, name string) error {
+	return c.changeSchedule(ctx, name, "resume", func(s *Schedule, now time.Time) error {
+		if !s.Paused {
+			return nil
+		}
+		sched, err := parseCron(s.Cron, s.Timezone)
+		if err != nil {
+			return err
+		}
+		s.Paused = false
+		s.NextRunAt = sched.Next(now)
+		return nil
+	})
+}
+
+// changeSchedule reads a schedule under a row lock, lets change edit it, and
+// writes it back, in one transaction.
+func (c *Client) changeSchedule(ctx context.Context, name, what string, change func(*Schedule, time.Time) error) error {
+	var inner error
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		row, err := c.q.GetScheduleForUpdate(ctx, tx, name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			inner = fmt.Errorf("%w: %s", ErrScheduleNotFound, quote(name))
+			return inner
+		}
+		if err != nil {
+			return err
+		}
+		now, err := c.dbNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		s := scheduleFromRow(row)
+		if inner = change(&s, now); inner != nil {
+			return inner
+		}
+		var paused *time.Time
+		if s.Paused {
+			paused = row.PausedAt
+			if paused == nil {
+				paused = &now
+			}
+		}
+		_, err = c.q.UpdateSchedule(ctx, tx, dbsqlc.UpdateScheduleParams{
+			Name: name, Queue: s.Queue, Tenant: s.Tenant, Kind: s.Kind, Cron: s.Cron, Timezone: s.Timezone,
+			Cost: s.Cost, Ttl: ttlOrNil(s.TTL), MaxAttempts: int32(s.MaxAttempts), Payload: s.Payload,
+			Missed: s.Missed, NextRunAt: s.NextRunAt, PausedAt: paused,
+		})
+		if isForeignKeyViolation(err) {
+			inner = unknownQueue(s.Queue)
+			return inner
+		}
+		return err
+	})
+	if inner != nil {
+		return inner
+	}
+	if err != nil {
+		return fmt.Errorf("batchq: %s schedule %s: %w", what, quote(name), err)
+	}
+	return nil
+}
+
+// DeleteSchedule removes a schedule; the jobs it enqueued stay.
+func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	n, err := c.q.DeleteSchedule(ctx, c.pool, name)
+	if err != nil {
+		return fmt.Errorf("batchq: delete schedule %s: %w", quote(name), err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %s", ErrScheduleNotFound, quote(name))
+	}
+	return nil
+}
+
+// GetSchedule returns a schedule, or ErrScheduleNotFound.
+func (c *Client) GetSchedule(ctx context.Context, name string) (Schedule, error) {
+	row, err := c.q.GetSchedule(ctx, c.pool, name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Schedule{}, fmt.Errorf("%w: %s", ErrScheduleNotFound, quote(name))
+	}
+	if err != nil {
+		return Schedule{}, fmt.Errorf("batchq: get schedule %s: %w", quote(name), err)
+	}
+	return scheduleFromRow(row), nil
+}
+
+// ListSchedules returns the schedules of a queue ("" for every queue), by
+// name.
+func (c *Client) ListSchedules(ctx context.Context, queue string) ([]Schedule, error) {
+	var q *string
+	if queue != "" {
+		q = &queue
+	}
+	rows, err := c.q.ListSchedules(ctx, c.pool, q)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: list schedules: %w", err)
+	}
+	out := make([]Schedule, len(rows))
+	for i, r := range rows {
+		out[i] = scheduleFromRow(r)
+	}
+	return out, nil
+}
+
+func scheduleFromRow(r dbsqlc.BatchqSchedule) Schedule {
+	s := Schedule{
+		Name: r.Name, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Cost: r.Cost, MaxAttempts: int(r.MaxAttempts),
+		Payload: json.RawMessage(r.Payload), Cron: r.Cron, Timezone: r.Timezone, Missed: r.Missed,
+		Paused: r.PausedAt != nil, NextRunAt: r.NextRunAt, LastRunAt: r.LastRunAt, LastJobID: r.LastJobID,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.Ttl != nil {
+		s.TTL = *r.Ttl
+	}
+	if r.LastError != nil {
+		s.LastError = *r.LastError
+	}
+	return s
+}

@@ -1,0 +1,303 @@
+package queue_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// scheduleJobs lists the jobs a schedule enqueued (unfinished or finished),
+// by their unique keys.
+func (b *testBundle) scheduleJobs(t *testing.T, name string) []string {
+	t.Helper()
+	rows, err := b.pool.Query(b.ctx, `
+		SELECT unique_key FROM batchq.jobs WHERE unique_key LIKE 'batchq:schedule:' || $1 || ':%'
+		UNION ALL
+		SELECT unique_key FROM batchq.outcomes WHERE unique_key LIKE 'batchq:schedule:' || $1 || ':%'
+		ORDER BY 1`, name)
+	require.NoError(t, err)
+	var keys []string
+	for rows.Next() {
+		var k string
+		require.NoError(t, rows.Scan(&k))
+		keys = append(keys, k)
+	}
+	require.NoError(t, rows.Err())
+	return keys
+}
+
+func instant(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Ticks in a time zone with daylight saving, as robfig/cron computes them:
+// 02:30 in Paris does not happen on the day clocks go from 02:00 to 03:00,
+// and happens twice on the day 02:00-03:00 repeats. Through maintenance with
+// a clock: nothing at the skipped 02:30, one job at each tick around it.
+func TestScheduleTicksAcrossADaylightSavingChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	clock := instant("2026-03-27T12:00:00Z")
+	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+		Name: "nightly", Queue: b.queue, Tenant: "acme", Cost: 100, Cron: "30 2 * * *", Timezone: "Europe/Paris",
+	}))
+	s, err := b.client.GetSchedule(b.ctx, "nightly")
+	require.NoError(t, err)
+	require.Equal(t, instant("2026-03-28T01:30:00Z"), s.NextRunAt.UTC(), "02:30 CET")
+
+	step := func(at string) queue.MaintainStats {
+		t.Helper()
+		clock = instant(at)
+		st, err := b.client.Maintain(b.ctx, b.queue)
+		require.NoError(t, err)
+		return st
+	}
+	require.Zero(t, step("2026-03-28T01:29:59Z").Fired)
+	require.Equal(t, 1, step("2026-03-28T01:30:00Z").Fired)
+	s, err = b.client.GetSchedule(b.ctx, "nightly")
+	require.NoError(t, err)
+	require.Equal(t, instant("2026-03-30T00:30:00Z"), s.NextRunAt.UTC(), "no 02:30 on 29 March: the next is 02:30 CEST on the 30th")
+	// Through the night of the change: 01:30Z is 03:30 CEST, past where 02:30 would be.
+	for _, at := range []string{"2026-03-29T00:30:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z", "2026-03-29T12:00:00Z"} {
+		require.Zero(t, step(at).Fired, at)
+	}
+	require.Equal(t, 1, step("2026-03-30T00:30:00Z").Fired)
+	require.Equal(t, []string{
+		"batchq:schedule:nightly:2026-03-28T01:30:00Z",
+		"batchq:schedule:nightly:2026-03-30T00:30:00Z",
+	}, b.scheduleJobs(t, "nightly"))
+
+	// Autumn: 02:30 CEST (00:30Z) happens, then clocks go back an hour and
+	// 02:30 CET (01:30Z) happens too; robfig/cron ticks at both.
+	clock = instant("2026-10-24T12:00:00Z")
+	_, err = b.pool.Exec(b.ctx, `UPDATE batchq.schedules SET next_run_at = '2026-10-25T00:30:00Z'`)
+	require.NoError(t, err)
+	_, next := firstTickAfter(t, "30 2 * * *", "Europe/Paris", clock)
+	require.Equal(t, instant("2026-10-25T00:30:00Z"), next)
+	require.Equal(t, 1, step("2026-10-25T00:30:00Z").Fired)
+	s, err = b.client.GetSchedule(b.ctx, "nightly")
+	require.NoError(t, err)
+	require.Equal(t, instant("2026-10-25T01:30:00Z"), s.NextRunAt.UTC(), "02:30 CET, the repeated hour")
+	require.Equal(t, 1, step("2026-10-25T01:30:00Z").Fired)
+	s, err = b.client.GetSchedule(b.ctx, "nightly")
+	require.NoError(t, err)
+	require.Equal(t, instant("2026-10-26T01:30:00Z"), s.NextRunAt.UTC())
+	require.Len(t, b.scheduleJobs(t, "nightly"), 4)
+}
+
+// firstTickAfter is what planTick says the next tick after at is.
+func firstTickAfter(t *testing.T, expr, tz string, at time.Time) (time.Time, time.Time) {
+	t.Helper()
+	tick, _, next := queue.PlanTick(expr, tz, at, at, queue.MissedOne)
+	return tick, next.UTC()
+}
+
+// Three maintainers on three clients find the same ticks due at once: each
+// tick enqueues exactly one job.
+func TestThreeMaintainersRacingOnOneTickEnqueueOneJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxPerTenant: 1000})
+	var mu sync.Mutex
+	clock := instant("2030-01-01T00:00:00Z")
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	clients := make([]*queue.Client, 3)
+	for i := range clients {
+		c, err := queue.NewClient(b.pool, queue.Config{})
+		require.NoError(t, err)
+		queue.SetMaintenanceClock(c, now)
+		clients[i] = c
+	}
+	require.NoError(t, clients[0].CreateSchedule(b.ctx, queue.Schedule{
+		Name: "every-minute", Queue: b.queue, Tenant: "acme", Cost: 1, Cron: "* * * * *",
+	}))
+	const ticks = 15
+	for tick := 1; tick <= ticks; tick++ {
+		mu.Lock()
+		clock = clock.Add(time.Minute)
+		mu.Unlock()
+		var wg sync.WaitGroup
+		fired := make([]int, len(clients))
+		start := make(chan struct{})
+		for i, c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for range 3 {
+					st, err := c.Maintain(b.ctx, b.queue)
+					require.NoError(t, err)
+					fired[i] += st.Fired
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.Equal(t, 1, fired[0]+fired[1]+fired[2], "tick %d fired by %v", tick, fired)
+	}
+	keys := b.scheduleJobs(t, "every-minute")
+	require.Len(t, keys, ticks)
+	require.Equal(t, "batchq:schedule:every-minute:2030-01-01T00:01:00Z", keys[0])
+	require.Equal(t, "batchq:schedule:every-minute:2030-01-01T00:15:00Z", keys[ticks-1])
+	require.Equal(t, int64(ticks), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`))
+}
+
+// Ticks that passed while no maintenance ran: "one" enqueues a job for the
+// latest, "skip" none; both go on from the first tick after now. A tick
+// found within ScheduleGrace is on time either way.
+func TestMissedTicksAreSkippedOrCaughtUpByOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	clock := instant("2030-01-01T12:00:00Z")
+	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	for _, missed := range []string{queue.MissedOne, queue.MissedSkip} {
+		require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+			Name: "nightly-" + missed, Queue: b.queue, Tenant: missed, Cost: 1, Cron: "0 2 * * *", Missed: missed,
+		}))
+	}
+	// Three nights with no worker.
+	clock = instant("2030-01-04T09:00:00Z")
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Fired)
+	require.Equal(t, []string{"batchq:schedule:nightly-one:2030-01-04T02:00:00Z"}, b.scheduleJobs(t, "nightly-one"))
+	require.Empty(t, b.scheduleJobs(t, "nightly-skip"))
+	for _, missed := range []string{queue.MissedOne, queue.MissedSkip} {
+		s, err := b.client.GetSchedule(b.ctx, "nightly-"+missed)
+		require.NoError(t, err)
+		require.Equal(t, instant("2030-01-05T02:00:00Z"), s.NextRunAt.UTC())
+	}
+	// On time, give or take the grace: both enqueue.
+	clock = instant("2030-01-05T02:00:00Z").Add(queue.ScheduleGrace)
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Fired)
+	require.Len(t, b.scheduleJobs(t, "nightly-skip"), 1)
+
+	tick, enqueue, next := queue.PlanTick("0 2 * * *", "UTC", instant("2030-01-06T02:00:00Z"),
+		instant("2030-01-06T02:00:00Z").Add(queue.ScheduleGrace+time.Second), queue.MissedSkip)
+	require.Equal(t, instant("2030-01-06T02:00:00Z"), tick.UTC())
+	require.False(t, enqueue, "found a second past the grace")
+	require.Equal(t, instant("2030-01-07T02:00:00Z"), next.UTC())
+}
+
+// The schedule calls: bad settings are refused by name and rule; set, pause,
+// resume and delete act on the stored schedule.
+func TestScheduleSettings(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxPerTenant: 1})
+	clock := instant("2030-01-01T12:00:00Z")
+	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	good := queue.Schedule{Name: "s", Queue: b.queue, Tenant: "acme", Cost: 5, Cron: "@every 10m"}
+	for _, c := range []struct {
+		name   string
+		change func(*queue.Schedule)
+		field  string
+		rule   string
+	}{
+		{"name", func(s *queue.Schedule) { s.Name = "no spaces" }, "name", "must name a schedule"},
+		{"cron", func(s *queue.Schedule) { s.Cron = "0 25 * * *" }, "cron", "must be a cron expression"},
+		{"never", func(s *queue.Schedule) { s.Cron = "0 0 30 2 *" }, "cron", "must tick within five years"},
+		{"cron tz", func(s *queue.Schedule) { s.Cron = "CRON_TZ=Europe/Paris 0 2 * * *" }, "cron", "give it as the timezone"},
+		{"timezone", func(s *queue.Schedule) { s.Timezone = "Mars/Olympus" }, "timezone", "must be an IANA time zone"},
+		{"missed", func(s *queue.Schedule) { s.Missed = "all" }, "missed", `must be "one" or "skip"`},
+		{"cost", func(s *queue.Schedule) { s.Cost = 0 }, "cost", "must be in 1.."},
+		{"tenant", func(s *queue.Schedule) { s.Tenant = "" }, "tenant", "must not be empty"},
+		{"payload", func(s *queue.Schedule) { s.Payload = []byte(`{`) }, "payload", "must be valid JSON"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := good
+			c.change(&s)
+			err := b.client.CreateSchedule(b.ctx, s)
+			var se *queue.SettingError
+			var inv *queue.InvalidJobError
+			switch {
+			case errors.As(err, &se):
+				require.Equal(t, c.field, se.Field)
+				require.Contains(t, se.Rule, c.rule)
+			case errors.As(err, &inv):
+				require.Equal(t, c.field, inv.Field)
+				require.Contains(t, inv.Rule, c.rule)
+			default:
+				t.Fatalf("got %v", err)
+			}
+		})
+	}
+	unknown := good
+	unknown.Queue = "nope"
+	require.ErrorIs(t, b.client.CreateSchedule(b.ctx, unknown), queue.ErrUnknownQueue)
+	require.NoError(t, b.client.CreateSchedule(b.ctx, good))
+	require.ErrorIs(t, b.client.CreateSchedule(b.ctx, good), queue.ErrScheduleExists)
+	s, err := b.client.GetSchedule(b.ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, instant("2030-01-01T12:10:00Z"), s.NextRunAt.UTC())
+	require.Equal(t, "UTC", s.Timezone)
+	require.Equal(t, queue.MissedOne, s.Missed)
+
+	// A change of payload keeps the next tick; a change of expression moves it.
+	payload := []byte(`{"report":"daily"}`)
+	require.NoError(t, b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{Payload: payload}))
+	s, err = b.client.GetSchedule(b.ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, instant("2030-01-01T12:10:00Z"), s.NextRunAt.UTC())
+	require.JSONEq(t, string(payload), string(s.Payload))
+	cron := "0 * * * *"
+	require.NoError(t, b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{Cron: &cron}))
+	s, err = b.client.GetSchedule(b.ctx, "s")
+	require.NoError(t, err)
+	require.Equal(t, instant("2030-01-01T13:00:00Z"), s.NextRunAt.UTC())
+	bad := "nope"
+	var se *queue.SettingError
+	require.ErrorAs(t, b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{Cron: &bad}), &se)
+	require.ErrorIs(t, b.client.SetSchedule(b.ctx, "gone", queue.ScheduleUpdate{Cron: &cron}), queue.ErrScheduleNotFound)
+
+	// Paused, it does not tick; resumed, it goes on from the first tick after now.
+	require.NoError(t, b.client.PauseSchedule(b.ctx, "s"))
+	clock = instant("2030-01-01T15:30:00Z")
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Zero(t, st.Fired)
+	require.NoError(t, b.client.ResumeSchedule(b.ctx, "s"))
+	s, err = b.client.GetSchedule(b.ctx, "s")
+	require.NoError(t, err)
+	require.False(t, s.Paused)
+	require.Equal(t, instant("2030-01-01T16:00:00Z"), s.NextRunAt.UTC())
+
+	// A tick the tenant has no room for enqueues nothing, says why, and the
+	// schedule goes on.
+	b.enqueue(t, "acme", 1)
+	clock = instant("2030-01-01T16:00:00Z")
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Zero(t, st.Fired)
+	s, err = b.client.GetSchedule(b.ctx, "s")
+	require.NoError(t, err)
+	require.Contains(t, s.LastError, "queue_full")
+	require.Equal(t, instant("2030-01-01T17:00:00Z"), s.NextRunAt.UTC())
+	b.drainOrder(t, 1)
+	clock = instant("2030-01-01T17:00:00Z")
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Fired)
+	s, err = b.client.GetSchedule(b.ctx, "s")
+	require.NoError(t, err)
+	require.Empty(t, s.LastError)
+	require.NotNil(t, s.LastJobID)
+
+	list, err := b.client.ListSchedules(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.NoError(t, b.client.DeleteSchedule(b.ctx, "s"))
+	require.ErrorIs(t, b.client.DeleteSchedule(b.ctx, "s"), queue.ErrScheduleNotFound)
+	_, err = b.client.GetSchedule(b.ctx, "s")
+	require.ErrorIs(t, err, queue.ErrScheduleNotFound)
+}
