@@ -64,9 +64,13 @@ CREATE TABLE batchq.schedules (
 CREATE INDEX schedules_due ON batchq.schedules (queue, next_run_at) WHERE paused_at IS NULL;
 
 -- Functions whose arguments change: db/functions creates them anew.
--- enqueue and insert_jobs take the jobs' run-at times, enqueue_job a run_at
--- and a delay (IF EXISTS: a database migrated from empty gets them from
--- db/functions only after the last migration).
+-- enqueue and insert_jobs take the jobs' run-at times (enqueue's is optional,
+-- so its callers need not change), enqueue_job a run_at and a delay, and
+-- requeue the time it promotes as of (optional too). IF EXISTS: a database
+-- migrated from empty gets them from db/functions only after the last
+-- migration.
+DROP FUNCTION IF EXISTS batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[]);
+DROP FUNCTION IF EXISTS batchq.requeue(text, integer);
 DROP FUNCTION IF EXISTS batchq.insert_jobs(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[]);
 DROP FUNCTION IF EXISTS batchq.enqueue_error(text, text[], text[], bigint[], timestamptz[], interval[], integer[], jsonb[],
                                    text[]);

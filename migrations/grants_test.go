@@ -46,7 +46,7 @@ func TestGrantsIncludesTheOperatorRole(t *testing.T) {
 	require.Contains(t, sql, `GRANT USAGE ON SCHEMA batchq TO "o""p's";`)
 	require.Contains(t, sql, `batchq.cancel(bigint, text)
 TO "o""p's";`)
-	require.Contains(t, sql, `batchq.queue_tenants, batchq.quota, batchq.quota_pauses, batchq.jobs, batchq.outcomes
+	require.Contains(t, sql, `batchq.queue_tenants, batchq.quota, batchq.quota_pauses, batchq.jobs, batchq.outcomes, batchq.schedules
 TO "o""p's";`)
 }
 

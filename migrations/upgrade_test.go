@@ -61,7 +61,7 @@ func TestUpgradeFrom010(t *testing.T) {
 	res, err := migrations.Up(ctx, openDB(t, url))
 	require.NoError(t, err)
 	require.Equal(t, freshRes.Version, res.Version, "the upgrade reaches the latest version")
-	require.GreaterOrEqual(t, res.Version, int64(6))
+	require.GreaterOrEqual(t, res.Version, int64(8))
 	require.NotEmpty(t, res.Functions)
 	require.Equal(t, wantFresh, schemaDump(t, url), "an upgraded schema differs from a fresh install's")
 	require.Equal(t, before, contents(t, pool), "the upgrade changed what the tables hold")
@@ -111,6 +111,26 @@ func TestUpgradeFrom010(t *testing.T) {
 	}
 	require.Zero(t, scalar(t, pool, `SELECT count(*) FROM batchq.jobs`))
 	require.Equal(t, int64(old.enqueued), scalar(t, pool, `SELECT count(*) FROM batchq.outcomes`), "one outcome per job")
+
+	// Jobs to run later, on the queue 0.1.0 made: not claimed before their
+	// time, then claimed. The second waits across the round trip below.
+	runAt := time.Now().Add(time.Hour)
+	for range 2 {
+		_, err = client.Enqueue(ctx, queue.NewJob{Queue: "imports", Tenant: "a", Cost: 5, RunAt: runAt})
+		require.NoError(t, err)
+	}
+	jobs, err := client.Claim(ctx, "imports", nil)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "a scheduled job is not claimed before its run-at")
+	execSQL(t, pool, `UPDATE batchq.jobs SET run_after = now() WHERE id = (SELECT min(id) FROM batchq.jobs)`)
+	st, err = client.Maintain(ctx, "imports")
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Requeued)
+	jobs, err = client.Claim(ctx, "imports", nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, client.Complete(ctx, jobs[0], queue.Result{}))
+	scheduled := scalar(t, pool, `SELECT id FROM batchq.jobs WHERE state = 'scheduled'`)
 	require.Zero(t, scalar(t, pool, `SELECT count(*) FROM batchq.ledger_adjustments`))
 	// The quota reads as it was saved, and saves.
 	got, err := client.QuotaStore().Load(ctx, "openai/gpt")
@@ -130,6 +150,13 @@ func TestUpgradeFrom010(t *testing.T) {
 	pool = pgtest.Connect(t, url)
 	enqueue010(t, pool, []string{"x", "y"}, []int64{5, 7}, "")
 	require.Len(t, claimOrder010(t, pool), 2, "0.1.0's code claims after the round trip")
+	// The scheduled job waits as a retrying one, which 0.1.0's requeue moves
+	// to its queue once due.
+	require.Equal(t, int64(1), scalar(t, pool, `SELECT count(*) FROM batchq.jobs
+		WHERE id = $1 AND state = 'retrying' AND run_after > now()`, scheduled))
+	require.Zero(t, scalar(t, pool, `SELECT batchq.requeue('imports', 10)`))
+	execSQL(t, pool, `UPDATE batchq.jobs SET run_after = now() WHERE id = $1`, scheduled)
+	require.Equal(t, int64(1), scalar(t, pool, `SELECT batchq.requeue('imports', 10)`))
 
 	// And up again.
 	_, err = migrations.Up(ctx, openDB(t, url))

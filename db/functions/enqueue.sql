@@ -513,7 +513,7 @@ CREATE OR REPLACE FUNCTION batchq.enqueue(
     p_max_attempts integer[],
     p_payload      jsonb[],
     p_unique_key   text[],
-    p_run_at       timestamptz[]
+    p_run_at       timestamptz[] DEFAULT NULL
 ) RETURNS SETOF batchq.enqueue_results
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -530,27 +530,6 @@ BEGIN
     RETURN QUERY SELECT * FROM batchq.insert_jobs(p_queue, p_tenant, p_kind, p_cost, p_deadline, p_max_attempts,
                                                   p_payload, p_unique_key, p_run_at);
 END
-$$;
-
--- enqueue without run-at times: every job runs now. The form of release
--- 0.1.0, kept for its callers.
-CREATE OR REPLACE FUNCTION batchq.enqueue(
-    p_queue        text,
-    p_tenant       text[],
-    p_kind         text[],
-    p_cost         bigint[],
-    p_deadline     timestamptz[],
-    p_max_attempts integer[],
-    p_payload      jsonb[],
-    p_unique_key   text[]
-) RETURNS SETOF batchq.enqueue_results
-LANGUAGE sql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $$
-    SELECT * FROM batchq.enqueue(p_queue, p_tenant, p_kind, p_cost, p_deadline, p_max_attempts, p_payload,
-                                 p_unique_key, NULL::timestamptz[])
 $$;
 
 -- raise_refused raises a status row insert_jobs returned instead of ids:

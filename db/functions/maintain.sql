@@ -127,7 +127,8 @@ $$;
 -- drains), are passed over for a later call: it looks again past them, a few
 -- times at most, so one long import does not hold up every other tenant's
 -- retries. Returns how many jobs it requeued.
-CREATE OR REPLACE FUNCTION batchq.requeue(p_queue text, p_limit integer, p_at timestamptz) RETURNS integer
+CREATE OR REPLACE FUNCTION batchq.requeue(p_queue text, p_limit integer, p_at timestamptz DEFAULT NULL)
+RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -219,9 +220,3 @@ BEGIN
 END
 $$;
 
--- requeue as of now: the form of release 0.1.0, kept for its callers.
-CREATE OR REPLACE FUNCTION batchq.requeue(p_queue text, p_limit integer) RETURNS integer
-LANGUAGE sql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-RETURN batchq.requeue(p_queue, p_limit, NULL::timestamptz);

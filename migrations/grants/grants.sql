@@ -60,7 +60,6 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA batchq FROM :"app_role", :"worker_role
 -- The application enqueues (docs/sql-api.md): it cannot skip the bounds or
 -- the fair order, read other jobs' payloads, or change or delete anything.
 GRANT EXECUTE ON FUNCTION
-    batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[]),
     batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[], timestamptz[]),
     batchq.enqueue_job(text, text, bigint, jsonb, text, timestamptz, interval, integer, text, timestamptz, interval),
     batchq.enqueue_jobs(text, jsonb)
@@ -96,7 +95,6 @@ GRANT EXECUTE ON FUNCTION
     batchq.heartbeat(text, bigint[], uuid[]),
     batchq.rescue(text, integer),
     batchq.expire(text, integer),
-    batchq.requeue(text, integer),
     batchq.requeue(text, integer, timestamptz),
     batchq.apply_adjustments(text),
     batchq.due_schedules(text, timestamptz, integer),
