@@ -145,6 +145,19 @@ func TestScheduledJobsCountTowardTheTenantsBound(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrQueueFull)
 	b.drainOrder(t, 10)
 	b.enqueue(t, "a", 10)
+
+	// The queued span overstates a tenant whose middle job went: counted
+	// exactly, one scheduled job and two queued leave room for one more.
+	c := setup(t, queue.QueueConfig{MaxPerTenant: 4})
+	ids := []int64{c.enqueue(t, "a", 1), c.enqueue(t, "a", 1), c.enqueue(t, "a", 1)}
+	require.NoError(t, c.client.Cancel(c.ctx, ids[1], ""))
+	_, err = c.client.Enqueue(c.ctx, queue.NewJob{Queue: c.queue, Tenant: "a", Cost: 1, Delay: time.Hour})
+	require.NoError(t, err)
+	c.enqueue(t, "a", 1)
+	_, err = c.client.Enqueue(c.ctx, queue.NewJob{Queue: c.queue, Tenant: "a", Cost: 1, Delay: time.Hour})
+	var full *queue.QueueFullError
+	require.ErrorAs(t, err, &full)
+	require.Equal(t, 4, full.Queued)
 }
 
 // Run-at rules, alike from Go and from SQL: the deadline must come after the

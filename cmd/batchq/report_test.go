@@ -50,7 +50,9 @@ func reportFixture(t *testing.T) *cliDB {
 	}, "\n")
 	r := runCLIInput(t, db.url, jobs, "enqueue", "--file", "-")
 	require.Equal(t, 0, r.code, r.stderr)
-	// Job 1 runs, job 2 waits to retry; every time is fixed.
+	r = runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "small", "--cost", "20", "--run-at", "2099-01-01T00:00:00Z")
+	require.Equal(t, 0, r.code, r.stderr)
+	// Job 1 runs, job 2 waits to retry, job 7 is scheduled; every time is fixed.
 	db.exec(t, `UPDATE batchq.jobs SET state = 'running', attempt = 1, lease_token = gen_random_uuid(),
 		lease_expires_at = '2025-03-01T12:10:00Z' WHERE id = 1`)
 	db.exec(t, `UPDATE batchq.jobs SET state = 'retrying', attempt = 1, run_after = '2025-03-01T12:20:00Z' WHERE id = 2`)
@@ -142,7 +144,7 @@ func TestReportFilters(t *testing.T) {
 
 	r := runCLI(t, db.url, "--format", "csv", "report", "backlog", "--queue", "nightly")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Regexp(t, `^queue,tenant,.*\nnightly,small,1,10,0,0,true,2025-03-01T12:06:00Z,2025-03-02T06:00:00Z,[0-9.]+\n$`, r.stdout)
+	require.Regexp(t, `^queue,tenant,.*\nnightly,small,1,10,0,0,0,true,2025-03-01T12:06:00Z,,2025-03-02T06:00:00Z,[0-9.]+\n$`, r.stdout)
 
 	r = runCLI(t, db.url, append([]string{"--format", "csv", "report", "tenants", "--queue", "nightly"}, reportWindow...)...)
 	require.Equal(t, 0, r.code, r.stderr)

@@ -227,14 +227,6 @@ BEGIN
                        WHERE r.queue = p_queue AND r.tenant = l.tenant
                        LIMIT 1) r ON true;
 
-    -- Each tenant's scheduled jobs, which count toward its bound: one index
-    -- probe for a tenant with none, at most a bound's worth of entries else.
-    SELECT array_agg((SELECT count(*) FROM (SELECT 1 FROM batchq.jobs s
-                                            WHERE s.queue = p_queue AND s.tenant = l.tenant AND s.state = 'scheduled'
-                                            LIMIT l.bound) c)::integer ORDER BY l.ord)
-    INTO v_ring_sched
-    FROM unnest(v_ring_tenant, v_ring_bound) WITH ORDINALITY AS l (tenant, bound, ord);
-
     -- Each tenant's new jobs: its lines less duplicates, grouped by tenant
     -- in name order, as ring_join lists them.
     IF v_keyed THEN
@@ -246,6 +238,19 @@ BEGIN
     ELSE
         v_ring_new := v_ring_lines;
     END IF;
+
+    -- Each tenant's scheduled jobs, which count toward its bound: one index
+    -- probe for a tenant with none; else counted only as far as decides
+    -- whether the tenant may be full (its queued span, its new jobs and
+    -- these past the bound), so an enqueue reads at most a bound's worth.
+    SELECT array_agg((SELECT count(*) FROM (SELECT 1 FROM batchq.jobs s
+                                            WHERE s.queue = p_queue AND s.tenant = l.tenant AND s.state = 'scheduled'
+                                            LIMIT greatest(l.bound::bigint + 1 - l.adding
+                                                           - CASE WHEN l.head IS NULL THEN 0 ELSE l.enq_seq - l.head + 1 END,
+                                                           0)) c)::integer ORDER BY l.ord)
+    INTO v_ring_sched
+    FROM unnest(v_ring_tenant, v_ring_bound, v_ring_new, v_ring_head, v_ring_seq)
+         WITH ORDINALITY AS l (tenant, bound, adding, head, enq_seq, ord);
 
     -- Bounds and ledgers, tenants in name order. A tenant's queue counts
     -- first as the span of seqs from its head to its newest job, never less
@@ -272,8 +277,12 @@ BEGIN
             SELECT 1 FROM batchq.jobs j
             WHERE j.queue = p_queue AND j.pos = v_full.pos AND j.state = 'queued'
             LIMIT v_full.bound) c;
-        -- Its waiting jobs: queued and scheduled.
-        v_exact := least(v_exact::bigint + v_full.sched, 2147483647);
+        -- Its waiting jobs: queued and scheduled, these counted as far as
+        -- decides.
+        v_exact := v_exact + (SELECT count(*) FROM (
+            SELECT 1 FROM batchq.jobs s
+            WHERE s.queue = p_queue AND s.tenant = v_full.tenant AND s.state = 'scheduled'
+            LIMIT greatest(v_full.bound::bigint + 1 - v_full.adding - v_exact, 0)) c);
         IF v_exact::bigint + v_full.adding > v_full.bound THEN
             RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact, v_full.adding;
             RETURN;
