@@ -153,6 +153,9 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 	d := newDataset("id", "duplicate")
 	d.add(res.ID, res.Duplicate)
 	sentence := fmt.Sprintf("enqueued job %d", res.ID)
+	if j.Delay > 0 || j.RunAt.After(time.Now()) {
+		sentence += "; it waits, scheduled, until its run-at"
+	}
 	if res.Duplicate {
 		sentence = fmt.Sprintf("job %d already holds unique key %q; nothing enqueued", res.ID, j.UniqueKey)
 	}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// A job enqueued with --delay and a schedule of "@every 2s", with a worker
+// running: the delayed job shows as scheduled in the report until its time,
+// then runs, not before; each tick of the schedule runs one job, not before
+// its tick, and no tick is missed or doubled.
+func TestDelayedJobAndScheduleRunOnTimeOnceEach(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "nightly")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client, err := queue.NewClient(db.pool, queue.Config{})
+	require.NoError(t, err)
+
+	type ran struct {
+		at  time.Time
+		job *queue.Job
+	}
+	var mu sync.Mutex
+	var runs []ran
+	done := make(chan error, 1)
+	go func() {
+		done <- client.Work(ctx, queue.WorkerConfig{
+			Queue: "nightly", Concurrency: 2, PollInterval: 50 * time.Millisecond, MaintainInterval: 100 * time.Millisecond,
+			Handler: func(_ context.Context, j *queue.Job) (queue.Result, error) {
+				mu.Lock()
+				runs = append(runs, ran{time.Now(), j})
+				mu.Unlock()
+				return queue.Result{}, nil
+			},
+		})
+	}()
+
+	before := time.Now()
+	r := runCLI(t, db.url, "--format", "json", "enqueue", "--queue", "nightly", "--tenant", "acme", "--cost", "10", "--delay", "2s")
+	require.Equal(t, 0, r.code, r.stderr)
+	var enq struct {
+		ID int64 `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &enq), r.stdout)
+	var runAt time.Time
+	require.NoError(t, db.pool.QueryRow(ctx, `SELECT run_after FROM batchq.jobs WHERE id = $1`, enq.ID).Scan(&runAt))
+	require.False(t, runAt.Before(before.Add(2*time.Second)), "run-at %s is two seconds after the enqueue began at %s", runAt, before)
+
+	// Scheduled, not queued, until its time.
+	r = runCLI(t, db.url, "--format", "json", "report", "backlog", "--queue", "nightly")
+	require.Equal(t, 0, r.code, r.stderr)
+	var backlog []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &backlog), r.stdout)
+	require.Len(t, backlog, 1)
+	require.Equal(t, float64(1), backlog[0]["scheduled"])
+	require.Equal(t, float64(0), backlog[0]["queued"])
+	require.NotNil(t, backlog[0]["next_run_at"])
+
+	r = runCLI(t, db.url, "schedules", "create", "every-2s", "--queue", "nightly", "--tenant", "ops", "--cost", "5",
+		"--cron", "@every 2s", "--payload", `{"report":"daily"}`)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "created schedule every-2s")
+	r = runCLI(t, db.url, "--format", "json", "schedules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), r.stdout)
+	require.Len(t, list, 1)
+	first, err := time.Parse(time.RFC3339, list[0]["next_run_at"].(string))
+	require.NoError(t, err)
+
+	// Three ticks and the delayed job.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		ticks := 0
+		for _, x := range runs {
+			if x.job.Tenant == "ops" {
+				ticks++
+			}
+		}
+		return ticks >= 3 && len(runs) >= 4
+	}, 30*time.Second, 50*time.Millisecond)
+	r = runCLI(t, db.url, "schedules", "pause", "every-2s")
+	require.Equal(t, 0, r.code, r.stderr)
+	cancel()
+	require.NoError(t, <-done)
+
+	mu.Lock()
+	defer mu.Unlock()
+	var ticks []time.Time
+	delayed := 0
+	for _, x := range runs {
+		if x.job.Tenant == "acme" {
+			delayed++
+			require.Equal(t, enq.ID, x.job.ID)
+			require.False(t, x.at.Before(runAt), "the delayed job ran at %s, before its run-at %s", x.at, runAt)
+			continue
+		}
+		var key string
+		require.NoError(t, db.pool.QueryRow(context.Background(), `SELECT unique_key FROM batchq.outcomes WHERE job_id = $1`,
+			x.job.ID).Scan(&key))
+		tick, err := time.Parse(time.RFC3339, strings.TrimPrefix(key, "batchq:schedule:every-2s:"))
+		require.NoError(t, err, key)
+		require.False(t, x.at.Before(tick), "tick %s ran at %s", tick, x.at)
+		require.JSONEq(t, `{"report":"daily"}`, string(x.job.Payload))
+		ticks = append(ticks, tick)
+	}
+	require.Equal(t, 1, delayed, "the delayed job ran once")
+	require.Equal(t, first, ticks[0], "the first tick is the one schedules list showed")
+	for i := 1; i < len(ticks); i++ {
+		require.Equal(t, 2*time.Second, ticks[i].Sub(ticks[i-1]), "ticks %v: one job each, none missed", ticks)
+	}
+}
