@@ -25,7 +25,7 @@ func jobsCommand() *cli.Command {
 			{
 				Name:  "cancel",
 				Usage: "cancel one job, or every unfinished job of a queue that matches --tenant, --kind, --before and --after",
-				Description: `One job: batchq jobs cancel ID. A job that has not started (queued, or waiting to retry)
+				Description: `One job: batchq jobs cancel ID. A job that has not started (queued, scheduled, or waiting to retry)
 finishes at once with outcome 'cancelled', and its cost leaves its tenant's place in the fair order. A
 running job is asked to stop: its worker cancels the handler's context at its next heartbeat (an HTTP
 worker aborts its request), and it finishes as 'cancelled' unless it succeeds first. It is not retried.
@@ -49,9 +49,9 @@ again finishes the rest. Jobs enqueued while it runs may be left.`,
 			},
 			{
 				Name:  "retry",
-				Usage: "make a job waiting to retry due now, or resubmit a failed, discarded, expired or cancelled job as a new job",
-				Description: `A job waiting to retry becomes due now; the next maintenance pass of a worker returns it to
-its tenant's queue. A job that failed, was discarded, expired or was cancelled is enqueued again as a new job from its
+				Usage: "make a job waiting to retry (or scheduled) due now, or resubmit a failed, discarded, expired or cancelled job as a new job",
+				Description: `A job waiting to retry, or scheduled for later, becomes due now; the next maintenance pass of a
+worker moves it to the end of its tenant's queue. A job that failed, was discarded, expired or was cancelled is enqueued again as a new job from its
 outcome (same queue, tenant, kind, cost, attempts and payload, with the time to live it had), and the
 new job's id is printed. Resubmitting the same job again returns that copy while the copy is unfinished,
 or within the queue's --unique-for after it finished; later, it makes another copy.`,
@@ -248,7 +248,7 @@ func jobsRetry(c *cli.Context, client *queue.Client) error {
 	if !j.Finished {
 		if err := client.RetryNow(c.Context, id); err != nil {
 			if errors.Is(err, queue.ErrNotFound) {
-				return whyNot(c, client, id, "retried", "only jobs waiting to retry, or that failed, were discarded, expired or were cancelled, can be retried")
+				return whyNot(c, client, id, "retried", "only jobs waiting to retry or scheduled, or that failed, were discarded, expired or were cancelled, can be retried")
 			}
 			return err
 		}
