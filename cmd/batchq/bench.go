@@ -180,6 +180,7 @@ func drainFlags() []cli.Flag {
 		listFlag("drain", "processes", d.Processes, "numbers of worker processes to measure"),
 		listFlag("drain", "batch", d.Batches, "claim batch sizes to measure"),
 		intFlag("drain", "workers", d.Workers, "claimers in all, split over the processes"),
+		intFlag("drain", "scheduled", 0, "jobs scheduled a year ahead kept beside the fair backlog (fair, fifo and lean only)"),
 		&cli.StringFlag{Name: "systems", Value: strings.Join(d.Systems, ","), EnvVars: benchEnv("drain", "systems"),
 			Usage: "what to drain: fair (claim and complete in batches), pool (the worker pool), fifo (the baseline: FIFO with batchq's rows), lean (FIFO with the narrowest rows), river and river-default (River's worker pool tuned and with its defaults; needs make bench-river)"},
 		riverBinFlag("drain"),
@@ -232,7 +233,7 @@ func runBenchDrain(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benc
 	}
 	return benchkit.Drain(c.Context, env, benchkit.DrainConfig{
 		Runs: runs, Jobs: c.Int("jobs"), Tenants: c.Int("tenants"), MaxCost: int64(c.Int("max-cost")),
-		Processes: procs, Batches: batches, Workers: c.Int("workers"),
+		Processes: procs, Batches: batches, Workers: c.Int("workers"), Scheduled: c.Int("scheduled"),
 		Systems: systems,
 		Spawn:   benchkit.ExecSpawner(exe, "bench-worker"),
 	})

@@ -94,6 +94,9 @@ func seedBatches(b Backlog, insert func(tenants []string, costs []int64) error) 
 type Drained struct {
 	Jobs    int
 	Elapsed time.Duration
+	// MaintainPass is what one maintenance pass took before the drain, when
+	// it was measured.
+	MaintainPass time.Duration
 }
 
 // JobsPerSecond is the drain's throughput.

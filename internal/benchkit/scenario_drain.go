@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/batchq/batchq/internal/fifo"
 	"github.com/batchq/batchq/queue"
@@ -34,6 +35,12 @@ type DrainConfig struct {
 	// (100 when it is measured, else the largest): its workers fetch as
 	// many jobs as they have free slots, whatever the batch.
 	Systems []string
+	// Scheduled, when above 0, puts that many jobs scheduled a year ahead
+	// (over Tenants tenants) in the fair queue's table beside each fair
+	// backlog: jobs waiting for later must not slow the drain of the jobs
+	// due now. Only the fair system is measured with them (the worker pool's
+	// drain waits for scheduled jobs too).
+	Scheduled int
 	// Spawn starts the worker processes. Required.
 	Spawn Spawner
 }
@@ -79,6 +86,10 @@ func (c DrainConfig) withDefaults() (DrainConfig, error) {
 		return c, configErrorf("drain: jobs, tenants and max cost must be positive")
 	case c.Workers < 1:
 		return c, configErrorf("drain: workers must be positive")
+	case c.Scheduled < 0:
+		return c, configErrorf("drain: scheduled must not be negative")
+	case c.Scheduled > 0 && slices.ContainsFunc(c.Systems, func(s string) bool { return s != SystemFair && s != SystemFIFO && s != SystemLean }):
+		return c, configErrorf("drain: scheduled jobs are measured with the fair system and the FIFO baselines only (a worker pool's drain waits for scheduled jobs)")
 	}
 	for _, p := range c.Processes {
 		if p < 1 || p > 64 {
@@ -132,6 +143,9 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 	rep.param("processes", joinInts(cfg.Processes))
 	rep.param("batches", joinInts(cfg.Batches))
 	rep.param("systems", strings.Join(cfg.Systems, ","))
+	if cfg.Scheduled > 0 {
+		rep.param("scheduled", cfg.Scheduled)
+	}
 	for _, s := range cfg.Systems {
 		if slices.Contains(RiverSystems, s) && !env.Peer.Serves(s) {
 			return nil, configErrorf("drain: system %s: the river systems need the batchq-river program (make bench-river)", s)
@@ -163,6 +177,7 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 	}
 	results := map[drainKey][]float64{}
 	secs := map[drainKey][]float64{}
+	var passes []float64 // maintenance passes beside the scheduled jobs, ms
 	for r := range cfg.reps() {
 		for _, p := range cfg.Processes {
 			for _, b := range cfg.Batches {
@@ -177,6 +192,9 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 						return nil, err
 					}
 					results[k] = append(results[k], d.JobsPerSecond())
+					if d.MaintainPass > 0 {
+						passes = append(passes, float64(d.MaintainPass)/float64(time.Millisecond))
+					}
 					secs[k] = append(secs[k], d.Elapsed.Seconds())
 					cfg.progress("drain rep %d/%d %s processes=%d batch=%d: %.0f jobs/s", r+1, cfg.reps(), s, p, b, d.JobsPerSecond())
 				}
@@ -184,8 +202,12 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 		}
 	}
 
-	t := NewTable("drain", fmt.Sprintf("drain: %d no-op jobs, %d tenants, costs 1..%d, outcome rows written; %d claimers in all",
-		cfg.Jobs, cfg.Tenants, cfg.MaxCost, cfg.Workers),
+	title := fmt.Sprintf("drain: %d no-op jobs, %d tenants, costs 1..%d, outcome rows written; %d claimers in all",
+		cfg.Jobs, cfg.Tenants, cfg.MaxCost, cfg.Workers)
+	if cfg.Scheduled > 0 {
+		title += fmt.Sprintf("; fair beside %d jobs scheduled a year ahead", cfg.Scheduled)
+	}
+	t := NewTable("drain", title,
 		"system", "processes", "claimers_per_process", "batch", "jobs_per_s", "seconds", "vs_fifo")
 	for _, p := range cfg.Processes {
 		for _, b := range cfg.Batches {
@@ -244,6 +266,10 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 				fmt.Sprintf("pool %s jobs/s / river %s jobs/s", fmtFloat(pool, 0), fmtFloat(river, 0))))
 		}
 	}
+	if len(passes) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("a maintenance pass over the fair queue beside %d scheduled jobs, none due: median %s ms (%d passes)",
+			cfg.Scheduled, fmtFloat(median(passes), 1), len(passes)))
+	}
 	if slices.Contains(cfg.Systems, SystemFair) && slices.Contains(cfg.Systems, SystemLean) {
 		for _, p := range cfg.Processes {
 			fair, fairBatch := bestBatch(results, SystemFair, p, cfg.Batches)
@@ -288,6 +314,9 @@ func drainOnce(ctx context.Context, env *Env, cfg DrainConfig, b Backlog, k drai
 		err = SeedLean(ctx, fifo.NewLean(env.Pool), b)
 	default:
 		err = SeedFair(ctx, env.Client, benchQueue, b)
+		if err == nil && cfg.Scheduled > 0 {
+			err = seedScheduled(ctx, env, cfg.Scheduled, b)
+		}
 	}
 	if err != nil {
 		return Drained{}, err
@@ -297,11 +326,26 @@ func drainOnce(ctx context.Context, env *Env, cfg DrainConfig, b Backlog, k drai
 			return Drained{}, err
 		}
 	}
+	var pass time.Duration
+	if k.system == SystemFair && cfg.Scheduled > 0 {
+		// What a worker's maintenance pass costs with them, none due: the
+		// promotion reads the due jobs' index from its head.
+		t0 := time.Now()
+		st, err := env.Client.Maintain(ctx, benchQueue)
+		pass = time.Since(t0)
+		if err != nil {
+			return Drained{}, err
+		}
+		if st.Requeued != 0 {
+			return Drained{}, fmt.Errorf("benchkit: drain: a maintenance pass promoted %d jobs scheduled a year ahead", st.Requeued)
+		}
+	}
 	var args [][]string
 	for _, n := range splitWorkers(cfg.Workers, k.procs) {
 		args = append(args, workerArgs(k.system, n, k.bat))
 	}
 	d, err := runProcs(ctx, spawn, env.URL, args)
+	d.MaintainPass = pass
 	if err != nil {
 		return d, err
 	}
@@ -372,4 +416,21 @@ func joinInts(vs []int) string {
 		s[i] = strconv.Itoa(v)
 	}
 	return strings.Join(s, ",")
+}
+
+// seedScheduled inserts n jobs scheduled a year ahead, a millisecond apart,
+// over b's tenants, straight into the table: through enqueue, each call
+// would count the tenants' scheduled jobs toward their bound, which the
+// benchmark's bound of 2^30 makes a count of them all.
+func seedScheduled(ctx context.Context, env *Env, n int, b Backlog) error {
+	_, err := env.Pool.Exec(ctx, `
+		INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq,
+		                         run_after)
+		SELECT $1, format('tenant-%s', lpad((g % $3)::text, 4, '0')), 'default', 1 + g % $4, now() + interval '1 year 1 day', '{}', 'scheduled',
+		       5, 0, 0, 0, 0, now() + interval '1 year' + g * interval '1 millisecond'
+		FROM generate_series(1, $2::integer) g`, benchQueue, n, b.Tenants, b.MaxCost)
+	if err != nil {
+		return fmt.Errorf("benchkit: seed scheduled jobs: %w", err)
+	}
+	return nil
 }
