@@ -80,8 +80,8 @@ func (c *Collector) dropTenant(queue, tenant string) {
 
 // backlog is what the backlog gauges say of one queue and tenant label.
 type backlog struct {
-	queuedJobs, queuedTokens, running, retrying int64
-	oldestAge                                   float64
+	queuedJobs, queuedTokens, running, retrying, scheduled int64
+	oldestAge                                              float64
 }
 
 func (b *backlog) add(r queue.BacklogTotalRow) {
@@ -89,6 +89,7 @@ func (b *backlog) add(r queue.BacklogTotalRow) {
 	b.queuedTokens += r.QueuedTokens
 	b.running += r.RunningJobs
 	b.retrying += r.RetryingJobs
+	b.scheduled += r.ScheduledJobs
 	b.oldestAge = max(b.oldestAge, r.OldestQueuedAge.Seconds())
 }
 
@@ -130,6 +131,7 @@ func (c *Collector) collectBacklog(ctx context.Context, ch chan<- prometheus.Met
 		ch <- prometheus.MustNewConstMetric(c.queuedTokens, prometheus.GaugeValue, float64(g.queuedTokens), l.queue, l.tenant)
 		ch <- prometheus.MustNewConstMetric(c.runningJobs, prometheus.GaugeValue, float64(g.running), l.queue, l.tenant)
 		ch <- prometheus.MustNewConstMetric(c.retryingJobs, prometheus.GaugeValue, float64(g.retrying), l.queue, l.tenant)
+		ch <- prometheus.MustNewConstMetric(c.scheduledJobs, prometheus.GaugeValue, float64(g.scheduled), l.queue, l.tenant)
 		if g.queuedJobs > 0 {
 			ch <- prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, g.oldestAge, l.queue, l.tenant)
 		}

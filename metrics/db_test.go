@@ -66,6 +66,8 @@ func TestBacklogGauges(t *testing.T) {
 	retrying, err := b.client.Fail(b.ctx, claimed[0], fmt.Errorf("boom"), nil)
 	require.NoError(t, err)
 	require.True(t, retrying)
+	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: "q", Tenant: "t49", Cost: 1, Delay: time.Hour})
+	require.NoError(t, err)
 
 	_, err = b.client.PauseQueue(b.ctx, "empty")
 	require.NoError(t, err)
@@ -89,12 +91,14 @@ func TestBacklogGauges(t *testing.T) {
 	// The named and "other" add up to the whole queue.
 	for _, g := range []struct{ name, state string }{
 		{"batchq_queued_jobs", "queued"}, {"batchq_running_jobs", "running"}, {"batchq_retrying_jobs", "retrying"},
+		{"batchq_scheduled_jobs", "scheduled"},
 	} {
 		require.Equal(t, b.count(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'q' AND state = $1::batchq.job_state`, g.state),
 			s.sum(g.name, "queue", "q"), g.name)
 	}
 	require.Equal(t, 3.0, s.sum("batchq_running_jobs", "queue", "q"))
 	require.Equal(t, 1.0, s.sum("batchq_retrying_jobs", "queue", "q"))
+	require.Equal(t, 1.0, s[series("batchq_scheduled_jobs", "queue", "q", "tenant", "t49")])
 	require.Equal(t, b.count(t, `SELECT sum(cost) FROM batchq.jobs WHERE queue = 'q' AND state = 'queued'`), s.sum("batchq_queued_tokens", "queue", "q"))
 	require.Equal(t, 50.0, s[series("batchq_backlog_tenants", "queue", "q")])
 	age := s[series("batchq_oldest_queued_job_age_seconds", "queue", "q", "tenant", other)]

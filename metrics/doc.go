@@ -53,6 +53,7 @@
 //	batchq_oldest_queued_job_age_seconds{queue,tenant}            while jobs are queued
 //	batchq_running_jobs{queue,tenant}
 //	batchq_retrying_jobs{queue,tenant}
+//	batchq_scheduled_jobs{queue,tenant}
 //	batchq_backlog_tenants{queue}                                 tenants with unfinished jobs, as ranked
 //	batchq_queue_paused{queue}                                    1 while the queue is paused
 //	batchq_quota_limit{key,unit}                                  as the provider last reported

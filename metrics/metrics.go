@@ -93,9 +93,9 @@ type Collector struct {
 	rankErr  error            // its error
 	tenants  map[string]int64 // its count of tenants with unfinished jobs, by queue
 
-	queuedJobs, queuedTokens, oldestAge, runningJobs, retryingJobs *prometheus.Desc
-	backlogTenants, queuePaused                                    *prometheus.Desc
-	quotaLimit, quotaRemaining, pauseRemaining, headroom, dbUp     *prometheus.Desc
+	queuedJobs, queuedTokens, oldestAge, runningJobs, retryingJobs, scheduledJobs *prometheus.Desc
+	backlogTenants, queuePaused                                                   *prometheus.Desc
+	quotaLimit, quotaRemaining, pauseRemaining, headroom, dbUp                    *prometheus.Desc
 }
 
 type deleter interface {
@@ -198,6 +198,7 @@ func New(cfg Config) (*Collector, error) {
 	c.oldestAge = prometheus.NewDesc("batchq_oldest_queued_job_age_seconds", "Age of the oldest queued job.", qt, nil)
 	c.runningJobs = prometheus.NewDesc("batchq_running_jobs", "Jobs claimed and running under a lease.", qt, nil)
 	c.retryingJobs = prometheus.NewDesc("batchq_retrying_jobs", "Jobs waiting for their backoff before they rejoin the queue.", qt, nil)
+	c.scheduledJobs = prometheus.NewDesc("batchq_scheduled_jobs", "Jobs waiting for their run-at before they join the queue.", qt, nil)
 	c.backlogTenants = prometheus.NewDesc("batchq_backlog_tenants",
 		"Tenants with unfinished jobs in the queue, named or not, as of the latest ranking.", []string{"queue"}, nil)
 	c.queuePaused = prometheus.NewDesc("batchq_queue_paused", "1 while the queue is paused (batchq queues pause): its workers claim nothing.", []string{"queue"}, nil)
@@ -218,7 +219,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	// The gauges too, though without a Client they are never collected: the
 	// set described is the same for every Collector.
 	for _, d := range []*prometheus.Desc{c.queuedJobs, c.queuedTokens, c.oldestAge, c.runningJobs, c.retryingJobs,
-		c.backlogTenants, c.queuePaused, c.quotaLimit, c.quotaRemaining, c.pauseRemaining, c.headroom, c.dbUp} {
+		c.scheduledJobs, c.backlogTenants, c.queuePaused, c.quotaLimit, c.quotaRemaining, c.pauseRemaining, c.headroom, c.dbUp} {
 		ch <- d
 	}
 }

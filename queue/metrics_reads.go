@@ -63,6 +63,7 @@ type BacklogTotalRow struct {
 	OldestQueuedAge time.Duration
 	RunningJobs     int64
 	RetryingJobs    int64 // waiting for their backoff before they rejoin the queue
+	ScheduledJobs   int64 // waiting for their run-at before they join the queue
 	// Paused reports whether the queue is paused (PauseQueue).
 	Paused bool
 }
@@ -90,7 +91,7 @@ func (c *Client) BacklogTotals(ctx context.Context, queues []string, named map[s
 		out[i] = BacklogTotalRow{
 			Queue: r.Queue, Tenant: r.Tenant, QueuedJobs: r.QueuedJobs, QueuedTokens: r.QueuedTokens,
 			OldestQueuedAge: seconds(r.OldestQueuedAgeSeconds), RunningJobs: r.RunningJobs,
-			RetryingJobs: r.RetryingJobs, Paused: r.Paused,
+			RetryingJobs: r.RetryingJobs, ScheduledJobs: r.ScheduledJobs, Paused: r.Paused,
 		}
 	}
 	return out, nil

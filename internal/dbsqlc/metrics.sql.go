@@ -19,7 +19,8 @@ WITH named AS (
            coalesce(sum(j.cost) FILTER (WHERE j.state = 'queued'), 0) AS queued_tokens,
            min(j.enqueued_at) FILTER (WHERE j.state = 'queued')       AS oldest_queued_at,
            count(*) FILTER (WHERE j.state = 'running')                 AS running_jobs,
-           count(*) FILTER (WHERE j.state = 'retrying')                AS retrying_jobs
+           count(*) FILTER (WHERE j.state = 'retrying')                AS retrying_jobs,
+           count(*) FILTER (WHERE j.state = 'scheduled')               AS scheduled_jobs
     FROM batchq.unfinished j -- so that a queue named is read by an index
     -- A join, not a CASE: the planner then sees few groups and hashes them
     -- instead of sorting every job.
@@ -34,6 +35,7 @@ SELECT q.name                                                                AS 
        coalesce(extract(epoch FROM now() - g.oldest_queued_at), 0)::float8   AS oldest_queued_age_seconds,
        coalesce(g.running_jobs, 0)::bigint                                   AS running_jobs,
        coalesce(g.retrying_jobs, 0)::bigint                                  AS retrying_jobs,
+       coalesce(g.scheduled_jobs, 0)::bigint                                 AS scheduled_jobs,
        (q.paused_at IS NOT NULL)::boolean                                    AS paused
 FROM batchq.queues q
 LEFT JOIN grouped g ON g.queue = q.name
@@ -55,6 +57,7 @@ type MetricsBacklogRow struct {
 	OldestQueuedAgeSeconds float64
 	RunningJobs            int64
 	RetryingJobs           int64
+	ScheduledJobs          int64
 	Paused                 bool
 }
 
@@ -83,6 +86,7 @@ func (q *Queries) MetricsBacklog(ctx context.Context, db DBTX, arg MetricsBacklo
 			&i.OldestQueuedAgeSeconds,
 			&i.RunningJobs,
 			&i.RetryingJobs,
+			&i.ScheduledJobs,
 			&i.Paused,
 		); err != nil {
 			return nil, err
