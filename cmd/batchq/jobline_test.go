@@ -56,6 +56,17 @@ var jobLineCases = []struct {
 		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1, TTL: 7 * 24 * time.Hour}},
 	{name: "ttl zero", line: `{"ttl":"0s"}`, err: "ttl: must be > 0 (got 0s)"},
 	{name: "deadline and ttl", line: `{"deadline":"2030-01-01T00:00:00Z","ttl":"1h"}`, err: "deadline: give a deadline or a ttl, not both"},
+	{name: "run_at", line: `{"queue":"q","tenant":"t","cost":1,"run_at":"2030-01-02T03:04:05Z"}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1, RunAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}},
+	{name: "delay", line: `{"queue":"q","tenant":"t","cost":1,"delay":"2d"}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1, Delay: 48 * time.Hour}},
+	{name: "delay zero runs now", line: `{"queue":"q","tenant":"t","cost":1,"delay":"0s"}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1}},
+	{name: "bad run_at", line: `{"run_at":"at two"}`, err: `run_at: "at two" is not an RFC 3339 time`},
+	{name: "run_at not a string", line: `{"run_at":1700000000}`, err: "run_at: must be an RFC 3339 time in a string"},
+	{name: "bad delay", line: `{"delay":"soon"}`, err: `delay: "soon" is not a duration`},
+	{name: "negative delay", line: `{"delay":"-5m"}`, err: "delay: must be >= 0 (got -5m)"},
+	{name: "run_at and delay", line: `{"run_at":"2030-01-01T00:00:00Z","delay":"1h"}`, err: "run_at: give a run_at or a delay, not both"},
 	{name: "array", line: `[{"cost":1}]`, err: "must be a JSON object"},
 	{name: "truncated", line: `{"cost":1`, err: "not JSON: unexpected end of line"},
 	{name: "trailing data", line: `{"cost":1} {"cost":2}`, err: "unexpected data after the JSON object"},
@@ -105,7 +116,9 @@ func FuzzParseJobLine(f *testing.F) {
 		again, err := parseJobLine(jobLineOf(t, j))
 		require.NoError(t, err)
 		require.True(t, j.Deadline.Equal(again.Deadline))
+		require.True(t, j.RunAt.Equal(again.RunAt))
 		j.Deadline, again.Deadline = time.Time{}, time.Time{}
+		j.RunAt, again.RunAt = time.Time{}, time.Time{}
 		if j.Payload != nil {
 			require.JSONEq(t, string(j.Payload), string(again.Payload))
 			j.Payload, again.Payload = nil, nil
@@ -133,6 +146,12 @@ func jobLineOf(t *testing.T, j queue.NewJob) []byte {
 	}
 	if j.TTL != 0 {
 		m["ttl"] = j.TTL.String()
+	}
+	if !j.RunAt.IsZero() {
+		m["run_at"] = j.RunAt.Format(time.RFC3339Nano)
+	}
+	if j.Delay != 0 {
+		m["delay"] = j.Delay.String()
 	}
 	if j.Payload != nil {
 		m["payload"] = j.Payload
