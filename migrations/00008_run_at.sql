@@ -8,7 +8,11 @@
 -- range scan per queue, whatever the number of jobs scheduled later.
 DROP INDEX batchq.jobs_retry;
 CREATE INDEX jobs_due ON batchq.jobs (queue, run_after) WHERE state IN ('retrying', 'scheduled');
--- A tenant's scheduled jobs count toward its bound: enqueue counts them here.
+-- A tenant's scheduled jobs count toward its bound. tenant_ring.scheduled
+-- is at least their number (NULL: none), kept by enqueue and requeue under
+-- the ring row's lock; a cancel or an expiry leaves it high, and an enqueue
+-- that finds the tenant looking full counts them here and mends it.
+ALTER TABLE batchq.tenant_ring ADD COLUMN scheduled integer;
 CREATE INDEX jobs_scheduled_tenant ON batchq.jobs (queue, tenant) WHERE state = 'scheduled';
 
 -- The unfinished jobs show when a waiting one is due, and the backlog shows
@@ -105,5 +109,6 @@ FROM batchq.unfinished j
 GROUP BY j.queue, j.tenant;
 COMMENT ON VIEW batchq.backlog IS 'Waiting and running work per queue and tenant, now.';
 DROP INDEX batchq.jobs_scheduled_tenant;
+ALTER TABLE batchq.tenant_ring DROP COLUMN scheduled;
 DROP INDEX batchq.jobs_due;
 CREATE INDEX jobs_retry ON batchq.jobs (queue, run_after) WHERE state = 'retrying';

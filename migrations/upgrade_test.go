@@ -317,8 +317,9 @@ func contents(t *testing.T, pool *pgxpool.Pool) map[string][]string {
 
 // upgradeAdds lists the columns the upgrade from 0.1.0 adds to its tables.
 var upgradeAdds = map[string][]string{
-	"jobs":   {"cancel_requested_at"},
-	"queues": {"paused_at"},
+	"jobs":        {"cancel_requested_at"},
+	"queues":      {"paused_at"},
+	"tenant_ring": {"scheduled"},
 }
 
 // install runs a SQL file on url's database, as psql would.

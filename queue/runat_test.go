@@ -158,6 +158,29 @@ func TestScheduledJobsCountTowardTheTenantsBound(t *testing.T) {
 	var full *queue.QueueFullError
 	require.ErrorAs(t, err, &full)
 	require.Equal(t, 4, full.Queued)
+
+	// Cancelled and expired scheduled jobs free their room: the count the
+	// ring keeps stays high until an enqueue finds the tenant looking full,
+	// counts, and mends it.
+	d := setup(t, queue.QueueConfig{MaxPerTenant: 3})
+	var sched []int64
+	for range 3 {
+		res, err := d.client.Enqueue(d.ctx, queue.NewJob{Queue: d.queue, Tenant: "a", Cost: 1, Delay: time.Hour})
+		require.NoError(t, err)
+		sched = append(sched, res.ID)
+	}
+	_, err = d.client.Enqueue(d.ctx, queue.NewJob{Queue: d.queue, Tenant: "a", Cost: 1})
+	require.ErrorIs(t, err, queue.ErrQueueFull)
+	require.NoError(t, d.client.Cancel(d.ctx, sched[0], ""))
+	d.exec(t, `UPDATE batchq.jobs SET deadline = now() - interval '1 second' WHERE id = $1`, sched[1])
+	_, err = d.client.Maintain(d.ctx, d.queue)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), d.scalar(t, `SELECT scheduled FROM batchq.tenant_ring WHERE tenant = 'a'`), "left high")
+	d.enqueue(t, "a", 1)
+	require.Equal(t, int64(1), d.scalar(t, `SELECT scheduled FROM batchq.tenant_ring WHERE tenant = 'a'`), "mended")
+	d.enqueue(t, "a", 1)
+	_, err = d.client.Enqueue(d.ctx, queue.NewJob{Queue: d.queue, Tenant: "a", Cost: 1, Delay: time.Hour})
+	require.ErrorIs(t, err, queue.ErrQueueFull)
 }
 
 // Run-at rules, alike from Go and from SQL: the deadline must come after the

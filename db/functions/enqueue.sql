@@ -19,7 +19,11 @@
 -- it then at the tail of its tenant's queue, as if it were enqueued at that
 -- moment. Its deadline defaults to its run-at plus the queue's TTL. A
 -- tenant's scheduled jobs count toward its bound, with its queued ones, so a
--- promotion never takes a tenant past the bound.
+-- promotion never takes a tenant past the bound. They are counted as the
+-- queued ones are: first by tenant_ring.scheduled, which this function and
+-- requeue keep under the ring row's lock and which a cancel or an expiry
+-- leaves high (never low), then exactly, and the count mended, only for a
+-- tenant that looks full.
 --
 -- It locks the tenants' ring rows (ring_join) and counts with fresh
 -- snapshots afterwards, which makes the bound exact under concurrent
@@ -77,6 +81,9 @@ DECLARE
     v_any_sched   boolean;
     v_ring_costs  bigint[];   -- each line's cost in its tenant's ledger (0 when scheduled)
     v_ring_sched  integer[];
+    v_limit       bigint;
+    v_count       bigint;
+    v_sched_tenants text[];   -- the tenant of each scheduled job inserted
 BEGIN
     -- Held until commit, so the queue cannot go while its new jobs do not
     -- show yet (batchq.queues_keep_jobs).
@@ -101,7 +108,7 @@ BEGIN
                     cardinality(p_payload), cardinality(p_unique_key), cardinality(p_run_at)) <= 1 THEN
         -- Before the ring row is read (docs/design/commit-time-check.md).
         SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
-        SELECT r.ctid AS rid, r.pos, r.share, r.cum, r.enq_seq, r.join_round,
+        SELECT r.ctid AS rid, r.pos, r.share, r.cum, r.enq_seq, r.join_round, coalesce(r.scheduled, 0) AS scheduled,
                coalesce((SELECT t.max_queued FROM batchq.queue_tenants t WHERE t.queue = p_queue AND t.tenant = r.tenant),
                         (SELECT w.max_queued FROM batchq.tenants w WHERE w.name = r.tenant),
                         q.max_per_tenant) AS bound
@@ -114,11 +121,7 @@ BEGIN
             WHERE j.queue = p_queue AND j.pos = v_one.pos AND j.state = 'queued'
             ORDER BY j.seq LIMIT 1;
         END IF;
-        -- A tenant with scheduled jobs counts them toward its bound: the
-        -- general path does.
-        IF v_head IS NOT NULL AND v_one.enq_seq - v_head + 2 <= v_one.bound
-           AND NOT EXISTS (SELECT 1 FROM batchq.jobs s
-                           WHERE s.queue = p_queue AND s.tenant = p_tenant[1] AND s.state = 'scheduled')
+        IF v_head IS NOT NULL AND v_one.enq_seq - v_head + 2 + v_one.scheduled <= v_one.bound
            AND v_one.cum + p_cost[1]::numeric <= batchq.key_ceiling()
            AND v_one.join_round + (v_one.cum + p_cost[1]::numeric) / v_one.share <= batchq.key_ceiling() THEN
             INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
@@ -216,10 +219,11 @@ BEGIN
     SELECT array_agg(r.pos ORDER BY l.ord), array_agg(r.share ORDER BY l.ord), array_agg(r.cum ORDER BY l.ord),
            array_agg(r.enq_seq ORDER BY l.ord),
            array_agg(CASE WHEN l.head IS NULL THEN greatest(r.join_round, v_cursor) ELSE r.join_round END ORDER BY l.ord),
-           array_agg(coalesce(r.queue_max_queued, r.max_queued, q.max_per_tenant) ORDER BY l.ord)
-    INTO v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round, v_ring_bound
+           array_agg(coalesce(r.queue_max_queued, r.max_queued, q.max_per_tenant) ORDER BY l.ord),
+           array_agg(coalesce(r.scheduled, 0) ORDER BY l.ord)
+    INTO v_ring_pos, v_ring_share, v_ring_cum, v_ring_seq, v_ring_round, v_ring_bound, v_ring_sched
     FROM unnest(v_ring_tenant, v_ring_head) WITH ORDINALITY AS l (tenant, head, ord)
-    LEFT JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round,
+    LEFT JOIN LATERAL (SELECT r.pos, r.share, r.cum, r.enq_seq, r.join_round, r.scheduled,
                               (SELECT t.max_queued FROM batchq.queue_tenants t
                                WHERE t.queue = p_queue AND t.tenant = r.tenant) AS queue_max_queued,
                               (SELECT w.max_queued FROM batchq.tenants w WHERE w.name = r.tenant) AS max_queued
@@ -239,22 +243,12 @@ BEGIN
         v_ring_new := v_ring_lines;
     END IF;
 
-    -- Each tenant's scheduled jobs, which count toward its bound: one index
-    -- probe for a tenant with none; else counted only as far as decides
-    -- whether the tenant may be full (its queued span, its new jobs and
-    -- these past the bound), so an enqueue reads at most a bound's worth.
-    SELECT array_agg((SELECT count(*) FROM (SELECT 1 FROM batchq.jobs s
-                                            WHERE s.queue = p_queue AND s.tenant = l.tenant AND s.state = 'scheduled'
-                                            LIMIT greatest(l.bound::bigint + 1 - l.adding
-                                                           - CASE WHEN l.head IS NULL THEN 0 ELSE l.enq_seq - l.head + 1 END,
-                                                           0)) c)::integer ORDER BY l.ord)
-    INTO v_ring_sched
-    FROM unnest(v_ring_tenant, v_ring_bound, v_ring_new, v_ring_head, v_ring_seq)
-         WITH ORDINALITY AS l (tenant, bound, adding, head, enq_seq, ord);
 
     -- Bounds and ledgers, tenants in name order. A tenant's queue counts
     -- first as the span of seqs from its head to its newest job, never less
-    -- than its length; only one that looks full is counted exactly. Its
+    -- than its length, and its scheduled jobs as tenant_ring.scheduled,
+    -- never less than their number; only one that looks full is counted
+    -- exactly. Its
     -- ledger and last round after this call must stay within the key
     -- ceiling (duplicates counted: a bound from above).
     FOR v_full IN
@@ -278,11 +272,17 @@ BEGIN
             WHERE j.queue = p_queue AND j.pos = v_full.pos AND j.state = 'queued'
             LIMIT v_full.bound) c;
         -- Its waiting jobs: queued and scheduled, these counted as far as
-        -- decides.
-        v_exact := v_exact + (SELECT count(*) FROM (
+        -- decides; a count that found them all mends tenant_ring.scheduled,
+        -- which cancels and expiries left high (this call holds the row).
+        v_limit := greatest(v_full.bound::bigint + 1 - v_full.adding - v_exact, 0);
+        SELECT count(*) INTO v_count FROM (
             SELECT 1 FROM batchq.jobs s
             WHERE s.queue = p_queue AND s.tenant = v_full.tenant AND s.state = 'scheduled'
-            LIMIT greatest(v_full.bound::bigint + 1 - v_full.adding - v_exact, 0)) c);
+            LIMIT v_limit) c;
+        IF v_count < v_limit AND v_count <> v_full.sched THEN
+            UPDATE batchq.tenant_ring r SET scheduled = v_count WHERE r.queue = p_queue AND r.tenant = v_full.tenant;
+        END IF;
+        v_exact := v_exact + v_count;
         IF v_exact::bigint + v_full.adding > v_full.bound THEN
             RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact, v_full.adding;
             RETURN;
@@ -358,7 +358,7 @@ BEGIN
         FROM sched_src s
         ORDER BY s.unique_key COLLATE "C"
         ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-        RETURNING id
+        RETURNING id, jobs.tenant
     ), ins AS (
         SELECT * FROM ins_plain UNION ALL SELECT * FROM ins_keyed
     ), noted AS (
@@ -383,8 +383,16 @@ BEGIN
     SELECT (SELECT array_agg(s.ord ORDER BY s.ord) FROM (SELECT s.ord FROM src s UNION ALL SELECT t.ord FROM sched_src t) s),
            (SELECT array_agg(s.id ORDER BY s.ord)
             FROM (SELECT s.ord, s.id FROM src s UNION ALL SELECT t.ord, t.id FROM sched_src t) s),
-           (SELECT count(*) FROM ins) + (SELECT count(*) FROM ins_sched)
-    INTO v_src_ord, v_src_id, v_inserted;
+           (SELECT count(*) FROM ins) + (SELECT count(*) FROM ins_sched),
+           (SELECT array_agg(i.tenant) FROM ins_sched i)
+    INTO v_src_ord, v_src_id, v_inserted, v_sched_tenants;
+
+    -- Scheduled jobs count toward their tenants' bounds from now on.
+    IF v_sched_tenants IS NOT NULL THEN
+        UPDATE batchq.tenant_ring r SET scheduled = coalesce(r.scheduled, 0) + a.n
+        FROM (SELECT t.tenant, count(*)::integer AS n FROM unnest(v_sched_tenants) AS t (tenant) GROUP BY t.tenant) a
+        WHERE r.queue = p_queue AND r.tenant = a.tenant;
+    END IF;
 
     -- Lines whose unique key a concurrent transaction took and committed
     -- meanwhile were keyed but not inserted: their costs come out of the

@@ -174,7 +174,7 @@ BEGIN
                             FROM batchq.tenant_ring t WHERE t.queue = p_queue AND t.tenant = r.tenant) x;
 
         WITH src AS (
-            SELECT j.id, r.pos, r.join_round, r.share,
+            SELECT j.id, r.pos, r.join_round, r.share, j.state = 'scheduled' AS was_scheduled,
                    (r.cum + sum(j.cost) OVER w)::bigint AS cum,
                    r.enq_seq + row_number() OVER w AS seq
             FROM unnest(v_ids) WITH ORDINALITY AS x (id, ord)
@@ -187,7 +187,8 @@ BEGIN
             SET state = 'queued', run_after = NULL, pos = s.pos, cum = s.cum, seq = s.seq,
                 round = batchq.drr_round(s.join_round, s.cum, s.share)
             FROM src s WHERE j.queue = p_queue AND j.id = s.id
-            RETURNING j.tenant, j.pos, j.cum, j.seq, j.round, batchq.drr_round(s.join_round, s.cum - j.cost + 1, s.share) AS start
+            RETURNING j.tenant, j.pos, j.cum, j.seq, j.round, batchq.drr_round(s.join_round, s.cum - j.cost + 1, s.share) AS start,
+                      s.was_scheduled
         ), noted AS (
             -- Checked at commit (batchq.ring_check_at_commit).
             INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
@@ -197,8 +198,12 @@ BEGIN
                   FROM upd u GROUP BY u.tenant) a
             HAVING count(*) > 0
         ), ring AS (
-            UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq, reached = greatest(r.reached, a.round)
-            FROM (SELECT u.tenant, max(u.cum) AS cum, max(u.seq) AS seq, max(u.round) AS round
+            -- A scheduled job promoted no longer counts as scheduled.
+            UPDATE batchq.tenant_ring r SET cum = a.cum, enq_seq = a.seq, reached = greatest(r.reached, a.round),
+                scheduled = CASE WHEN a.promoted > 0 THEN greatest(coalesce(r.scheduled, 0) - a.promoted, 0)
+                                 ELSE r.scheduled END
+            FROM (SELECT u.tenant, max(u.cum) AS cum, max(u.seq) AS seq, max(u.round) AS round,
+                         count(*) FILTER (WHERE u.was_scheduled)::integer AS promoted
                   FROM upd u GROUP BY u.tenant) a
             WHERE r.queue = p_queue AND r.tenant = a.tenant
         )

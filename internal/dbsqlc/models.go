@@ -343,6 +343,7 @@ type BatchqTenantRing struct {
 	EnqSeq    int64
 	Reached   int64
 	Visited   int64
+	Scheduled *int32
 }
 
 // The row type batchq.tenant_usage() returns; always empty.
