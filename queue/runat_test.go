@@ -292,3 +292,38 @@ func TestScheduledJobsCancelAndExpire(t *testing.T) {
 	require.Equal(t, 1, st.Expired)
 	require.Equal(t, "expired", b.outcome(t, res.ID))
 }
+
+// One call of jobs to run now and later, for the same tenants, with unique
+// keys: the ones for now are keyed in the fair order as if the others were
+// not there, the others wait, and a key named by both kinds goes to the
+// first line that names it.
+func TestMixedEnqueueOfNowAndLater(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10})
+	later := time.Now().Add(time.Hour)
+	res, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{
+		{Queue: b.queue, Tenant: "a", Cost: 10},
+		{Queue: b.queue, Tenant: "a", Cost: 10, RunAt: later, UniqueKey: "k1"},
+		{Queue: b.queue, Tenant: "b", Cost: 10, UniqueKey: "k2"},
+		{Queue: b.queue, Tenant: "a", Cost: 10, UniqueKey: "k1"},
+		{Queue: b.queue, Tenant: "b", Cost: 10, RunAt: later, UniqueKey: "k2"},
+		{Queue: b.queue, Tenant: "a", Cost: 10},
+		{Queue: b.queue, Tenant: "b", Cost: 10, Delay: time.Hour},
+	})
+	require.NoError(t, err)
+	require.True(t, res[3].Duplicate)
+	require.Equal(t, res[1].ID, res[3].ID)
+	require.True(t, res[4].Duplicate)
+	require.Equal(t, res[2].ID, res[4].ID)
+	require.Equal(t, "scheduled", b.state(t, res[1].ID))
+	require.Equal(t, "scheduled", b.state(t, res[6].ID))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT scheduled FROM batchq.tenant_ring WHERE tenant = 'a'`))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT scheduled FROM batchq.tenant_ring WHERE tenant = 'b'`))
+	// a's two jobs for now are its first and second grants; b's one its first.
+	got := b.drainOrder(t, 10)
+	require.Equal(t, []int64{res[0].ID, res[2].ID, res[5].ID}, []int64{got[0].ID, got[1].ID, got[2].ID})
+	require.Len(t, got, 3)
+	require.Equal(t, 2, b.maintainAt(t, later.Add(time.Hour)).Requeued)
+	require.Len(t, b.drainOrder(t, 10), 2)
+	require.Zero(t, b.scalar(t, `SELECT coalesce(sum(scheduled), 0) FROM batchq.tenant_ring`))
+}
