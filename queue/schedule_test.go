@@ -301,3 +301,35 @@ func TestScheduleSettings(t *testing.T) {
 	_, err = b.client.GetSchedule(b.ctx, "s")
 	require.ErrorIs(t, err, queue.ErrScheduleNotFound)
 }
+
+// An application's enqueue left open holds its tenant's ring row: a tick
+// for that tenant waits for a later pass instead of holding up maintenance,
+// and fires once the transaction is over.
+func TestScheduleTickDoesNotWaitForAnOpenEnqueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	clock := instant("2030-01-01T00:00:00Z")
+	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+		Name: "hourly", Queue: b.queue, Tenant: "acme", Cost: 1, Cron: "@hourly",
+	}))
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "acme", Cost: 1})
+	require.NoError(t, err)
+
+	clock = instant("2030-01-01T01:00:00Z")
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Zero(t, st.Fired)
+	s, err := b.client.GetSchedule(b.ctx, "hourly")
+	require.NoError(t, err)
+	require.Equal(t, instant("2030-01-01T01:00:00Z"), s.NextRunAt.UTC(), "still due")
+
+	require.NoError(t, tx.Commit(b.ctx))
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Fired)
+	require.Equal(t, []string{"batchq:schedule:hourly:2030-01-01T01:00:00Z"}, b.scheduleJobs(t, "hourly"))
+}

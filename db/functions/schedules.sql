@@ -37,7 +37,10 @@ $$;
 -- tick becomes p_next. A tick the tenant has no room for (queue_full,
 -- ledger_full) enqueues nothing and is recorded in last_error; the schedule
 -- goes on. Nothing happens when the schedule's next tick is no longer p_due
--- (another maintainer handled it). Returns the job's id, NULL when none was
+-- (another maintainer handled it), nor when an open transaction holds the
+-- tenant's ring row (an application's enqueue) for longer than the lock
+-- timeout: the tick stays due for the next pass, and maintenance does not
+-- wait on an application. Returns the job's id, NULL when none was
 -- enqueued.
 CREATE OR REPLACE FUNCTION batchq.fire_schedule(p_name text, p_due timestamptz, p_tick timestamptz,
                                                 p_enqueue boolean, p_next timestamptz)
@@ -45,6 +48,7 @@ RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '200ms'
 AS $$
 DECLARE
     s     batchq.schedules;
@@ -64,10 +68,14 @@ BEGIN
         RETURN NULL;
     END IF;
     IF p_enqueue THEN
-        SELECT * INTO r
-        FROM batchq.insert_jobs(s.queue, ARRAY[s.tenant], ARRAY[s.kind], ARRAY[s.cost],
-                                ARRAY[statement_timestamp() + s.ttl], ARRAY[s.max_attempts], ARRAY[s.payload],
-                                ARRAY['batchq:schedule:' || s.name || ':' || batchq.rfc3339(p_tick)], NULL);
+        BEGIN
+            SELECT * INTO r
+            FROM batchq.insert_jobs(s.queue, ARRAY[s.tenant], ARRAY[s.kind], ARRAY[s.cost],
+                                    ARRAY[statement_timestamp() + s.ttl], ARRAY[s.max_attempts], ARRAY[s.payload],
+                                    ARRAY['batchq:schedule:' || s.name || ':' || batchq.rfc3339(p_tick)], NULL);
+        EXCEPTION WHEN lock_not_available THEN
+            RETURN NULL;
+        END;
         IF r.status NOT IN ('inserted', 'duplicate') THEN
             v_err := format('tick %s enqueued nothing: %s', batchq.rfc3339(p_tick), r.status)
                      || CASE WHEN r.status = 'queue_full'
