@@ -43,6 +43,17 @@
 // claimed: a claim that reaches one records it as expired, and Maintain also
 // expires jobs deep in a backlog and rescues jobs whose lease expired.
 //
+// # Later and recurring
+//
+// A job with NewJob.RunAt (or Delay) waits in the 'scheduled' state, outside
+// the fair order, and counts toward its tenant's bound. Maintain moves due
+// scheduled jobs, as it moves retries whose backoff ended, to the end of
+// their tenants' queues, keyed as jobs enqueued at that moment: waiting never
+// buys a place. A Schedule stored in the database (CreateSchedule) enqueues
+// one job at every tick of a cron expression; Maintain fires due ticks, and
+// a unique key per schedule and tick keeps a tick to one job however many
+// workers race for it.
+//
 // # Workers and the two paths
 //
 // Client.Work runs a pool of handlers on a queue: it claims in fair order in
