@@ -76,8 +76,9 @@ type WorkerConfig struct {
 	// polling.
 	PollInterval time.Duration
 	// MaintainInterval is how often the pool runs Maintain on its queue
-	// (rescuing lost leases, expiring, requeueing retries, applying cost
-	// corrections). 0: 1s. Negative: never.
+	// (rescuing lost leases, expiring, requeueing due retries and scheduled
+	// jobs, firing the queue's schedules, applying cost corrections). 0: 1s.
+	// Negative: never.
 	MaintainInterval time.Duration
 	// HeartbeatInterval is how often running jobs' leases are extended.
 	// 0: a third of the queue's lease, followed as the lease changes: each
@@ -86,8 +87,8 @@ type WorkerConfig struct {
 	// ShutdownTimeout bounds how long a graceful shutdown waits for running
 	// handlers before cancelling them. 0: 30s.
 	ShutdownTimeout time.Duration
-	// Drain makes Work return once the queue has nothing queued, running or
-	// waiting to retry: for scripts and tests.
+	// Drain makes Work return once the queue has nothing queued, running,
+	// waiting to retry or scheduled: for scripts and tests.
 	Drain bool
 	// OnEvent, when set, is called for what the pool does: claims, finishes,
 	// throttle waits, 429s. It runs on the pool's goroutines and must be quick
