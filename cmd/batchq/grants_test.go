@@ -200,7 +200,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 			return execSQL(appPool, `SELECT batchq.ring_join('docs', ARRAY['x'], ARRAY[1::bigint], false)`)
 		},
 		func() error {
-			return execSQL(appPool, `SELECT batchq.insert_jobs('docs', ARRAY['x'], NULL, ARRAY[1::bigint], NULL, NULL, NULL, NULL)`)
+			return execSQL(appPool, `SELECT batchq.insert_jobs('docs', ARRAY['x'], NULL, ARRAY[1::bigint], NULL, NULL, NULL, NULL, NULL)`)
 		},
 		func() error { return execSQL(appPool, `UPDATE batchq.quota SET paused_until = '9999-01-01'`) },
 		func() error { return execSQL(appPool, `UPDATE batchq.quota SET state = '"garbage"'`) },
@@ -219,6 +219,14 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		func() error { return appClient.SetTenant(ctx, queue.Tenant{Name: "tenant-0", Weight: 50}) },
 		func() error { return appClient.Cancel(ctx, 1, "app") },
 		func() error { _, err := appClient.Maintain(ctx, "docs"); return err },
+		func() error { return execSQL(appPool, `SELECT * FROM batchq.due_schedules('docs', NULL, 10)`) },
+		func() error {
+			return execSQL(appPool, `SELECT batchq.fire_schedule('s', now(), now(), true, now() + interval '1 hour')`)
+		},
+		func() error { return execSQL(appPool, `DELETE FROM batchq.schedules`) },
+		func() error {
+			return appClient.CreateSchedule(ctx, queue.Schedule{Name: "s", Queue: "docs", Tenant: "a", Cost: 1, Cron: "@daily"})
+		},
 		func() error { _, err := appClient.JobInfo(ctx, 1); return err },
 	} {
 		requireDenied(t, forbidden(), i)
@@ -246,11 +254,16 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.NoError(t, workerClient.Release(ctx, held[2], 0))
 	_, err = owner.Exec(ctx, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, held[0].ID)
 	require.NoError(t, err)
+	// A schedule whose tick is due: the worker role's maintenance fires it.
+	_, err = owner.Exec(ctx, `INSERT INTO batchq.schedules (name, queue, tenant, cron, cost, payload, next_run_at)
+		VALUES ('nightly', 'docs', 'scheduler', '@hourly', 10, '{"tokens":10}', date_trunc('second', now()))`)
+	require.NoError(t, err)
 	time.Sleep(10 * time.Millisecond)
 	st, err := workerClient.Maintain(ctx, "docs")
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Rescued)
 	require.Equal(t, 3, st.Requeued)
+	require.Equal(t, 1, st.Fired)
 
 	handler, err := queue.HTTPHandler(queue.HTTPConfig{Target: srv.URL})
 	require.NoError(t, err)
@@ -268,7 +281,8 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1.0, gauge(families, "batchq_database_up"), "metrics read the database under the worker role")
 
-	require.Equal(t, int64(23), scalar(t, owner, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
+	require.Equal(t, int64(24), scalar(t, owner, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`),
+		"23 enqueued, and the schedule's tick")
 	require.Zero(t, scalar(t, owner, `SELECT count(*) FROM batchq.jobs`))
 	require.Equal(t, int64(1), scalar(t, owner, `SELECT count(*) FROM batchq.quota WHERE key = 'sim/model' AND tokens_limit = 100000`))
 	// held[0]'s old lease is refused.
@@ -287,6 +301,7 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		func() error { return execSQL(workerPool, `SELECT batchq.rekey('docs', ARRAY['tenant-0'])`) },
 		func() error { return execSQL(workerPool, `DELETE FROM batchq.jobs`) },
 		func() error { return execSQL(workerPool, `UPDATE batchq.jobs SET state = 'queued'`) },
+		func() error { return execSQL(workerPool, `UPDATE batchq.schedules SET next_run_at = now()`) },
 		func() error {
 			return execSQL(workerPool, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
 				max_attempts, deadline, enqueued_at) VALUES (999, 'docs', 't', 'k', 'succeeded', 1, 1, 1, now(), now())`)
@@ -329,14 +344,14 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	for _, u := range usage {
 		done += u.Succeeded
 	}
-	require.Equal(t, int64(23), done)
+	require.Equal(t, int64(24), done)
 	audit, err := appClient.Outcomes(ctx, &queue.OutcomesOpts{Queue: "docs"})
 	require.NoError(t, err)
-	require.Len(t, audit, 23)
+	require.Len(t, audit, 24)
 	// It cannot erase them.
 	_, err = appClient.Prune(ctx, 0)
 	requireDenied(t, err, 0)
-	require.Equal(t, int64(23), scalar(t, owner, `SELECT count(*) FROM batchq.outcomes`))
+	require.Equal(t, int64(24), scalar(t, owner, `SELECT count(*) FROM batchq.outcomes`))
 
 	testOperatorRole(t, owner, appClient, workerClient, withUser(t, dbURL, operator, passwords[operator]))
 }
