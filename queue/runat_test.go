@@ -1,8 +1,11 @@
 package queue_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -326,4 +329,102 @@ func TestMixedEnqueueOfNowAndLater(t *testing.T) {
 	require.Equal(t, 2, b.maintainAt(t, later.Add(time.Hour)).Requeued)
 	require.Len(t, b.drainOrder(t, 10), 2)
 	require.Zero(t, b.scalar(t, `SELECT coalesce(sum(scheduled), 0) FROM batchq.tenant_ring`))
+}
+
+// TestClaimOrderWithRunAtMatchesDRR runs random workloads of jobs for now
+// and for later, passes of maintenance at random times and claims, with one
+// claimer taking one job at a time: each job for later is served as drr
+// serves a job enqueued when the pass that found it due ran (due jobs in
+// run-at order, then id). The bound is out of reach, so no enqueue is
+// refused.
+func TestClaimOrderWithRunAtMatchesDRR(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(seed, 0x7a7e))
+			quantum := []int64{1, 7, 100, 1000}[rng.IntN(4)]
+			b := setup(t, queue.QueueConfig{Quantum: quantum, MaxPerTenant: 10_000})
+			model, err := drr.New[int64](drr.Config{Quantum: quantum, MaxPerTenant: 10_000})
+			require.NoError(t, err)
+			tenants := []string{"a", "b", "c", "d", "e"}[:2+rng.IntN(4)]
+			now := time.Now()
+			clock := now.Add(time.Hour).Truncate(time.Millisecond)
+
+			type later struct {
+				id  int64
+				at  time.Time
+				job drr.Job[int64]
+				op  int64
+			}
+			var pending []later
+			ids := map[int64]int64{}
+			var trace []string
+			claim := func() {
+				want, ok := model.DequeueAt(now, nil)
+				got, err := b.client.Claim(b.ctx, b.queue, nil)
+				require.NoError(t, err)
+				if !ok {
+					require.Empty(t, got, "trace: %v", trace)
+					return
+				}
+				require.Len(t, got, 1, "model served %s; trace: %v", want.Tenant, trace)
+				require.Equal(t, ids[want.Value], got[0].ID, "model served %s cost %d, queue %s cost %d; trace: %v",
+					want.Tenant, want.Cost, got[0].Tenant, got[0].Cost, trace)
+				require.NoError(t, b.client.Complete(b.ctx, got[0], queue.Result{}))
+				trace = append(trace, "claim "+want.Tenant)
+			}
+			pass := func() {
+				clock = clock.Add(time.Duration(rng.IntN(5)) * time.Minute)
+				st := b.maintainAt(t, clock)
+				slices.SortFunc(pending, func(x, y later) int {
+					if c := x.at.Compare(y.at); c != 0 {
+						return c
+					}
+					return cmp.Compare(x.id, y.id)
+				})
+				n := 0
+				for len(pending) > 0 && !pending[0].at.After(clock) {
+					require.NoError(t, model.EnqueueAt(now, pending[0].job))
+					ids[pending[0].op] = pending[0].id
+					pending = pending[1:]
+					n++
+				}
+				require.Equal(t, n, st.Requeued, "trace: %v", trace)
+				trace = append(trace, fmt.Sprintf("pass at +%s: %d due", clock.Sub(now).Round(time.Minute), n))
+			}
+			for op := range int64(200) {
+				switch r := rng.IntN(10); {
+				case r < 4:
+					claim()
+				case r < 5:
+					pass()
+				default:
+					tenant := tenants[rng.IntN(len(tenants))]
+					cost := []int64{1, 1 + rng.Int64N(quantum*3), quantum}[rng.IntN(3)]
+					j := drr.Job[int64]{Tenant: tenant, Cost: cost, Value: op}
+					if rng.IntN(3) == 0 {
+						at := clock.Add(time.Duration(1+rng.IntN(10)) * time.Minute)
+						res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: cost, RunAt: at})
+						require.NoError(t, err)
+						pending = append(pending, later{id: res.ID, at: at, job: j, op: op})
+						trace = append(trace, fmt.Sprintf("enqueue %s %d at +%s", tenant, cost, at.Sub(now).Round(time.Minute)))
+						continue
+					}
+					require.NoError(t, model.EnqueueAt(now, j))
+					res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: cost})
+					require.NoError(t, err)
+					ids[op] = res.ID
+					trace = append(trace, fmt.Sprintf("enqueue %s %d", tenant, cost))
+				}
+			}
+			for len(pending) > 0 {
+				pass()
+			}
+			for model.Len() > 0 {
+				claim()
+			}
+			claim()
+		})
+	}
 }
