@@ -96,6 +96,11 @@ func TestRunAtJobIsNotClaimedEarlyAndJoinsTheFairOrderWhenDue(t *testing.T) {
 
 	st = b.maintainAt(t, runAt)
 	require.Equal(t, 2, st.Requeued)
+	for _, id := range late {
+		got, err := b.client.JobInfo(b.ctx, id)
+		require.NoError(t, err)
+		require.True(t, got.EnqueuedAt.Equal(runAt), "counted as enqueued at its run-at: %s", got.EnqueuedAt)
+	}
 	// As drr would have them: enqueued now, in the order they were due (by
 	// id at the same time).
 	for i, tenant := range []string{"c", "a"} {

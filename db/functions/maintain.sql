@@ -184,7 +184,10 @@ BEGIN
             WINDOW w AS (PARTITION BY j.tenant ORDER BY x.ord)
         ), upd AS (
             UPDATE batchq.jobs j
+            -- A scheduled job counts as enqueued at its run-at: its wait, in
+            -- reports and metrics, is from when it was due.
             SET state = 'queued', run_after = NULL, pos = s.pos, cum = s.cum, seq = s.seq,
+                enqueued_at = CASE WHEN s.was_scheduled THEN j.run_after ELSE j.enqueued_at END,
                 round = batchq.drr_round(s.join_round, s.cum, s.share)
             FROM src s WHERE j.queue = p_queue AND j.id = s.id
             RETURNING j.tenant, j.pos, j.cum, j.seq, j.round, batchq.drr_round(s.join_round, s.cum - j.cost + 1, s.share) AS start,
