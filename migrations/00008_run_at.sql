@@ -1,6 +1,6 @@
 -- +goose Up
 
--- Jobs that run later, and recurring schedules (docs/sql-api.md, "Run-at";
+-- Jobs that run later, and recurring schedules (docs/sql-api.md, "Run later";
 -- docs/operating.md, "Schedules").
 
 -- One index for every job waiting for a time, retried or scheduled: the
