@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -432,4 +433,49 @@ func TestClaimOrderWithRunAtMatchesDRR(t *testing.T) {
 			claim()
 		})
 	}
+}
+
+// Three maintainers promote the same due jobs at once: each job is promoted
+// once, every tenant's queue is numbered without gaps or repeats, and every
+// job is claimed once.
+func TestRacingMaintainersPromoteEachJobOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxPerTenant: 10_000})
+	runAt := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	jobs := make([]queue.NewJob, 3000)
+	for i := range jobs {
+		jobs[i] = queue.NewJob{Queue: b.queue, Tenant: fmt.Sprintf("t%d", i%7), Cost: 1 + int64(i%13),
+			RunAt: runAt.Add(time.Duration(i%50) * time.Millisecond)}
+	}
+	_, err := b.client.EnqueueMany(b.ctx, jobs)
+	require.NoError(t, err)
+	clients := make([]*queue.Client, 3)
+	for i := range clients {
+		c, err := queue.NewClient(b.pool, queue.Config{})
+		require.NoError(t, err)
+		queue.SetMaintenanceClock(c, func() time.Time { return runAt.Add(time.Second) })
+		clients[i] = c
+	}
+	promoted := make([]int, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			for {
+				st, err := c.Maintain(b.ctx, b.queue)
+				require.NoError(t, err)
+				promoted[i] += st.Requeued
+				if st.Requeued == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, len(jobs), promoted[0]+promoted[1]+promoted[2], "promoted by %v", promoted)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state <> 'queued'`))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM (SELECT pos, seq FROM batchq.jobs GROUP BY pos, seq HAVING count(*) > 1) d`))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM (SELECT tenant FROM batchq.jobs GROUP BY tenant
+	                                                  HAVING max(seq) - min(seq) + 1 <> count(*) OR count(DISTINCT pos) <> 1) d`))
+	require.Zero(t, b.scalar(t, `SELECT coalesce(sum(scheduled), 0) FROM batchq.tenant_ring`))
+	require.Len(t, b.drainOrder(t, 2*len(jobs)), len(jobs))
 }
