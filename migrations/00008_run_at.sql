@@ -6,7 +6,8 @@
 -- One index for every job waiting for a time, retried or scheduled: the
 -- promotion (batchq.requeue) reads it from the oldest due job on, in one
 -- range scan per queue, whatever the number of jobs scheduled later.
-DROP INDEX batchq.jobs_retry;
+-- jobs_retry stays, for what counts the retrying jobs alone (the console's
+-- backlog), which would otherwise step over every scheduled job.
 CREATE INDEX jobs_due ON batchq.jobs (queue, run_after) WHERE state IN ('retrying', 'scheduled');
 -- A tenant's scheduled jobs count toward its bound. tenant_ring.scheduled
 -- is at least their number (NULL: none), kept by enqueue and requeue under
@@ -111,4 +112,3 @@ COMMENT ON VIEW batchq.backlog IS 'Waiting and running work per queue and tenant
 DROP INDEX batchq.jobs_scheduled_tenant;
 ALTER TABLE batchq.tenant_ring DROP COLUMN scheduled;
 DROP INDEX batchq.jobs_due;
-CREATE INDEX jobs_retry ON batchq.jobs (queue, run_after) WHERE state = 'retrying';

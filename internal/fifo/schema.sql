@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS batchq_fifo.jobs (
 
 CREATE INDEX IF NOT EXISTS jobs_claim ON batchq_fifo.jobs (queue, enqueued_at, id) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS jobs_lease ON batchq_fifo.jobs (lease_expires_at) WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS jobs_retry ON batchq_fifo.jobs (queue, run_after) WHERE state = 'retrying';
 CREATE INDEX IF NOT EXISTS jobs_due ON batchq_fifo.jobs (queue, run_after) WHERE state IN ('retrying', 'scheduled');
 CREATE INDEX IF NOT EXISTS jobs_scheduled_tenant ON batchq_fifo.jobs (queue, tenant) WHERE state = 'scheduled';
 CREATE INDEX IF NOT EXISTS jobs_deadline ON batchq_fifo.jobs (queue, deadline) WHERE state <> 'running';
