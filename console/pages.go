@@ -161,7 +161,7 @@ func (s *server) queuePage(r *http.Request) (string, any, error) {
 		p.Summary.QueuedExact = p.Summary.QueuedExact && r.QueuedExact
 		p.Summary.QueuedTokens += r.QueuedTokens
 		p.Summary.RunningJobs += r.RunningJobs
-		p.Summary.RetryingJobs += r.RetryingJobs
+		p.Summary.ScheduledJobs += r.ScheduledJobs
 		if r.Tenant == "" {
 			p.Others = &rows[i]
 			continue
@@ -195,7 +195,7 @@ type tenantPage struct {
 // CancelTotal is how many unfinished jobs cancelling the tenant's would
 // take now: the dry run the cancel form confirms.
 func (p tenantPage) CancelTotal() int64 {
-	return p.Backlog.QueuedJobs + p.Backlog.RetryingJobs + p.Backlog.RunningJobs
+	return p.Backlog.QueuedJobs + p.Backlog.ScheduledJobs + p.Backlog.RunningJobs
 }
 
 func (s *server) tenantPage(r *http.Request) (string, any, error) {

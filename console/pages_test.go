@@ -228,3 +228,35 @@ func TestConsoleEscapesNames(t *testing.T) {
 	require.Contains(t, res.body, `data-src="/queues/docs/tenants/team%20a%2Fb%3Fc"`)
 	require.Contains(t, res.body, `<span data-field="queued-jobs">1</span>`)
 }
+
+// A job that runs later, and a retry waiting out its backoff, are scheduled:
+// the overview, the queue page and the tenant page count them apart from the
+// queued ones.
+func TestConsoleCountsJobsThatRunLaterAsScheduled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	_, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{
+		{Queue: "empty", Tenant: "later", Cost: 10, RunAt: time.Now().Add(time.Hour)},
+		{Queue: "empty", Tenant: "later", Cost: 10, Delay: 2 * time.Hour},
+		{Queue: "empty", Tenant: "later", Cost: 10},
+	})
+	require.NoError(t, err)
+	claimed, err := b.client.Claim(b.ctx, "empty", &queue.ClaimOpts{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NoError(t, b.client.Release(b.ctx, claimed[0], time.Hour)) // a retry, an hour from now
+
+	res := b.get(t, "/")
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	empty := row(t, res.body, `<tr data-queue="empty">`)
+	require.Contains(t, empty, `data-field="queued-jobs">0<`)
+	require.Contains(t, empty, `data-field="scheduled">3<`, "two jobs for later and one retry")
+
+	res = b.get(t, "/queues/empty")
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	require.Contains(t, res.body, `<span data-field="scheduled">3</span> scheduled`)
+
+	res = b.get(t, "/queues/empty/tenants/later")
+	require.Equal(t, http.StatusOK, res.status, res.body)
+	require.Contains(t, res.body, "3 scheduled")
+}

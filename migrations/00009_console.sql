@@ -20,7 +20,7 @@ SELECT NULL::text        AS queue,
        NULL::bigint      AS queued_span,
        NULL::timestamptz AS oldest_queued_at,
        NULL::bigint      AS running_jobs,
-       NULL::bigint      AS retrying_jobs
+       NULL::bigint      AS scheduled_jobs
 WHERE false;
 
 CREATE VIEW batchq.console_queued_rows AS

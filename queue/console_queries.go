@@ -37,9 +37,9 @@ type QueueSummary struct {
 	// QueuedTokens is exact: the fair order's ledger.
 	QueuedTokens int64
 	RunningJobs  int64
-	// RetryingJobs wait for their backoff before they rejoin the queue:
-	// they are scheduled, not queued.
-	RetryingJobs   int64
+	// ScheduledJobs wait for a time before they join the queue: a run-at
+	// not reached yet, or a retry's backoff. They are scheduled, not queued.
+	ScheduledJobs  int64
 	OldestQueuedAt *time.Time // nil with no queued job
 }
 
@@ -57,7 +57,7 @@ func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
 	for i, r := range rows {
 		out[i] = QueueSummary{
 			Name: r.Name, PausedAt: r.PausedAt, QueuedJobs: r.QueuedSpan, QueuedTokens: r.QueuedTokens,
-			RunningJobs: r.RunningJobs, RetryingJobs: r.RetryingJobs, OldestQueuedAt: unlessEpoch(r.OldestQueuedAt),
+			RunningJobs: r.RunningJobs, ScheduledJobs: r.ScheduledJobs, OldestQueuedAt: unlessEpoch(r.OldestQueuedAt),
 		}
 		if r.QueuedSpan == 0 {
 			out[i].QueuedExact = true
@@ -131,10 +131,10 @@ type TenantShareRow struct {
 	Tenants int64  // how many tenants the row sums: 1 for a named tenant
 	// QueuedJobs is counted when QueuedExact, else the ledger's upper bound
 	// (see QueueSummary); QueuedTokens is exact.
-	QueuedJobs                              int64
-	QueuedExact                             bool
-	QueuedTokens, RunningJobs, RetryingJobs int64
-	OldestQueuedAt                          *time.Time
+	QueuedJobs                               int64
+	QueuedExact                              bool
+	QueuedTokens, RunningJobs, ScheduledJobs int64
+	OldestQueuedAt                           *time.Time
 	// FinishedJobs and ServedTokens are of the jobs that finished in the
 	// window, counted as TenantUsage counts them.
 	FinishedJobs, ServedTokens int64
@@ -190,7 +190,7 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 	}
 	for _, b := range backlog {
 		r := row(b.Tenant)
-		r.QueuedJobs, r.QueuedTokens, r.RunningJobs, r.RetryingJobs = b.QueuedSpan, b.QueuedTokens, b.RunningJobs, b.RetryingJobs
+		r.QueuedJobs, r.QueuedTokens, r.RunningJobs, r.ScheduledJobs = b.QueuedSpan, b.QueuedTokens, b.RunningJobs, b.ScheduledJobs
 		r.OldestQueuedAt = unlessEpoch(b.OldestQueuedAt)
 		spans[b.Tenant] = b.QueuedSpan
 	}
@@ -255,7 +255,7 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 		others.QueuedJobs += r.QueuedJobs
 		others.QueuedTokens += r.QueuedTokens
 		others.RunningJobs += r.RunningJobs
-		others.RetryingJobs += r.RetryingJobs
+		others.ScheduledJobs += r.ScheduledJobs
 		others.FinishedJobs += r.FinishedJobs
 		others.ServedTokens += r.ServedTokens
 		others.TokenShare += r.TokenShare
@@ -369,7 +369,7 @@ func (c *Client) TenantBacklog(ctx context.Context, queue, tenant string) (Backl
 		return out, true, nil
 	}
 	r := rows[0]
-	out.QueuedJobs, out.QueuedTokens, out.RunningJobs, out.RetryingJobs = r.QueuedSpan, r.QueuedTokens, r.RunningJobs, r.RetryingJobs
+	out.QueuedJobs, out.QueuedTokens, out.RunningJobs, out.ScheduledJobs = r.QueuedSpan, r.QueuedTokens, r.RunningJobs, r.ScheduledJobs
 	out.OldestQueuedAt = unlessEpoch(r.OldestQueuedAt)
 	if out.QueuedJobs == 0 {
 		return out, true, nil

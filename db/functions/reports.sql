@@ -68,8 +68,9 @@ $$;
 -- sequence numbers from the first to the last: the queued jobs, and any job
 -- that left from inside the backlog out of turn (expired or cancelled) since
 -- the tenant joined the ring, so it is an upper bound, exact for a backlog
--- nothing left early; console_queued counts exactly. running and retrying
--- jobs come from their own partial indexes.
+-- nothing left early; console_queued counts exactly. running jobs, and
+-- scheduled ones (a run-at not reached yet, or a retry's backoff), come from
+-- their own partial indexes.
 CREATE OR REPLACE FUNCTION batchq.console_backlog(p_queue text, p_tenant text)
 RETURNS SETOF batchq.console_backlog_rows
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -90,18 +91,18 @@ WITH q AS (
                          AND d.after_seq >= h.seq AND d.after_seq < t.seq) a ON true
     WHERE (p_queue IS NULL OR r.queue = p_queue) AND (p_tenant IS NULL OR r.tenant = p_tenant)
 ), o AS (
-    SELECT s.queue, s.tenant, sum(s.running)::bigint AS running_jobs, sum(s.retrying)::bigint AS retrying_jobs
-    FROM (SELECT j.queue, j.tenant, count(*) AS running, 0 AS retrying FROM batchq.jobs j
+    SELECT s.queue, s.tenant, sum(s.running)::bigint AS running_jobs, sum(s.scheduled)::bigint AS scheduled_jobs
+    FROM (SELECT j.queue, j.tenant, count(*) AS running, 0 AS scheduled FROM batchq.jobs j
           WHERE j.state = 'running' AND (p_queue IS NULL OR j.queue = p_queue) AND (p_tenant IS NULL OR j.tenant = p_tenant)
           GROUP BY j.queue, j.tenant
           UNION ALL
           SELECT j.queue, j.tenant, 0, count(*) FROM batchq.jobs j
-          WHERE j.state = 'retrying' AND (p_queue IS NULL OR j.queue = p_queue) AND (p_tenant IS NULL OR j.tenant = p_tenant)
+          WHERE j.state IN ('retrying', 'scheduled') AND (p_queue IS NULL OR j.queue = p_queue) AND (p_tenant IS NULL OR j.tenant = p_tenant)
           GROUP BY j.queue, j.tenant) s
     GROUP BY s.queue, s.tenant
 )
 SELECT coalesce(q.queue, o.queue), coalesce(q.tenant, o.tenant), coalesce(q.queued_tokens, 0), coalesce(q.queued_span, 0),
-       q.oldest_queued_at, coalesce(o.running_jobs, 0), coalesce(o.retrying_jobs, 0)
+       q.oldest_queued_at, coalesce(o.running_jobs, 0), coalesce(o.scheduled_jobs, 0)
 FROM q FULL JOIN o ON o.queue = q.queue AND o.tenant = q.tenant
 $$;
 

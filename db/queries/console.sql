@@ -15,12 +15,12 @@ SELECT q.name, q.paused_at,
        coalesce(b.queued_tokens, 0)::bigint AS queued_tokens,
        coalesce(b.queued_span, 0)::bigint   AS queued_span,
        coalesce(b.running_jobs, 0)::bigint  AS running_jobs,
-       coalesce(b.retrying_jobs, 0)::bigint AS retrying_jobs,
+       coalesce(b.scheduled_jobs, 0)::bigint AS scheduled_jobs,
        coalesce(b.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at
 FROM batchq.queues q
 LEFT JOIN (
     SELECT c.queue, sum(c.queued_tokens) AS queued_tokens, sum(c.queued_span) AS queued_span,
-           sum(c.running_jobs) AS running_jobs, sum(c.retrying_jobs) AS retrying_jobs,
+           sum(c.running_jobs) AS running_jobs, sum(c.scheduled_jobs) AS scheduled_jobs,
            min(c.oldest_queued_at) AS oldest_queued_at
     FROM batchq.console_backlog(NULL, NULL) c
     GROUP BY c.queue
@@ -32,7 +32,7 @@ ORDER BY q.name;
 -- waiting and running now: batchq.console_backlog.
 SELECT c.tenant::text AS tenant, c.queued_tokens::bigint AS queued_tokens, c.queued_span::bigint AS queued_span,
        coalesce(c.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at,
-       c.running_jobs::bigint AS running_jobs, c.retrying_jobs::bigint AS retrying_jobs
+       c.running_jobs::bigint AS running_jobs, c.scheduled_jobs::bigint AS scheduled_jobs
 FROM batchq.console_backlog(@queue::text, sqlc.narg(tenant)::text) c;
 
 -- name: ConsoleQueued :many

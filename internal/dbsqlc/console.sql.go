@@ -47,7 +47,7 @@ func (q *Queries) ConsoleAuditJob(ctx context.Context, db DBTX, jobID int64) (Ba
 const consoleBacklog = `-- name: ConsoleBacklog :many
 SELECT c.tenant::text AS tenant, c.queued_tokens::bigint AS queued_tokens, c.queued_span::bigint AS queued_span,
        coalesce(c.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at,
-       c.running_jobs::bigint AS running_jobs, c.retrying_jobs::bigint AS retrying_jobs
+       c.running_jobs::bigint AS running_jobs, c.scheduled_jobs::bigint AS scheduled_jobs
 FROM batchq.console_backlog($1::text, $2::text) c
 `
 
@@ -62,7 +62,7 @@ type ConsoleBacklogRow struct {
 	QueuedSpan     int64
 	OldestQueuedAt time.Time
 	RunningJobs    int64
-	RetryingJobs   int64
+	ScheduledJobs  int64
 }
 
 // What each tenant of one queue (one tenant when @tenant is set) has
@@ -82,7 +82,7 @@ func (q *Queries) ConsoleBacklog(ctx context.Context, db DBTX, arg ConsoleBacklo
 			&i.QueuedSpan,
 			&i.OldestQueuedAt,
 			&i.RunningJobs,
-			&i.RetryingJobs,
+			&i.ScheduledJobs,
 		); err != nil {
 			return nil, err
 		}
@@ -207,12 +207,12 @@ SELECT q.name, q.paused_at,
        coalesce(b.queued_tokens, 0)::bigint AS queued_tokens,
        coalesce(b.queued_span, 0)::bigint   AS queued_span,
        coalesce(b.running_jobs, 0)::bigint  AS running_jobs,
-       coalesce(b.retrying_jobs, 0)::bigint AS retrying_jobs,
+       coalesce(b.scheduled_jobs, 0)::bigint AS scheduled_jobs,
        coalesce(b.oldest_queued_at, 'epoch')::timestamptz AS oldest_queued_at
 FROM batchq.queues q
 LEFT JOIN (
     SELECT c.queue, sum(c.queued_tokens) AS queued_tokens, sum(c.queued_span) AS queued_span,
-           sum(c.running_jobs) AS running_jobs, sum(c.retrying_jobs) AS retrying_jobs,
+           sum(c.running_jobs) AS running_jobs, sum(c.scheduled_jobs) AS scheduled_jobs,
            min(c.oldest_queued_at) AS oldest_queued_at
     FROM batchq.console_backlog(NULL, NULL) c
     GROUP BY c.queue
@@ -226,7 +226,7 @@ type ConsoleQueuesRow struct {
 	QueuedTokens   int64
 	QueuedSpan     int64
 	RunningJobs    int64
-	RetryingJobs   int64
+	ScheduledJobs  int64
 	OldestQueuedAt time.Time
 }
 
@@ -256,7 +256,7 @@ func (q *Queries) ConsoleQueues(ctx context.Context, db DBTX) ([]ConsoleQueuesRo
 			&i.QueuedTokens,
 			&i.QueuedSpan,
 			&i.RunningJobs,
-			&i.RetryingJobs,
+			&i.ScheduledJobs,
 			&i.OldestQueuedAt,
 		); err != nil {
 			return nil, err

@@ -165,7 +165,7 @@ type BatchqConsoleBacklogRow struct {
 	QueuedSpan     *int64
 	OldestQueuedAt *time.Time
 	RunningJobs    *int64
-	RetryingJobs   *int64
+	ScheduledJobs  *int64
 }
 
 type BatchqConsoleQueuedRow struct {
