@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/batchq/batchq/queue"
 )
@@ -209,7 +210,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.auth.newSession(), Path: s.cookiePath(),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	next := r.PostFormValue("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {
+	if !localPath(next) {
 		next = "/"
 	}
 	http.Redirect(w, r, s.o.BasePath+next, http.StatusSeeOther)
@@ -222,4 +223,20 @@ func (s *server) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: s.cookiePath(), MaxAge: -1})
 	http.Redirect(w, r, s.o.BasePath+"/", http.StatusSeeOther)
+}
+
+// localPath reports whether next is a path on this console to return to
+// after signing in: absolute, and nothing a browser could read as another
+// host. Browsers drop tabs and newlines from URLs and read a backslash as a
+// slash, so "/\t/host" would become "//host".
+func localPath(next string) bool {
+	if !strings.HasPrefix(next, "/") || strings.ContainsAny(next, "\\") {
+		return false
+	}
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return !strings.HasPrefix(next, "//")
 }

@@ -268,3 +268,24 @@ func TestConsoleEveryActionChecksTheSessionAndCSRF(t *testing.T) {
 	}
 	require.Equal(t, before, state(), "a refused action changed something")
 }
+
+// Signing in returns to a page of the console, never to another host,
+// however the path is written.
+func TestConsoleSignInReturnsOnlyToItsOwnPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &console.Options{Token: testToken})
+	for next, want := range map[string]string{
+		"/queues/docs":         "/queues/docs",
+		"//evil.example":       "/",
+		"/\\evil.example":      "/",
+		"/\t/evil.example":     "/",
+		"/\n/evil.example":     "/",
+		"/ /evil.example":      "/",
+		"https://evil.example": "/",
+		"":                     "/",
+	} {
+		res := b.do(t, b.h, http.MethodPost, "/login", url.Values{"token": {testToken}, "next": {next}}, nil)
+		require.Equal(t, http.StatusSeeOther, res.status, "next %q", next)
+		require.Equal(t, want, res.header.Get("Location"), "next %q", next)
+	}
+}

@@ -7,9 +7,11 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/batchq/batchq/queue"
 )
@@ -19,7 +21,9 @@ const (
 	DefaultTopTenants = 20
 	DefaultRefresh    = 2 * time.Second
 	DefaultReserve    = 0.2
-	DefaultWindow     = 15 * time.Minute
+	// MaxRefresh bounds Refresh: a browser's timer takes no longer delay.
+	MaxRefresh    = 24 * time.Hour
+	DefaultWindow = 15 * time.Minute
 )
 
 // Options configures Handler. nil means every default: read-only.
@@ -40,8 +44,9 @@ type Options struct {
 	// DefaultRefresh.
 	Refresh time.Duration
 	// Reserve is the fraction of each quota key's limit the workers leave
-	// to interactive calls (their --reserve), shown on the overview.
-	// 0: DefaultReserve; it must be in [0, 1).
+	// to interactive calls (their throttle.Config.Reserve, or `batchq work
+	// --reserve`, whose default is DefaultReserve), shown on the overview.
+	// It must be in [0, 1); 0 is no reserve, as for the throttle.
 	Reserve float64
 	// Now is the clock. nil: time.Now.
 	Now func() time.Time
@@ -68,11 +73,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Refresh == 0 {
 		o.Refresh = DefaultRefresh
 	}
-	if o.Refresh < 100*time.Millisecond {
-		return o, fmt.Errorf("batchq: console: refresh: must be at least 100ms (got %s)", o.Refresh)
-	}
-	if o.Reserve == 0 {
-		o.Reserve = DefaultReserve
+	if o.Refresh < 100*time.Millisecond || o.Refresh > MaxRefresh {
+		return o, fmt.Errorf("batchq: console: refresh: must be from 100ms to %s (got %s)", MaxRefresh, o.Refresh)
 	}
 	if !(o.Reserve >= 0 && o.Reserve < 1) {
 		return o, fmt.Errorf("batchq: console: reserve: must be in [0,1) (got %v)", o.Reserve)
@@ -145,6 +147,33 @@ func securityHeaders(h http.Handler) http.Handler {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self'; frame-ancestors 'none'; form-action 'self'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "same-origin")
+		// No queue or tenant name holds a NUL or bytes that are not UTF-8
+		// (the database refuses them): such a path names nothing.
+		if p := r.URL.Path; !utf8.ValidString(p) || strings.ContainsRune(p, 0) {
+			http.Error(w, "batchq console: the path must be UTF-8 without NUL", http.StatusBadRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// LoopbackOnly serves h only to requests addressed to this machine by a
+// loopback name: localhost, or a loopback IP, with any port. A console
+// bound to loopback wraps its handler in it, so that a web page whose name
+// an attacker re-points at 127.0.0.1 (DNS rebinding) cannot read it: the
+// browser sends that page's name as the Host.
+func LoopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if hp, _, err := net.SplitHostPort(host); err == nil {
+			host = hp
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		ip := net.ParseIP(host)
+		if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+			http.Error(w, "batchq console: this console answers only to localhost or a loopback address", http.StatusMisdirectedRequest)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
 }

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -195,7 +196,10 @@ func TestConsoleOptionsAreChecked(t *testing.T) {
 		{console.Options{BasePath: "batchq"}, `batchq: console: base path "batchq": must start with / and not end with it`},
 		{console.Options{BasePath: "/batchq/"}, `batchq: console: base path "/batchq/": must start with / and not end with it`},
 		{console.Options{TopTenants: -1}, "batchq: console: top tenants: must be in 1..1000 (got -1)"},
-		{console.Options{Refresh: time.Millisecond}, "batchq: console: refresh: must be at least 100ms (got 1ms)"},
+		{console.Options{Refresh: time.Millisecond}, "batchq: console: refresh: must be from 100ms to 24h0m0s (got 1ms)"},
+		// A browser's timer takes a longer delay for none: it would refresh
+		// without pause.
+		{console.Options{Refresh: 25 * time.Hour}, "batchq: console: refresh: must be from 100ms to 24h0m0s (got 25h0m0s)"},
 		{console.Options{Reserve: 1}, "batchq: console: reserve: must be in [0,1) (got 1)"},
 	} {
 		_, err := console.Handler(b.client, &tc.o)
@@ -259,4 +263,53 @@ func TestConsoleCountsJobsThatRunLaterAsScheduled(t *testing.T) {
 	res = b.get(t, "/queues/empty/tenants/later")
 	require.Equal(t, http.StatusOK, res.status, res.body)
 	require.Contains(t, res.body, "3 scheduled")
+}
+
+// The reserve shown is the one the workers keep, 0 included.
+func TestConsoleShowsTheReserveItIsGiven(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, c := range []struct {
+		reserve float64
+		want    string
+	}{{0, "reserve (0.0%)"}, {0.25, "reserve (25.0%)"}} {
+		h := b.handler(t, b.client, &console.Options{Reserve: c.reserve})
+		res := b.do(t, h, http.MethodGet, "/", nil, nil)
+		require.Equal(t, http.StatusOK, res.status, res.body)
+		require.Contains(t, res.body, c.want)
+	}
+}
+
+// A path that cannot name a queue or a tenant (not UTF-8, or with a NUL)
+// is a bad request, not a server error.
+func TestConsoleRefusesPathsNoNameCanHave(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, p := range []string{"/queues/docs/tenants/a%00b", "/queues/docs/tenants/%FF%FE", "/queues/a%00b"} {
+		require.Equal(t, http.StatusBadRequest, b.get(t, p).status, p)
+	}
+}
+
+// Bound to loopback, the console answers only to a loopback Host: a page
+// whose name was re-pointed at 127.0.0.1 cannot read it.
+func TestConsoleLoopbackOnlyChecksTheHost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	h := console.LoopbackOnly(b.h)
+	for host, want := range map[string]int{
+		"127.0.0.1:8080":             http.StatusOK,
+		"localhost:8080":             http.StatusOK,
+		"LOCALHOST":                  http.StatusOK,
+		"[::1]:8080":                 http.StatusOK,
+		"127.0.0.2":                  http.StatusOK,
+		"attacker.example:8080":      http.StatusMisdirectedRequest,
+		"localhost.attacker.example": http.StatusMisdirectedRequest,
+		"10.0.0.1:8080":              http.StatusMisdirectedRequest,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Host = host
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		require.Equal(t, want, w.Code, host)
+	}
 }

@@ -43,7 +43,7 @@ owner it does everything (docs/console.md).`,
 			},
 			&cli.StringFlag{Name: "token-env", Usage: "enable actions with the token in this environment variable (empty: read-only)", EnvVars: []string{"BATCHQ_CONSOLE_TOKEN_ENV"}},
 			&cli.IntFlag{Name: "top-tenants", Usage: "tenants per queue page with a row of their own, those with the most queued tokens; the rest are summed as others", Value: console.DefaultTopTenants, EnvVars: []string{"BATCHQ_CONSOLE_TOP_TENANTS"}},
-			&cli.DurationFlag{Name: "refresh", Usage: "how often a page refreshes its numbers, at least 100ms", Value: console.DefaultRefresh, EnvVars: []string{"BATCHQ_CONSOLE_REFRESH"}},
+			&cli.DurationFlag{Name: "refresh", Usage: "how often a page refreshes its numbers, from 100ms to 24h", Value: console.DefaultRefresh, EnvVars: []string{"BATCHQ_CONSOLE_REFRESH"}},
 			&cli.Float64Flag{Name: "reserve", Usage: "the workers' --reserve, to show each quota key's reserve in tokens, in [0,1)", Value: console.DefaultReserve, EnvVars: []string{"BATCHQ_RESERVE"}},
 		},
 		Action: runConsole,
@@ -58,8 +58,8 @@ func runConsole(c *cli.Context) error {
 	switch n := opts.TopTenants; {
 	case n < 1 || n > 1000:
 		return usagef("batchq: --top-tenants %d: must be in 1..1000", n)
-	case opts.Refresh < 100*time.Millisecond:
-		return usagef("batchq: --refresh %s: must be at least 100ms", opts.Refresh)
+	case opts.Refresh < 100*time.Millisecond || opts.Refresh > console.MaxRefresh:
+		return usagef("batchq: --refresh %s: must be from 100ms to %s", opts.Refresh, console.MaxRefresh)
 	case !(opts.Reserve >= 0 && opts.Reserve < 1):
 		return usagef("batchq: --reserve %v: must be in [0,1)", opts.Reserve)
 	}
@@ -103,6 +103,9 @@ func runConsole(c *cli.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("batchq: --addr: %w", err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		h = console.LoopbackOnly(h)
 	}
 	mode := "read-only: no --token-env"
 	if opts.Token != "" {

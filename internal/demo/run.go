@@ -303,6 +303,9 @@ func (r *runner) startConsole() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		h = console.LoopbackOnly(h)
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Fprintf(r.cfg.Out, "batchq demo: watch it live in the console: http://%s/queues/%s?window=1m\n", ln.Addr(), queueName)
