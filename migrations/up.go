@@ -45,7 +45,10 @@ func Up(ctx context.Context, db *sql.DB) (*Result, error) {
 func UpTo(ctx context.Context, db *sql.DB, version int64) (*Result, error) {
 	return locked(ctx, db, func(conn *sql.Conn, p *goose.Provider) (*Result, error) {
 		res := &Result{}
-		var err error
+		granted, err := functionGrants(ctx, conn)
+		if err != nil {
+			return res, err
+		}
 		if version == goose.MaxVersion {
 			res.Migrations, err = p.Up(ctx)
 		} else {
@@ -62,8 +65,67 @@ func UpTo(ctx context.Context, db *sql.DB, version int64) (*Result, error) {
 				return res, err
 			}
 		}
+		if err := regrantFunctions(ctx, conn, granted); err != nil {
+			return res, err
+		}
 		return res, nil
 	})
+}
+
+// functionGrant is a role's right to call the batchq functions of a name.
+type functionGrant struct{ function, role string }
+
+// functionGrants returns who, besides their owner, may call batchq's
+// functions now, by name (none before the schema exists).
+func functionGrants(ctx context.Context, conn *sql.Conn) ([]functionGrant, error) {
+	rows, err := conn.QueryContext(ctx, functionGrantsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("batchq: migrate: read function grants: %w", err)
+	}
+	defer rows.Close()
+	var out []functionGrant
+	for rows.Next() {
+		var g functionGrant
+		if err := rows.Scan(&g.function, &g.role); err != nil {
+			return nil, fmt.Errorf("batchq: migrate: read function grants: %w", err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// regrantFunctions grants each role again the right to call the functions
+// it could call before migrating, under their names: a migration that drops
+// a function to change its arguments, and the file that creates it anew,
+// must not take away an application's right to enqueue. It grants nothing
+// new: a function a role could not call stays so, and a role the grants
+// script made for a later version's new functions is run again for them.
+func regrantFunctions(ctx context.Context, conn *sql.Conn, granted []functionGrant) error {
+	for _, g := range granted {
+		rows, err := conn.QueryContext(ctx, regrantFunctionSQL, g.function, g.role)
+		if err != nil {
+			return fmt.Errorf("batchq: migrate: grant %s EXECUTE on batchq.%s again: %w", g.role, g.function, err)
+		}
+		var grants []string
+		for rows.Next() {
+			var stmt string
+			if err := rows.Scan(&stmt); err != nil {
+				rows.Close()
+				return err
+			}
+			grants = append(grants, stmt)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, stmt := range grants {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("batchq: migrate: %s: %w", stmt, err)
+			}
+		}
+	}
+	return nil
 }
 
 // DownTo reverts migrations down to version, which stays applied. Going
@@ -156,8 +218,21 @@ func latest(p *goose.Provider) int64 {
 	return srcs[len(srcs)-1].Version
 }
 
-// The bookkeeping of applyFunctions and DownTo, on batchq.function_files.
+// The bookkeeping of applyFunctions and DownTo, on batchq.function_files,
+// and of the function grants Up keeps.
 const (
+	functionGrantsSQL = `SELECT DISTINCT p.proname::text, r.rolname::text
+FROM pg_catalog.pg_proc p
+CROSS JOIN LATERAL aclexplode(p.proacl) a
+JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+WHERE p.pronamespace = to_regnamespace('batchq') AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+ORDER BY 1, 2`
+	// The GRANT statements that give role EXECUTE on the functions named
+	// $1 it may not call.
+	regrantFunctionSQL = `SELECT format('GRANT EXECUTE ON FUNCTION %s TO %I', p.oid::regprocedure, $2::text)
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'batchq'::regnamespace AND p.proname = $1
+  AND NOT has_function_privilege($2::text, p.oid, 'EXECUTE')`
 	appliedFunctionsSQL = `SELECT name, sha256 FROM batchq.function_files`
 	forgetFunctionsSQL  = `DELETE FROM batchq.function_files`
 	recordFunctionSQL   = `INSERT INTO batchq.function_files (name, sha256) VALUES ($1, $2)`

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -388,4 +389,54 @@ func scalar(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	var n int64
 	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
+}
+
+// An upgrade that drops a function to change its arguments (00008 drops
+// batchq.enqueue) keeps the roles that could call it able to call the new
+// one, and grants nothing else: a 0.1.0 application keeps enqueueing after
+// `batchq migrate up`, before anyone runs the grants script again.
+func TestUpgradeKeepsWhoMayCallWhat(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	upTo(t, url, 5) // release 0.1.0
+	// Roles are the server's: made by its superuser, in this database.
+	su, err := neturl.Parse(pgtest.ServerURL(t))
+	require.NoError(t, err)
+	db, err := neturl.Parse(url)
+	require.NoError(t, err)
+	su.Path = db.Path
+	pool := pgtest.Connect(t, su.String())
+	role := fmt.Sprintf("upgrade_app_%d", time.Now().UnixNano())
+	execSQL(t, pool, fmt.Sprintf(`CREATE ROLE %s`, role))
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s`, role))
+		_, _ = pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE %s`, role))
+	})
+	execSQL(t, pool, fmt.Sprintf(`DO $$
+DECLARE f regprocedure;
+BEGIN
+    FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE pronamespace = 'batchq'::regnamespace AND proname = 'enqueue' LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %%s TO %s', f);
+    END LOOP;
+END $$`, role))
+	may := func(name string) (n, allowed int64) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE has_function_privilege($2, oid, 'EXECUTE'))
+			FROM pg_proc WHERE pronamespace = 'batchq'::regnamespace AND proname = $1`, name, role).Scan(&n, &allowed))
+		return n, allowed
+	}
+	n, allowed := may("enqueue")
+	require.Positive(t, n)
+	require.Equal(t, n, allowed, "the role may enqueue on 0.1.0")
+
+	_, err = migrations.Up(ctx, openDB(t, url))
+	require.NoError(t, err)
+	n, allowed = may("enqueue")
+	require.Positive(t, n)
+	require.Equal(t, n, allowed, "the upgrade took away the role's right to enqueue")
+	for _, other := range []string{"claim", "requeue", "enqueue_job"} {
+		n, allowed = may(other)
+		require.Positive(t, n, other)
+		require.Zero(t, allowed, "the upgrade granted the role %s, which it could not call before", other)
+	}
 }
