@@ -100,11 +100,26 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 	if err != nil {
 		return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("must be a cron expression such as \"0 2 * * *\" or \"@every 1h\" (%s: %v)", quote(expr), err)}
 	}
-	if spec, ok := s.(*cron.SpecSchedule); ok {
-		spec.Location = loc
+	switch v := s.(type) {
+	case *cron.SpecSchedule:
+		v.Location = loc
+	case cron.ConstantDelaySchedule:
+		// robfig/cron runs "@every" in whole seconds, at least one: a
+		// shorter or fractional interval would tick otherwise than it reads.
+		d, derr := time.ParseDuration(strings.TrimSpace(strings.TrimPrefix(expr, "@every")))
+		if derr != nil || d < time.Second || d%time.Second != 0 {
+			return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("@every must be a whole number of seconds, at least 1s (got %s)", quote(expr))}
+		}
+		if d > maxEvery {
+			return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("must tick within five years (%s does not)", quote(expr))}
+		}
 	}
 	return s, nil
 }
+
+// maxEvery is the longest "@every" interval: a schedule must tick within
+// five years, as for the other expressions.
+const maxEvery = 5 * 365 * 24 * time.Hour
 
 // validateSchedule checks s, fills in its defaults, and returns its parsed
 // expression.

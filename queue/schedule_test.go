@@ -207,6 +207,12 @@ func TestScheduleSettings(t *testing.T) {
 		{"name", func(s *queue.Schedule) { s.Name = "no spaces" }, "name", "must name a schedule"},
 		{"cron", func(s *queue.Schedule) { s.Cron = "0 25 * * *" }, "cron", "must be a cron expression"},
 		{"never", func(s *queue.Schedule) { s.Cron = "0 0 30 2 *" }, "cron", "must tick within five years"},
+		// robfig/cron would tick every second for these, not as they read.
+		{"every negative", func(s *queue.Schedule) { s.Cron = "@every -1s" }, "cron", "@every must be a whole number of seconds, at least 1s"},
+		{"every zero", func(s *queue.Schedule) { s.Cron = "@every 0s" }, "cron", "@every must be a whole number of seconds, at least 1s"},
+		{"every 100ms", func(s *queue.Schedule) { s.Cron = "@every 100ms" }, "cron", "@every must be a whole number of seconds, at least 1s"},
+		{"every 1500ms", func(s *queue.Schedule) { s.Cron = "@every 1500ms" }, "cron", "@every must be a whole number of seconds, at least 1s"},
+		{"every ten years", func(s *queue.Schedule) { s.Cron = "@every 87600h" }, "cron", "must tick within five years"},
 		{"cron tz", func(s *queue.Schedule) { s.Cron = "CRON_TZ=Europe/Paris 0 2 * * *" }, "cron", "give it as the timezone"},
 		{"timezone", func(s *queue.Schedule) { s.Timezone = "Mars/Olympus" }, "timezone", "must be an IANA time zone"},
 		{"missed", func(s *queue.Schedule) { s.Missed = "all" }, "missed", `must be "one" or "skip"`},

@@ -221,7 +221,7 @@ func confirmDown(c *cli.Context, db *sql.DB, p *goose.Provider, v, to int64) err
 			fmt.Fprintf(w, "would revert %s\n", name)
 		}
 		if len(lost) == 0 {
-			fmt.Fprintln(w, "would lose no jobs, outcomes, queues, tenants or quota rows")
+			fmt.Fprintln(w, "would lose no jobs, outcomes, queues, tenants, quota rows or schedules")
 		} else {
 			fmt.Fprintf(w, "would lose, with the tables it drops: %s\n", strings.Join(lost, ", "))
 		}
@@ -265,6 +265,7 @@ var lossTables = []struct{ table, one, many string }{
 	{"queues", "queue", "queues"},
 	{"tenants", "tenant", "tenants"},
 	{"quota", "quota row", "quota rows"},
+	{"schedules", "schedule", "schedules"},
 }
 
 // countLoss counts the rows of lossTables that dropping the tables in

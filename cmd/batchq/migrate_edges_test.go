@@ -45,7 +45,7 @@ func TestMigrateDownAsksForYesAndRefusesWhileJobsRun(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("batchq: migrate down: reverting version %d down to 0 drops the tables and data listed above; add --yes to go ahead\n", versionOf(t, latest)), r.stderr)
 	require.Contains(t, r.stdout, "would revert "+latest+"\n")
 	require.Contains(t, r.stdout, "would revert 00001_schema.sql\n")
-	require.Contains(t, r.stdout, "would lose, with the tables it drops: 2 unfinished jobs, 1 outcome, 1 queue, 2 tenants, 1 quota row\n")
+	require.Contains(t, r.stdout, "would lose, with the tables it drops: 2 unfinished jobs, 1 outcome, 1 queue, 2 tenants, 1 quota row, 0 schedules\n")
 	require.NotContains(t, r.stdout, "running")
 	intact()
 
@@ -86,7 +86,7 @@ func TestMigrateDownCountsWhatAnOlderSchemaHas(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	r = runCLI(t, db.url, "migrate", "down")
 	require.Equal(t, 2, r.code, r.stderr)
-	require.Equal(t, "would revert 00001_schema.sql\nwould lose no jobs, outcomes, queues, tenants or quota rows\n", r.stdout)
+	require.Equal(t, "would revert 00001_schema.sql\nwould lose no jobs, outcomes, queues, tenants, quota rows or schedules\n", r.stdout)
 
 	// Version 2 has queues, tenants, jobs and outcomes, and no quota yet.
 	r = runCLI(t, db.url, "migrate", "up", "--to", "2")
@@ -158,4 +158,19 @@ func versionOf(t *testing.T, name string) int {
 	n, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
 	require.NoError(t, err, name)
 	return n
+}
+
+// Going below the version that made batchq.schedules counts its rows among
+// what would be lost.
+func TestMigrateDownCountsTheSchedules(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	r := runCLI(t, db.url, "queues", "create", "q")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "schedules", "create", "nightly", "--queue", "q", "--tenant", "t", "--cron", "0 2 * * *", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "migrate", "down", "--to", "6")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stdout, "1 schedule")
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules`), "nothing was dropped without --yes")
 }
