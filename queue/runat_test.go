@@ -249,6 +249,16 @@ func TestRunAtRules(t *testing.T) {
 	got, err = b.client.JobInfo(b.ctx, res.ID)
 	require.NoError(t, err)
 	require.True(t, got.Deadline.Equal(runAt.Add(time.Hour)), "the queue's TTL from the run-at: %s", got.Deadline)
+	// A run-at at the end of year 9999: the queue's TTL would take its
+	// deadline past the last instant a deadline may have, which it keeps.
+	last := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	res, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "late", Cost: 1, RunAt: last})
+	require.NoError(t, err)
+	got, err = b.client.JobInfo(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.True(t, got.Deadline.After(last) && got.Deadline.Year() == 9999, "deadline %s", got.Deadline)
+	_, err = b.client.CancelJob(b.ctx, res.ID, "test")
+	require.NoError(t, err)
 	// A run-at already passed runs now.
 	res, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 1, RunAt: time.Now().Add(-time.Hour)})
 	require.NoError(t, err)

@@ -339,9 +339,11 @@ BEGIN
         RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round
     ), sched_src AS MATERIALIZED (
         -- Lines to run later: no key, no ledger; the deadline defaults to
-        -- the run-at plus the queue's TTL.
+        -- the run-at plus the queue's TTL, at most the last instant before
+        -- year 10000, as every deadline is.
         SELECT x.ord::integer AS ord, x.tenant, coalesce(nullif(x.kind, ''), 'default') AS kind, x.cost,
-               CASE WHEN x.deadline IS NULL OR x.deadline < '0002-01-01' THEN x.run_at + q.default_ttl
+               CASE WHEN x.deadline IS NULL OR x.deadline < '0002-01-01'
+                    THEN least(x.run_at + q.default_ttl, '9999-12-31 23:59:59.999999+00'::timestamptz)
                     ELSE x.deadline END AS deadline,
                coalesce(nullif(x.max_attempts, 0), q.max_attempts) AS max_attempts,
                coalesce(x.payload, '{}'::jsonb) AS payload, x.unique_key, x.run_at,
