@@ -109,9 +109,6 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 		}
 	}
 	if raw, ok := fields["delay"]; ok {
-		if _, both := fields["run_at"]; both {
-			return queue.NewJob{}, errors.New("run_at: give a run_at or a delay, not both")
-		}
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			return queue.NewJob{}, fmt.Errorf("delay: must be a duration in a string, like \"90m\" (got %s)", clip(raw))
@@ -121,6 +118,11 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 		}
 		if j.Delay < 0 {
 			return queue.NewJob{}, fmt.Errorf("delay: must be >= 0 (got %s)", s)
+		}
+		// A delay of 0 is no delay, beside a run_at too, as for
+		// --delay 0s and SQL's delay => '0'.
+		if _, both := fields["run_at"]; both && j.Delay > 0 {
+			return queue.NewJob{}, errors.New("run_at: give a run_at or a delay, not both")
 		}
 	}
 	if raw, ok := fields["payload"]; ok {

@@ -67,6 +67,8 @@ var jobLineCases = []struct {
 	{name: "bad delay", line: `{"delay":"soon"}`, err: `delay: "soon" is not a duration`},
 	{name: "negative delay", line: `{"delay":"-5m"}`, err: "delay: must be >= 0 (got -5m)"},
 	{name: "run_at and delay", line: `{"run_at":"2030-01-01T00:00:00Z","delay":"1h"}`, err: "run_at: give a run_at or a delay, not both"},
+	{name: "run_at and no delay", line: `{"queue":"q","tenant":"t","cost":1,"run_at":"2030-01-01T00:00:00Z","delay":"0s"}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1, RunAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}},
 	{name: "array", line: `[{"cost":1}]`, err: "must be a JSON object"},
 	{name: "truncated", line: `{"cost":1`, err: "not JSON: unexpected end of line"},
 	{name: "trailing data", line: `{"cost":1} {"cost":2}`, err: "unexpected data after the JSON object"},
