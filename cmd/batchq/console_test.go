@@ -33,7 +33,8 @@ func TestConsoleUsageErrors(t *testing.T) {
 		{[]string{"console", "--token-env", "BATCHQ_TEST_NO_SUCH_VAR"}, "batchq: --token-env: environment variable \"BATCHQ_TEST_NO_SUCH_VAR\" is not set\n"},
 		{[]string{"console", "--token-env", "BATCHQ_TEST_SHORT_TOKEN"}, "batchq: --token-env: the token in BATCHQ_TEST_SHORT_TOKEN must be at least 16 bytes (got 5)\n"},
 		{[]string{"console", "--top-tenants", "0"}, "batchq: --top-tenants 0: must be in 1..1000\n"},
-		{[]string{"console", "--refresh", "1ms"}, "batchq: --refresh 1ms: must be at least 100ms\n"},
+		{[]string{"console", "--refresh", "1ms"}, "batchq: --refresh 1ms: must be from 100ms to 24h0m0s\n"},
+		{[]string{"console", "--refresh", "600h"}, "batchq: --refresh 600h0m0s: must be from 100ms to 24h0m0s\n"},
 		{[]string{"console", "--reserve", "1"}, "batchq: --reserve 1: must be in [0,1)\n"},
 		{[]string{"console", "extra"}, "batchq: console: unexpected argument \"extra\"; usage: batchq console\n"},
 	} {
