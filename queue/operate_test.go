@@ -68,7 +68,11 @@ func TestPoolOnAPausedQueue(t *testing.T) {
 	var ran atomic.Int32
 	handler := queue.Handler(func(ctx context.Context, j *queue.Job) (queue.Result, error) {
 		if ran.Add(1) == 1 {
-			<-release
+			select { // a test that fails early must not leave the pool waiting here
+			case <-release:
+			case <-ctx.Done():
+				return queue.Result{}, ctx.Err()
+			}
 		}
 		return queue.Result{}, nil
 	})
@@ -84,6 +88,11 @@ func TestPoolOnAPausedQueue(t *testing.T) {
 	wait := b.work(ctx, queue.WorkerConfig{Queue: b.queue, Handler: handler, Concurrency: 1, BatchSize: 1,
 		Drain: true, PollInterval: 10 * time.Millisecond, OnEvent: onEvent})
 	require.Eventually(t, func() bool { return ran.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
+	// The second job is claimed ahead (the claim runs beside the handler)
+	// before the pause, or the pause would find nothing to hand back.
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`) == 2
+	}, 10*time.Second, 5*time.Millisecond)
 	_, err := b.client.PauseQueue(b.ctx, b.queue)
 	require.NoError(t, err)
 	// The job claimed ahead goes back unstarted, while the running one runs.

@@ -116,7 +116,7 @@ func TestFinishedJobKeepsItsLeaseUntilItsFinishIsWritten(t *testing.T) {
 }
 
 // A job the pool claimed ahead of its handlers holds its lease while it
-// waits for one, but not for long: here the only handler is busy for three
+// waits for one, but not for long: here the only handler is busy for five
 // leases' worth, and the job claimed behind it goes back to its tenant's
 // queue after a quarter of the lease, for any worker to run, without using
 // an attempt. The pool then claims only for free handlers, so it is not
@@ -142,9 +142,9 @@ func TestClaimedAheadJobsGoBackRatherThanWaitOutTheirLease(t *testing.T) {
 			runs.add(j.ID)
 			if j.ID == first {
 				close(started)
-				// A long job: three leases' worth, heartbeated all along.
+				// A long job: five leases' worth, heartbeated all along.
 				select {
-				case <-time.After(3 * time.Second):
+				case <-time.After(5 * time.Second):
 				case <-ctx.Done():
 					return queue.Result{}, ctx.Err()
 				}
@@ -157,7 +157,7 @@ func TestClaimedAheadJobsGoBackRatherThanWaitOutTheirLease(t *testing.T) {
 	// while the first job still runs, the second is queued, held by nobody.
 	require.Eventually(t, func() bool {
 		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'queued'`, second) == 1
-	}, 2*time.Second, 10*time.Millisecond, "the claimed-ahead job was not handed back while the handler stayed busy")
+	}, 4*time.Second, 10*time.Millisecond, "the claimed-ahead job was not handed back while the handler stayed busy")
 	time.Sleep(time.Second)
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'queued'`, second),
 		"the job was claimed ahead again while the only handler was still busy")
