@@ -101,28 +101,33 @@ func functionGrants(ctx context.Context, conn *sql.Conn) ([]functionGrant, error
 // new: a function a role could not call stays so, and a role the grants
 // script made for a later version's new functions is run again for them.
 func regrantFunctions(ctx context.Context, conn *sql.Conn, granted []functionGrant) error {
-	for _, g := range granted {
-		rows, err := conn.QueryContext(ctx, regrantFunctionSQL, g.function, g.role)
-		if err != nil {
-			return fmt.Errorf("batchq: migrate: grant %s EXECUTE on batchq.%s again: %w", g.role, g.function, err)
+	if len(granted) == 0 {
+		return nil
+	}
+	names, roles := make([]string, len(granted)), make([]string, len(granted))
+	for i, g := range granted {
+		names[i], roles[i] = g.function, g.role
+	}
+	rows, err := conn.QueryContext(ctx, regrantFunctionsSQL, names, roles)
+	if err != nil {
+		return fmt.Errorf("batchq: migrate: grant the functions again: %w", err)
+	}
+	var grants []string
+	for rows.Next() {
+		var stmt string
+		if err := rows.Scan(&stmt); err != nil {
+			rows.Close()
+			return fmt.Errorf("batchq: migrate: grant the functions again: %w", err)
 		}
-		var grants []string
-		for rows.Next() {
-			var stmt string
-			if err := rows.Scan(&stmt); err != nil {
-				rows.Close()
-				return err
-			}
-			grants = append(grants, stmt)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, stmt := range grants {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("batchq: migrate: %s: %w", stmt, err)
-			}
+		grants = append(grants, stmt)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("batchq: migrate: grant the functions again: %w", err)
+	}
+	for _, stmt := range grants {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("batchq: migrate: %s: %w", stmt, err)
 		}
 	}
 	return nil
@@ -227,12 +232,12 @@ CROSS JOIN LATERAL aclexplode(p.proacl) a
 JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
 WHERE p.pronamespace = to_regnamespace('batchq') AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
 ORDER BY 1, 2`
-	// The GRANT statements that give role EXECUTE on the functions named
-	// $1 it may not call.
-	regrantFunctionSQL = `SELECT format('GRANT EXECUTE ON FUNCTION %s TO %I', p.oid::regprocedure, $2::text)
-FROM pg_catalog.pg_proc p
-WHERE p.pronamespace = 'batchq'::regnamespace AND p.proname = $1
-  AND NOT has_function_privilege($2::text, p.oid, 'EXECUTE')`
+	// The GRANT statements that give each role of $2 EXECUTE on the
+	// functions named by the same element of $1 that it may not call.
+	regrantFunctionsSQL = `SELECT format('GRANT EXECUTE ON FUNCTION %s TO %I', p.oid::regprocedure, g.role)
+FROM unnest($1::text[], $2::text[]) AS g (name, role)
+JOIN pg_catalog.pg_proc p ON p.pronamespace = 'batchq'::regnamespace AND p.proname = g.name
+WHERE NOT has_function_privilege(g.role, p.oid, 'EXECUTE')`
 	appliedFunctionsSQL = `SELECT name, sha256 FROM batchq.function_files`
 	forgetFunctionsSQL  = `DELETE FROM batchq.function_files`
 	recordFunctionSQL   = `INSERT INTO batchq.function_files (name, sha256) VALUES ($1, $2)`

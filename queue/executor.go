@@ -82,7 +82,7 @@ func (p *pool) runJob(d *dispatch) (time.Duration, bool) {
 
 	switch {
 	case status == http.StatusTooManyRequests || errors.Is(err, ErrRateLimited):
-		p.rateLimited(ctx, d, res.Response, limitedOther, received, took)
+		p.rateLimited(ctx, d, res.Response, status, limitedOther, received, took)
 	case err == nil:
 		p.done.complete(j, res, took)
 	case p.handlerCtx.Err() != nil:
@@ -104,7 +104,7 @@ func (p *pool) runJob(d *dispatch) (time.Duration, bool) {
 // rateLimited handles a call the provider refused with a 429 (or that the
 // handler said was rate limited): the fleet pauses, and the job goes back
 // to its tenant's queue without using an attempt, for as long as the pause.
-func (p *pool) rateLimited(ctx context.Context, d *dispatch, resp *http.Response, limitedOther bool, received time.Time, took time.Duration) {
+func (p *pool) rateLimited(ctx context.Context, d *dispatch, resp *http.Response, status int, limitedOther bool, received time.Time, took time.Duration) {
 	j, th := d.job, p.admission.th
 	wait := retryAfter(resp, received)
 	if th != nil && limitedOther {
@@ -134,10 +134,6 @@ func (p *pool) rateLimited(ctx context.Context, d *dispatch, resp *http.Response
 		cancel()
 	}
 	if th != nil && wait > longPause {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
 		reason := fmt.Sprintf("HTTP %d without Retry-After", status)
 		if asked > 0 {
 			reason = fmt.Sprintf("HTTP %d with Retry-After %s", status, asked.Round(time.Second))

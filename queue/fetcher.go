@@ -217,12 +217,8 @@ func (p *pool) handBackStale(ready []*dispatch, now time.Time) []*dispatch {
 	// The handlers run longer than the prefetch was sized for (before any
 	// finished, nothing said how long they run): claim only for free slots
 	// until runs that end say otherwise.
-	for {
-		old := p.meanRun.Load()
-		slow := int64(p.cfg.Concurrency)*int64(limit) + 1
-		if old >= slow || p.meanRun.CompareAndSwap(old, slow) {
-			break
-		}
+	slow := int64(p.cfg.Concurrency)*int64(limit) + 1
+	for old := p.meanRun.Load(); old < slow && !p.meanRun.CompareAndSwap(old, slow); old = p.meanRun.Load() {
 	}
 	return ready[n:]
 }

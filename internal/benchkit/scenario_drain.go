@@ -151,12 +151,14 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 			return nil, configErrorf("drain: system %s: the river systems need the batchq-river program (make bench-river)", s)
 		}
 	}
-	riverBatch := slices.Max(cfg.Batches)
+	// The pool's bars, and River's one row, are at batch 100 (or the
+	// largest batch measured).
+	poolBatch := slices.Max(cfg.Batches)
 	if slices.Contains(cfg.Batches, 100) {
-		riverBatch = 100
+		poolBatch = 100
 	}
 	// measured says whether a cell is measured: River's at one batch size.
-	measured := func(s string, b int) bool { return !slices.Contains(RiverSystems, s) || b == riverBatch }
+	measured := func(s string, b int) bool { return !slices.Contains(RiverSystems, s) || b == poolBatch }
 
 	backlog := Backlog{Jobs: cfg.Jobs, Tenants: cfg.Tenants, MaxCost: cfg.MaxCost, Seed: cfg.Seed}
 	run := func(k drainKey) (Drained, error) {
@@ -166,7 +168,7 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 		for _, s := range cfg.Systems {
 			k := drainKey{s, cfg.Processes[0], slices.Max(cfg.Batches)}
 			if !measured(s, k.bat) {
-				k.bat = riverBatch
+				k.bat = poolBatch
 			}
 			d, err := run(k)
 			if err != nil {
@@ -246,12 +248,12 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 			}
 		}
 	}
-	// The worker pool against the batch claimer it is built on, at batch
-	// 100 (or the largest measured): what claiming through a pool costs.
+	// The worker pool against the batch claimer it is built on: what
+	// claiming through a pool costs.
 	if slices.Contains(cfg.Systems, SystemPool) && slices.Contains(cfg.Systems, SystemFair) {
 		for _, p := range cfg.Processes {
-			pool, fair := median(results[drainKey{SystemPool, p, riverBatch}]), median(results[drainKey{SystemFair, p, riverBatch}])
-			rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("drain pool vs the batch claimer, batch %d, %d process(es)", riverBatch, p),
+			pool, fair := median(results[drainKey{SystemPool, p, poolBatch}]), median(results[drainKey{SystemFair, p, poolBatch}])
+			rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("drain pool vs the batch claimer, batch %d, %d process(es)", poolBatch, p),
 				ratio(pool, fair), 0.95, false,
 				fmt.Sprintf("pool %s jobs/s / fair %s jobs/s", fmtFloat(pool, 0), fmtFloat(fair, 0))))
 		}
@@ -260,8 +262,8 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 	// application runs them, at the batch River was measured at.
 	if slices.Contains(cfg.Systems, SystemPool) && slices.Contains(cfg.Systems, SystemRiver) {
 		for _, p := range cfg.Processes {
-			pool, river := median(results[drainKey{SystemPool, p, riverBatch}]), median(results[drainKey{SystemRiver, p, riverBatch}])
-			rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("drain pool vs River tuned, batch %d, %d process(es)", riverBatch, p),
+			pool, river := median(results[drainKey{SystemPool, p, poolBatch}]), median(results[drainKey{SystemRiver, p, poolBatch}])
+			rep.Bars = append(rep.Bars, newBar(fmt.Sprintf("drain pool vs River tuned, batch %d, %d process(es)", poolBatch, p),
 				ratio(pool, river), 3, false,
 				fmt.Sprintf("pool %s jobs/s / river %s jobs/s", fmtFloat(pool, 0), fmtFloat(river, 0))))
 		}
