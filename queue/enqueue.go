@@ -145,6 +145,13 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 		b.p.UniqueKeys = append(b.p.UniqueKeys, j.UniqueKey)
 		b.p.RunAts = append(b.p.RunAts, j.RunAt)
 	}
+	// A call with no job for later sends no run-at times: the statement
+	// then skips its run-at step.
+	for _, b := range batches {
+		if !slices.ContainsFunc(b.p.RunAts, func(t time.Time) bool { return !t.IsZero() }) {
+			b.p.RunAts = nil
+		}
+	}
 	// Queue by queue in name order: each statement locks its tenants' ring
 	// rows, and rekey locks (queue, tenant) pairs in that order too, so two
 	// calls naming the same queues in different orders cannot deadlock.

@@ -185,7 +185,6 @@ func planTick(c cron.Schedule, due, at time.Time, missed string) (tick time.Time
 func (c *Client) fireSchedules(ctx context.Context, queue string) (int, error) {
 	fired := 0
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		fired = 0
 		due, err := c.q.DueSchedules(ctx, tx, dbsqlc.DueSchedulesParams{Queue: queue, At: c.maintenanceAt(),
 			MaxSchedules: maintainBatch})
 		if err != nil {

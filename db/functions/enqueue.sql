@@ -154,11 +154,14 @@ BEGIN
     END IF;
 
     -- Lines to run later: their costs stay out of the ledger until promoted.
-    v_sched := ARRAY(SELECT coalesce(r.t > statement_timestamp(), false)
-                     FROM generate_series(1, v_n) AS i (n) LEFT JOIN unnest(p_run_at) WITH ORDINALITY AS r (t, n)
-                          ON r.n = i.n
-                     ORDER BY i.n);
-    v_any_sched := true = ANY (v_sched);
+    -- A call with none (p_run_at NULL, or every time passed) skips the join.
+    v_any_sched := p_run_at IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_at) AS r (t) WHERE r.t > statement_timestamp());
+    v_sched := CASE WHEN v_any_sched
+                    THEN ARRAY(SELECT coalesce(r.t > statement_timestamp(), false)
+                               FROM generate_series(1, v_n) AS i (n) LEFT JOIN unnest(p_run_at) WITH ORDINALITY AS r (t, n)
+                                    ON r.n = i.n
+                               ORDER BY i.n)
+                    ELSE array_fill(false, ARRAY[v_n]) END;
     v_ring_costs := CASE WHEN v_any_sched
                          THEN ARRAY(SELECT CASE WHEN x.sched THEN 0 ELSE x.cost END
                                     FROM unnest(v_sched, p_cost) WITH ORDINALITY AS x (sched, cost, n) ORDER BY x.n)
