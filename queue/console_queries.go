@@ -473,13 +473,7 @@ func (c *Client) Outcome(ctx context.Context, id int64) (AuditRow, error) {
 	if err != nil {
 		return AuditRow{}, fmt.Errorf("batchq: outcome of job %d: %w", id, err)
 	}
-	return AuditRow{
-		JobID: r.JobID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Outcome: string(r.Outcome),
-		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), EstimatedCost: r.EstimatedCost,
-		ActualCost: r.ActualCost, EnqueuedAt: r.EnqueuedAt, FirstClaimedAt: r.FirstClaimedAt,
-		FinishedAt: r.FinishedAt, Deadline: r.Deadline, Wait: r.Wait, Run: r.Run, Total: r.Total,
-		Worker: deref(r.Worker), Error: deref(r.Error), UniqueKey: deref(r.UniqueKey),
-	}, nil
+	return auditRow(r), nil
 }
 
 // RateLimitedCounts returns how many 429s each quota key received since

@@ -161,15 +161,20 @@ func (c *Client) Outcomes(ctx context.Context, opts *OutcomesOpts) ([]AuditRow, 
 	}
 	out := make([]AuditRow, len(rows))
 	for i, r := range rows {
-		out[i] = AuditRow{
-			JobID: r.JobID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Outcome: string(r.Outcome),
-			Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), EstimatedCost: r.EstimatedCost,
-			ActualCost: r.ActualCost, EnqueuedAt: r.EnqueuedAt, FirstClaimedAt: r.FirstClaimedAt,
-			FinishedAt: r.FinishedAt, Deadline: r.Deadline, Wait: r.Wait, Run: r.Run, Total: r.Total,
-			Worker: deref(r.Worker), Error: deref(r.Error), UniqueKey: deref(r.UniqueKey),
-		}
+		out[i] = auditRow(r)
 	}
 	return out, nil
+}
+
+// auditRow is one row of batchq.audit as the reports return it.
+func auditRow(r dbsqlc.BatchqAudit) AuditRow {
+	return AuditRow{
+		JobID: r.JobID, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Outcome: string(r.Outcome),
+		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), EstimatedCost: r.EstimatedCost,
+		ActualCost: r.ActualCost, EnqueuedAt: r.EnqueuedAt, FirstClaimedAt: r.FirstClaimedAt,
+		FinishedAt: r.FinishedAt, Deadline: r.Deadline, Wait: r.Wait, Run: r.Run, Total: r.Total,
+		Worker: deref(r.Worker), Error: deref(r.Error), UniqueKey: deref(r.UniqueKey),
+	}
 }
 
 // endOfTime is later than any outcome: the open end of a window.

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
@@ -252,4 +254,26 @@ func settingUsage(err error, what string) error {
 		return usagef("batchq: %s: %s", what, se.Rule)
 	}
 	return usagef("batchq: --%s: %s", strings.ReplaceAll(se.Field, "_", "-"), se.Rule)
+}
+
+// payloadFlag reads --payload: JSON, in UTF-8.
+func payloadFlag(c *cli.Context) (json.RawMessage, error) {
+	p := c.String("payload")
+	if !json.Valid([]byte(p)) {
+		return nil, usagef("batchq: --payload %s: not valid JSON", clip([]byte(p)))
+	}
+	if !utf8.ValidString(p) {
+		return nil, usagef("batchq: --payload: must be valid UTF-8")
+	}
+	return json.RawMessage(p), nil
+}
+
+// jobUsage says a job the client refused as a usage error naming the flag
+// of the field; nil for any other error.
+func jobUsage(err error) error {
+	var inv *queue.InvalidJobError
+	if errors.As(err, &inv) {
+		return usagef("batchq: --%s: %s", strings.ReplaceAll(inv.Field, "_", "-"), inv.Rule)
+	}
+	return nil
 }

@@ -3,14 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -133,19 +131,15 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 		j.Deadline = t
 	}
 	if c.IsSet("payload") {
-		p := c.String("payload")
-		if !json.Valid([]byte(p)) {
-			return usagef("batchq: --payload %s: not valid JSON", clip([]byte(p)))
+		p, err := payloadFlag(c)
+		if err != nil {
+			return err
 		}
-		if !utf8.ValidString(p) {
-			return usagef("batchq: --payload: must be valid UTF-8")
-		}
-		j.Payload = json.RawMessage(p)
+		j.Payload = p
 	}
 	res, err := client.Enqueue(c.Context, j)
-	var inv *queue.InvalidJobError
-	if errors.As(err, &inv) {
-		return usagef("batchq: --%s: %s", strings.ReplaceAll(inv.Field, "_", "-"), inv.Rule)
+	if u := jobUsage(err); u != nil {
+		return u
 	}
 	if err != nil {
 		return err

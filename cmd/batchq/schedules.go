@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -131,23 +128,19 @@ func scheduleUpdate(c *cli.Context) (queue.ScheduleUpdate, int, error) {
 		u.MaxAttempts, n = &v, n+1
 	}
 	if c.IsSet("payload") {
-		p := c.String("payload")
-		if !utf8.ValidString(p) {
-			return u, n, usagef("batchq: --payload: must be valid UTF-8")
+		p, err := payloadFlag(c)
+		if err != nil {
+			return u, n, err
 		}
-		if !json.Valid([]byte(p)) {
-			return u, n, usagef("batchq: --payload %s: not valid JSON", clip([]byte(p)))
-		}
-		u.Payload, n = json.RawMessage(p), n+1
+		u.Payload, n = p, n+1
 	}
 	return u, n, nil
 }
 
 // scheduleUsage says a refused setting as a usage error naming its flag.
 func scheduleUsage(err error) error {
-	var inv *queue.InvalidJobError
-	if errors.As(err, &inv) {
-		return usagef("batchq: --%s: %s", strings.ReplaceAll(inv.Field, "_", "-"), inv.Rule)
+	if u := jobUsage(err); u != nil {
+		return u
 	}
 	if errors.Is(err, queue.ErrScheduleNotFound) || errors.Is(err, queue.ErrScheduleExists) ||
 		errors.Is(err, queue.ErrUnknownQueue) {
