@@ -339,11 +339,15 @@ func (c *Client) ServedTokens(ctx context.Context, queue string, since, until ti
 	if step <= 0 {
 		return nil, &SettingError{"step", fmt.Sprintf("must be positive (got %s)", step)}
 	}
-	if tenants == nil {
-		tenants = []string{}
+	// Distinct names: the query joins them to the outcomes, once each.
+	lines := make([]string, 0, len(tenants))
+	for _, t := range tenants {
+		if !slices.Contains(lines, t) {
+			lines = append(lines, t)
+		}
 	}
 	rows, err := c.q.ConsoleShares(ctx, c.pool, dbsqlc.ConsoleSharesParams{
-		Queue: queue, Since: since, Until: until, StepSeconds: step.Seconds(), Tenants: tenants,
+		Queue: queue, Since: since, Until: until, StepSeconds: step.Seconds(), Tenants: lines,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("batchq: served tokens of %s: %w", quote(queue), err)

@@ -82,6 +82,7 @@ func runConsole(c *cli.Context) error {
 	if err != nil {
 		return usagef("batchq: --database-url: %v", err)
 	}
+	console.TunePool(cfg)
 	pool, err := pgxpool.NewWithConfig(c.Context, cfg)
 	if err != nil {
 		return fmt.Errorf("batchq: connect: %w", err)

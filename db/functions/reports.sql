@@ -58,19 +58,23 @@ $$;
 
 -- console_backlog: what each tenant of p_queue (every queue when NULL; one
 -- tenant when p_tenant is set) has waiting and running, read from the fair
--- order's own state in time that grows with the tenants, not the jobs: two
--- index probes per tenant in the ring (its first and last queued job) where
--- counting a million queued jobs takes a scan of them. The web console reads
--- it. queued_tokens is exact: the ledger's cumulative cost from the first
--- queued job to the last, less the refunds of jobs dropped between them that
--- maintenance has not folded into the keys yet (a job claimed out of turn,
--- past one another transaction held, counts until that one is claimed). queued_span counts the
--- sequence numbers from the first to the last: the queued jobs, and any job
--- that left from inside the backlog out of turn (expired or cancelled) since
--- the tenant joined the ring, so it is an upper bound, exact for a backlog
--- nothing left early; console_queued counts exactly. running jobs, and
--- scheduled ones (a run-at not reached yet, or a retry's backoff), come from
--- their own partial indexes.
+-- order's own state in time that grows with the tenants, not the jobs: one
+-- index probe per tenant in the ring (its first queued job) where counting a
+-- million queued jobs takes a scan of them. The last job a tenant enqueued
+-- is its ring row's enq_seq and cum, the ledger the next enqueue continues,
+-- so the tail needs no probe. The web console reads it.
+--
+-- queued_tokens is exact: the ledger from the first queued job to the last
+-- enqueued one, less the refunds of jobs that left between them (expired,
+-- cancelled, released, the last one too) that maintenance has not folded
+-- into the keys yet (a job claimed out of turn, past one another
+-- transaction held, counts until that one is claimed). queued_span counts
+-- the sequence numbers from the first queued job to the last enqueued: the
+-- queued jobs, and any job that left from inside or the end of the backlog
+-- out of turn since the tenant joined the ring, so it is an upper bound,
+-- exact for a backlog nothing left early; console_queued counts exactly.
+-- running jobs, and scheduled ones (a run-at not reached yet, or a retry's
+-- backoff), come from their own partial indexes.
 CREATE OR REPLACE FUNCTION batchq.console_backlog(p_queue text, p_tenant text)
 RETURNS SETOF batchq.console_backlog_rows
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -78,17 +82,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 WITH q AS (
     SELECT r.queue, r.tenant,
-           (t.cum - h.cum + h.cost + coalesce(a.delta, 0))::bigint AS queued_tokens,
-           (t.seq - h.seq + 1)::bigint AS queued_span,
+           (r.cum - h.cum + h.cost + coalesce(a.delta, 0))::bigint AS queued_tokens,
+           (r.enq_seq - h.seq + 1)::bigint AS queued_span,
            h.enqueued_at AS oldest_queued_at
     FROM batchq.tenant_ring r
     CROSS JOIN LATERAL (SELECT j.cum, j.cost, j.seq, j.enqueued_at FROM batchq.jobs j
                         WHERE j.pos = r.pos AND j.state = 'queued' ORDER BY j.seq LIMIT 1) h
-    CROSS JOIN LATERAL (SELECT j.cum, j.seq FROM batchq.jobs j
-                        WHERE j.pos = r.pos AND j.state = 'queued' ORDER BY j.seq DESC LIMIT 1) t
     LEFT JOIN LATERAL (SELECT sum(d.delta) AS delta FROM batchq.ledger_adjustments d
                        WHERE d.queue = r.queue AND d.tenant = r.tenant AND d.pos = r.pos
-                         AND d.after_seq >= h.seq AND d.after_seq < t.seq) a ON true
+                         AND d.after_seq >= h.seq AND d.after_seq <= r.enq_seq) a ON true
     WHERE (p_queue IS NULL OR r.queue = p_queue) AND (p_tenant IS NULL OR r.tenant = p_tenant)
 ), o AS (
     SELECT s.queue, s.tenant, sum(s.running)::bigint AS running_jobs, sum(s.scheduled)::bigint AS scheduled_jobs

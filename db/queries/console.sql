@@ -101,18 +101,25 @@ LEFT JOIN batchq.tenants t ON t.name = x.tenant;
 -- name: ConsoleShares :many
 -- The tokens one queue served in [@since, @until), by step of
 -- @step_seconds (step 0 starts at @since), counted as batchq.tenant_usage
--- counts served tokens, at the jobs' finish: for each of @tenants, and for
--- the rest summed under tenant ''. One pass over the window's outcomes;
--- date_part, a double, rather than extract, a numeric, which took four
--- times as long at 200,000 outcomes.
-SELECT floor(date_part('epoch', o.finished_at - @since::timestamptz) / @step_seconds::float8)::integer AS step,
-       (CASE WHEN o.tenant = ANY (@tenants::text[]) THEN o.tenant ELSE '' END)::text AS tenant,
-       sum(CASE WHEN o.outcome = 'succeeded'
-                THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
-                ELSE o.estimated_cost * o.attempts END)::bigint AS tokens
-FROM batchq.outcomes o
-WHERE o.queue = @queue::text AND o.finished_at >= @since::timestamptz AND o.finished_at < @until::timestamptz
-GROUP BY 1, 2
+-- counts served tokens, at the jobs' finish: for each of @tenants (which
+-- must be distinct), and for the rest summed under tenant ''. One pass over
+-- the window's outcomes, shaped for a few hundred groups of plain values:
+-- each row's step is date_bin's integer arithmetic on its finish, and its
+-- line a hash join with @tenants, where a date_part and an array search on
+-- every row took twice as long at 200,000 outcomes; the bins become step
+-- numbers once aggregated.
+SELECT round(date_part('epoch', s.bin - @since::timestamptz) / @step_seconds::float8)::integer AS step,
+       coalesce((@tenants::text[])[s.line], '')::text AS tenant,
+       s.tokens::bigint AS tokens
+FROM (SELECT date_bin(make_interval(secs => @step_seconds::float8), o.finished_at, @since::timestamptz) AS bin,
+             coalesce(t.line, 0) AS line,
+             sum(CASE WHEN o.outcome = 'succeeded'
+                      THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
+                      ELSE o.estimated_cost * o.attempts END) AS tokens
+      FROM batchq.outcomes o
+      LEFT JOIN unnest(@tenants::text[]) WITH ORDINALITY AS t (tenant, line) ON t.tenant = o.tenant
+      WHERE o.queue = @queue::text AND o.finished_at >= @since::timestamptz AND o.finished_at < @until::timestamptz
+      GROUP BY 1, 2) s
 ORDER BY 1, 2;
 
 -- name: ConsoleTenantSettings :one

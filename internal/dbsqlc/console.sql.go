@@ -304,14 +304,18 @@ func (q *Queries) ConsoleRateLimited(ctx context.Context, db DBTX, since time.Ti
 }
 
 const consoleShares = `-- name: ConsoleShares :many
-SELECT floor(date_part('epoch', o.finished_at - $1::timestamptz) / $2::float8)::integer AS step,
-       (CASE WHEN o.tenant = ANY ($3::text[]) THEN o.tenant ELSE '' END)::text AS tenant,
-       sum(CASE WHEN o.outcome = 'succeeded'
-                THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
-                ELSE o.estimated_cost * o.attempts END)::bigint AS tokens
-FROM batchq.outcomes o
-WHERE o.queue = $4::text AND o.finished_at >= $1::timestamptz AND o.finished_at < $5::timestamptz
-GROUP BY 1, 2
+SELECT round(date_part('epoch', s.bin - $1::timestamptz) / $2::float8)::integer AS step,
+       coalesce(($3::text[])[s.line], '')::text AS tenant,
+       s.tokens::bigint AS tokens
+FROM (SELECT date_bin(make_interval(secs => $2::float8), o.finished_at, $1::timestamptz) AS bin,
+             coalesce(t.line, 0) AS line,
+             sum(CASE WHEN o.outcome = 'succeeded'
+                      THEN o.estimated_cost * (o.attempts - 1) + coalesce(o.actual_cost, o.estimated_cost)
+                      ELSE o.estimated_cost * o.attempts END) AS tokens
+      FROM batchq.outcomes o
+      LEFT JOIN unnest($3::text[]) WITH ORDINALITY AS t (tenant, line) ON t.tenant = o.tenant
+      WHERE o.queue = $4::text AND o.finished_at >= $1::timestamptz AND o.finished_at < $5::timestamptz
+      GROUP BY 1, 2) s
 ORDER BY 1, 2
 `
 
@@ -331,10 +335,13 @@ type ConsoleSharesRow struct {
 
 // The tokens one queue served in [@since, @until), by step of
 // @step_seconds (step 0 starts at @since), counted as batchq.tenant_usage
-// counts served tokens, at the jobs' finish: for each of @tenants, and for
-// the rest summed under tenant ”. One pass over the window's outcomes;
-// date_part, a double, rather than extract, a numeric, which took four
-// times as long at 200,000 outcomes.
+// counts served tokens, at the jobs' finish: for each of @tenants (which
+// must be distinct), and for the rest summed under tenant ”. One pass over
+// the window's outcomes, shaped for a few hundred groups of plain values:
+// each row's step is date_bin's integer arithmetic on its finish, and its
+// line a hash join with @tenants, where a date_part and an array search on
+// every row took twice as long at 200,000 outcomes; the bins become step
+// numbers once aggregated.
 func (q *Queries) ConsoleShares(ctx context.Context, db DBTX, arg ConsoleSharesParams) ([]ConsoleSharesRow, error) {
 	rows, err := db.Query(ctx, consoleShares,
 		arg.Since,
