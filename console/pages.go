@@ -201,20 +201,29 @@ func (p tenantPage) CancelTotal() int64 {
 func (s *server) tenantPage(r *http.Request) (string, any, error) {
 	ctx := r.Context()
 	qn, tn := r.PathValue("queue"), r.PathValue("tenant")
-	st, err := s.c.TenantInQueueSettings(ctx, qn, tn)
-	if err != nil {
-		return "", nil, err
-	}
-	b, exact, err := s.c.TenantBacklog(ctx, qn, tn)
-	if err != nil {
-		return "", nil, err
-	}
+	// Five independent reads, at once.
+	var (
+		st     queue.TenantInQueue
+		b      queue.BacklogRow
+		exact  bool
+		outs   []queue.AuditRow
+		counts []queue.OutcomeCount
+		priv   queue.ReadPrivileges
+	)
 	now := s.o.Now()
-	outs, err := s.c.Outcomes(ctx, &queue.OutcomesOpts{Queue: qn, Tenant: tn, Since: now.Add(-24 * time.Hour), Limit: 50})
-	if err != nil {
-		return "", nil, err
-	}
-	counts, err := s.c.OutcomeCounts(ctx, now.Add(-time.Hour), now.Add(time.Minute), tn)
+	err := all(
+		func() (err error) { st, err = s.c.TenantInQueueSettings(ctx, qn, tn); return err },
+		func() (err error) { b, exact, err = s.c.TenantBacklog(ctx, qn, tn); return err },
+		func() (err error) {
+			outs, err = s.c.Outcomes(ctx, &queue.OutcomesOpts{Queue: qn, Tenant: tn, Since: now.Add(-24 * time.Hour), Limit: 50})
+			return err
+		},
+		func() (err error) {
+			counts, err = s.c.OutcomeCounts(ctx, now.Add(-time.Hour), now.Add(time.Minute), tn)
+			return err
+		},
+		func() (err error) { priv, err = s.c.Privileges(ctx); return err },
+	)
 	if err != nil {
 		return "", nil, err
 	}
@@ -229,10 +238,6 @@ func (s *server) tenantPage(r *http.Request) (string, any, error) {
 	}
 	// The dry run of a cancel, from the backlog just read; the action
 	// counts again and cancels nothing if more jobs came since.
-	priv, err := s.c.Privileges(ctx)
-	if err != nil {
-		return "", nil, err
-	}
 	p.CanCancel = priv.Cancel
 	return "Tenant " + tn + " in " + qn, p, nil
 }

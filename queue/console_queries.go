@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -214,18 +215,27 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 	}
 
 	// The named tenants' queued jobs, counted; their waits; the weights of
-	// those without outcomes in the window.
-	counts, err := c.queuedJobs(ctx, queue, names)
-	if err != nil {
-		return nil, err
-	}
-	waits, err := c.q.ConsoleWaits(ctx, c.pool, dbsqlc.ConsoleWaitsParams{Tenants: names, Queue: queue, Since: since, Until: until})
-	if err != nil {
-		return nil, fmt.Errorf("batchq: waits in %s: %w", quote(queue), err)
-	}
-	weights, err := c.q.ConsoleWeights(ctx, c.pool, dbsqlc.ConsoleWeightsParams{Tenants: names, Queue: queue})
-	if err != nil {
-		return nil, fmt.Errorf("batchq: weights in %s: %w", quote(queue), err)
+	// those without outcomes in the window: three reads at once.
+	var (
+		counts                       map[string]int64
+		waits                        []dbsqlc.ConsoleWaitsRow
+		weights                      []dbsqlc.ConsoleWeightsRow
+		countErr, waitErr, weightErr error
+		wg                           sync.WaitGroup
+	)
+	wg.Go(func() { counts, countErr = c.queuedJobs(ctx, queue, names) })
+	wg.Go(func() {
+		waits, waitErr = c.q.ConsoleWaits(ctx, c.pool, dbsqlc.ConsoleWaitsParams{Tenants: names, Queue: queue, Since: since, Until: until})
+	})
+	weights, weightErr = c.q.ConsoleWeights(ctx, c.pool, dbsqlc.ConsoleWeightsParams{Tenants: names, Queue: queue})
+	wg.Wait()
+	switch {
+	case countErr != nil:
+		return nil, countErr
+	case waitErr != nil:
+		return nil, fmt.Errorf("batchq: waits in %s: %w", quote(queue), waitErr)
+	case weightErr != nil:
+		return nil, fmt.Errorf("batchq: weights in %s: %w", quote(queue), weightErr)
 	}
 	for _, r := range named {
 		if n, ok := counts[r.Tenant]; ok && n <= ExactCountLimit {
