@@ -251,14 +251,20 @@ func floodFlags() []cli.Flag {
 		intFlag("flood", "batch", d.Batch, "jobs per claim"),
 		intFlag("flood", "quantum", int(d.Quantum), "the queue's quantum"),
 		intFlag("flood", "window-rounds", d.WindowRounds, "length of a fairness window, in rounds"),
+		intFlag("flood", "processes", 1, "worker processes the fair queue's claimers behind the backlog are split over"),
 	}
 }
 
 func runBenchFlood(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("batchq: bench flood: finding this program to start worker processes: %w", err)
+	}
 	return benchkit.Flood(c.Context, env, benchkit.FloodConfig{
 		Runs: runs, Backlog: c.Int("backlog"), SmallTenants: c.Int("small-tenants"), SmallJobs: c.Int("small-jobs"),
 		ArriveAfter: c.Int("arrive-after"), MaxCost: int64(c.Int("max-cost")), Workers: c.Int("workers"),
 		Batch: c.Int("batch"), Quantum: int64(c.Int("quantum")), WindowRounds: c.Int("window-rounds"),
+		Processes: c.Int("processes"), Spawn: benchkit.ExecSpawner(exe, "bench-worker"),
 	})
 }
 

@@ -35,6 +35,15 @@ type FloodConfig struct {
 	// WindowRounds is the length of a fairness window, in rounds: the tokens
 	// one round serves when every backlogged tenant gets its quantum.
 	WindowRounds int
+	// Processes, when more than 1, splits the Workers claimers of the fair
+	// queue behind the backlog over that many worker processes, started by
+	// Spawn, as a fleet runs; the claim order is then read back from the
+	// outcomes (the claims' start, then the job). The other rows (no
+	// backlog, FIFO) keep their claimers in this process: a worker process
+	// drains until the queue is empty, so it cannot wait for a flood that
+	// has not come yet.
+	Processes int
+	Spawn     Spawner
 }
 
 // DefaultFloodConfig returns the defaults: a backlog of 50,000 jobs, then 20
@@ -66,6 +75,15 @@ func (c FloodConfig) withDefaults() (FloodConfig, error) {
 	}
 	if c.ArriveAfter == 0 {
 		c.ArriveAfter = max(c.Backlog/50, 1)
+	}
+	if c.Processes == 0 {
+		c.Processes = 1
+	}
+	if c.Processes < 1 || c.Processes > c.Workers {
+		return c, configErrorf("flood: processes must be in 1..workers (got %d, %d workers)", c.Processes, c.Workers)
+	}
+	if c.Processes > 1 && c.Spawn == nil {
+		return c, configErrorf("flood: Spawn is required with more than one process")
 	}
 	if c.Backlog < 1 || c.SmallTenants < 1 || c.SmallJobs < 1 || c.MaxCost < 1 || c.Workers < 1 ||
 		c.Batch < 1 || c.Quantum < 1 || c.WindowRounds < 1 || c.ArriveAfter < 0 || c.ArriveAfter >= c.Backlog {
@@ -123,6 +141,7 @@ func Flood(ctx context.Context, env *Env, cfg FloodConfig) (*Report, error) {
 	rep.param("batch", cfg.Batch)
 	rep.param("quantum", cfg.Quantum)
 	rep.param("window_rounds", cfg.WindowRounds)
+	rep.param("processes", cfg.Processes)
 
 	keys := []floodKey{{SystemFair, true}, {SystemFair, false}, {SystemFIFO, true}, {SystemFIFO, false}}
 	if !cfg.NoWarmUp {
@@ -153,8 +172,12 @@ func Flood(ctx context.Context, env *Env, cfg FloodConfig) (*Report, error) {
 		}
 		return NewSample(prec, vs...)
 	}
-	t := NewTable("flood", fmt.Sprintf("flood: one tenant's %d-job backlog, then %d tenants of %d jobs arrive; %d claimers, batches of %d",
-		cfg.Backlog, cfg.SmallTenants, cfg.SmallJobs, cfg.Workers, cfg.Batch),
+	procs := ""
+	if cfg.Processes > 1 {
+		procs = fmt.Sprintf(" (in %d processes for the fair queue behind the backlog)", cfg.Processes)
+	}
+	t := NewTable("flood", fmt.Sprintf("flood: one tenant's %d-job backlog, then %d tenants of %d jobs arrive; %d claimers%s, batches of %d",
+		cfg.Backlog, cfg.SmallTenants, cfg.SmallJobs, cfg.Workers, procs, cfg.Batch),
 		"system", "backlog", "small_enqueue_ms", "small_enqueue_max_ms", "small_wait_p50_ms", "small_wait_p99_ms", "position_p50", "position_p99", "position_max",
 		"jain_min", "jain_median", "windows", "claim_deadlocks")
 	for _, k := range keys {
@@ -246,6 +269,10 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 	}
 	if err := env.settle(ctx, table); err != nil {
 		return floodResult{}, err
+	}
+
+	if cfg.Processes > 1 && k.system == SystemFair && k.backlog {
+		return floodProcs(ctx, env, cfg, rng)
 	}
 
 	var (
@@ -351,6 +378,17 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 		return floodResult{}, err
 	}
 
+	res, err := floodMeasure(ctx, env, cfg, k, claims, arrivedAt, allArrivedAt, enqueueMS)
+	res.deadlocks, res.deadlock = deadlocks, deadlock
+	return res, err
+}
+
+// floodMeasure computes a flood's result from its claims in claim order,
+// the claims made before the small tenants arrived and before the last of
+// them had, and how long their enqueues took.
+func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, claims []floodClaim, arrivedAt, allArrivedAt int64,
+	enqueueMS []float64) (floodResult, error) {
+	smallTotal := int64(cfg.SmallTenants * cfg.SmallJobs)
 	waits, err := smallWaits(ctx, env, k.system)
 	if err != nil {
 		return floodResult{}, err
@@ -367,7 +405,6 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 	res := floodResult{
 		waitP50: quantile(waits, 0.5), waitP99: quantile(waits, 0.99),
 		posP50: quantile(pos, 0.5), posP99: quantile(pos, 0.99), posMax: slices.Max(pos),
-		deadlocks: deadlocks, deadlock: deadlock,
 		enqueueP50: quantile(enqueueMS, 0.5), enqueueMax: slices.Max(enqueueMS),
 	}
 	tenants := cfg.SmallTenants
@@ -381,6 +418,117 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 		res.jainMin, res.jainMed = slices.Min(jains), median(jains)
 	}
 	return res, nil
+}
+
+// floodProcs runs the fair queue's flood behind the backlog with its
+// claimers in cfg.Processes worker processes, each draining the queue (the
+// drain's worker, DrainFair) until it is empty. The small tenants arrive
+// once the outcomes count cfg.ArriveAfter claimed jobs; the claim order is
+// read back from the outcomes afterwards: by the claim's start (its
+// transaction's, which every job of a claim shares), then by job, the
+// order the claims of one process hand their jobs out in. Claims of two
+// processes that start in the same microsecond are ordered by their jobs.
+func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand) (floodResult, error) {
+	args := make([][]string, cfg.Processes)
+	for i := range args {
+		claimers := cfg.Workers / cfg.Processes
+		if i < cfg.Workers%cfg.Processes {
+			claimers++
+		}
+		args[i] = []string{"-system", SystemFair, "-claimers", fmt.Sprint(claimers), "-batch", fmt.Sprint(cfg.Batch)}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() {
+		_, err := runProcs(ctx, cfg.Spawn, env.URL, args)
+		drained <- err
+	}()
+	now := func() (time.Time, error) {
+		var t time.Time
+		err := env.Pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t)
+		return t, err
+	}
+	for {
+		var n int64
+		if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM batchq.outcomes`).Scan(&n); err != nil {
+			return floodResult{}, err
+		}
+		if n >= int64(cfg.ArriveAfter) {
+			break
+		}
+		select {
+		case err := <-drained:
+			return floodResult{}, fmt.Errorf("benchkit: flood: the worker processes stopped before the small tenants arrived: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	arrived, err := now()
+	if err != nil {
+		return floodResult{}, err
+	}
+	var (
+		mu        sync.Mutex
+		enqueueMS []float64
+		firstErr  error
+		arrivals  sync.WaitGroup
+	)
+	for i := range cfg.SmallTenants {
+		tenants, costs := make([]string, cfg.SmallJobs), make([]int64, cfg.SmallJobs)
+		for j := range tenants {
+			tenants[j], costs[j] = fmt.Sprintf("small-%02d", i), 1+rng.Int64N(cfg.MaxCost)
+		}
+		arrivals.Go(func() {
+			t0 := time.Now()
+			err := insertJobs(ctx, env, SystemFair, tenants, costs)
+			took := float64(time.Since(t0)) / float64(time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			enqueueMS = append(enqueueMS, took)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
+	}
+	arrivals.Wait()
+	if firstErr != nil {
+		return floodResult{}, firstErr
+	}
+	allArrived, err := now()
+	if err != nil {
+		return floodResult{}, err
+	}
+	if err := <-drained; err != nil {
+		return floodResult{}, err
+	}
+
+	rows, err := env.Pool.Query(ctx, `SELECT tenant, estimated_cost, first_claimed_at < $1, first_claimed_at < $2
+		FROM batchq.outcomes ORDER BY first_claimed_at, job_id`, arrived, allArrived)
+	if err != nil {
+		return floodResult{}, err
+	}
+	defer rows.Close()
+	var claims []floodClaim
+	var arrivedAt, allArrivedAt int64
+	for rows.Next() {
+		var c floodClaim
+		var before, beforeAll bool
+		if err := rows.Scan(&c.tenant, &c.cost, &before, &beforeAll); err != nil {
+			return floodResult{}, err
+		}
+		c.seq = int64(len(claims)) + 1
+		if before {
+			arrivedAt = c.seq
+		}
+		if beforeAll {
+			allArrivedAt = c.seq
+		}
+		claims = append(claims, c)
+	}
+	if err := rows.Err(); err != nil {
+		return floodResult{}, err
+	}
+	return floodMeasure(ctx, env, cfg, floodKey{SystemFair, true}, claims, arrivedAt, allArrivedAt, enqueueMS)
 }
 
 // insertJobs enqueues jobs into the system's queue in one transaction.

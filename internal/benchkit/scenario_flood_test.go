@@ -2,6 +2,8 @@ package benchkit_test
 
 import (
 	"context"
+	"os/exec"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -54,4 +56,47 @@ func TestBenchFlood(t *testing.T) {
 	// The bar is the lowest window of all repetitions.
 	require.LessOrEqual(t, r.Bars[1].Value, median(t, fair, "jain_min"))
 	require.Greater(t, r.Bars[1].Value, median(t, fifo, "jain_median"))
+}
+
+// With its claimers in worker processes, the fair queue behind the backlog
+// is measured from the outcomes: every run of that row starts the
+// processes, its windows are measured, and it is still far fairer than
+// FIFO.
+func TestBenchFloodAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	spawn := testSpawner(t)
+	var started atomic.Int64
+	counting := func(ctx context.Context, dbURL string, args []string) *exec.Cmd {
+		started.Add(1)
+		return spawn(ctx, dbURL, args)
+	}
+	cfg := benchkit.FloodConfig{
+		Runs: quiet(t), Backlog: 400, SmallTenants: 3, SmallJobs: 60, MaxCost: 100,
+		Workers: 2, Batch: 5, Quantum: 100, WindowRounds: 4, Processes: 2, Spawn: counting,
+	}
+	r, err := benchkit.Flood(context.Background(), env, cfg)
+	require.NoError(t, err)
+	checkReport(t, r, "flood")
+	require.EqualValues(t, 2*3, started.Load(), "two processes for the warm-up and each of two repetitions")
+
+	by := map[[2]any]map[string]any{}
+	for _, row := range rows(t, table(t, r, "flood")) {
+		by[[2]any{row["system"], row["backlog"].(float64) > 0}] = row
+	}
+	fair, fifo := by[[2]any{"fair", true}], by[[2]any{"fifo", true}]
+	require.Positive(t, median(t, fair, "windows"))
+	require.Greater(t, median(t, fair, "jain_min"), median(t, fifo, "jain_median"))
+	require.Less(t, median(t, fair, "position_p99"), median(t, fifo, "position_p50"))
+	require.LessOrEqual(t, median(t, fair, "small_wait_p50_ms"), median(t, fair, "small_wait_p99_ms"))
+
+	for _, bad := range []struct {
+		procs int
+		spawn benchkit.Spawner
+		want  string
+	}{{3, counting, "processes must be in 1..workers"}, {2, nil, "Spawn is required"}} {
+		cfg.Processes, cfg.Spawn = bad.procs, bad.spawn
+		_, err := benchkit.Flood(context.Background(), env, cfg)
+		require.ErrorContains(t, err, bad.want)
+	}
 }
