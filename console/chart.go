@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"slices"
 	"strings"
@@ -74,7 +75,7 @@ func (s *server) drawChart(r *http.Request, buf *bytes.Buffer, name, wname strin
 		buf.Reset()
 		fmt.Fprintf(buf, `<svg xmlns="http://www.w3.org/2000/svg" width="960" height="120" viewBox="0 0 960 120">`+
 			`<text x="20" y="60" font-family="sans-serif" font-size="16" fill="#6b7280">queue %s served no tokens in the last %s</text></svg>`,
-			xmlEscape(name), wname)
+			template.HTMLEscapeString(name), wname)
 		return nil
 	}
 	return err
@@ -151,56 +152,12 @@ func shareChart(samples []queue.ShareSample, rows []queue.WindowUsageRow, step t
 		c.Series = append(c.Series, sr)
 	}
 	// The fair shares of the tenants drawn, from their weights.
-	type ref struct {
-		share float64
-		who   []string
-	}
-	var refs []ref
+	var fair []sharechart.TenantShare
 	for _, r := range rows {
-		if r.Tenant == "" || !slices.Contains(names, r.Tenant) || r.WeightShare == 0 {
-			continue
+		if r.Tenant != "" && slices.Contains(names, r.Tenant) {
+			fair = append(fair, sharechart.TenantShare{Tenant: r.Tenant, Share: r.WeightShare})
 		}
-		i := slices.IndexFunc(refs, func(x ref) bool { return x.share == r.WeightShare })
-		if i < 0 {
-			refs = append(refs, ref{share: r.WeightShare})
-			i = len(refs) - 1
-		}
-		refs[i].who = append(refs[i].who, r.Tenant)
 	}
-	slices.SortFunc(refs, func(a, b ref) int {
-		if a.share > b.share {
-			return -1
-		}
-		if a.share < b.share {
-			return 1
-		}
-		return 0
-	})
-	for _, r := range refs {
-		who := strings.Join(r.who, " and ")
-		if len(r.who) > 2 {
-			who = fmt.Sprintf("%s and %d more", strings.Join(r.who[:2], ", "), len(r.who)-2)
-		}
-		c.Refs = append(c.Refs, sharechart.Ref{Label: fmt.Sprintf("fair share of %s: %.0f%%", who, 100*r.share), Y: 100 * r.share})
-	}
+	c.Refs = sharechart.FairShares(fair)
 	return c
-}
-
-func xmlEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch c {
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '&':
-			b.WriteString("&amp;")
-		case '"':
-			b.WriteString("&#34;")
-		default:
-			b.WriteRune(c)
-		}
-	}
-	return b.String()
 }

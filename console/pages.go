@@ -151,7 +151,7 @@ func (s *server) queuePage(r *http.Request) (string, any, error) {
 	}
 	// The queue's totals are its tenants' rows summed.
 	p := queuePage{Name: name, PausedAt: q.PausedAt, Window: wname, Top: s.o.TopTenants, ExactLimit: queue.ExactCountLimit,
-		Summary: queue.QueueSummary{Name: name, PausedAt: q.PausedAt, QueuedExact: true}}
+		Summary: queue.QueueSummary{QueuedExact: true}}
 	for _, w := range windows {
 		p.Windows = append(p.Windows, w.Name)
 	}

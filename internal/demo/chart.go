@@ -6,7 +6,6 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -71,25 +70,11 @@ func writeChart(path string, rep *Report, series []chartSeries) error {
 		XMin:   0, XMax: rep.Stop.Sub(rep.Start).Seconds(),
 	}
 	// The weight shares among the steady tenants, as dashed references.
-	var refs []float64
+	var fair []sharechart.TenantShare
 	for _, s := range rep.Shares {
-		if !slices.Contains(refs, s.WeightShare) {
-			refs = append(refs, s.WeightShare)
-		}
+		fair = append(fair, sharechart.TenantShare{Tenant: s.Tenant, Share: s.WeightShare})
 	}
-	slices.Sort(refs)
-	for i := len(refs) - 1; i >= 0; i-- {
-		ref := refs[i]
-		var who []string
-		for _, s := range rep.Shares {
-			if s.WeightShare == ref {
-				who = append(who, s.Tenant)
-			}
-		}
-		c.Refs = append(c.Refs, sharechart.Ref{
-			Label: fmt.Sprintf("fair share of %s: %.0f%%", strings.Join(who, " and "), 100*ref), Y: 100 * ref,
-		})
-	}
+	c.Refs = sharechart.FairShares(fair)
 	for _, s := range series {
 		c.Series = append(c.Series, sharechart.Series{Name: s.Name, Color: s.Color, Points: s.Points})
 	}

@@ -6,7 +6,9 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -160,3 +162,40 @@ var palette = []color.Color{
 
 // Color is the i-th line colour of the palette the demo's chart uses.
 func Color(i int) color.Color { return palette[i%len(palette)] }
+
+// TenantShare is a tenant drawn and the share of the tokens its weight
+// entitles it to, a fraction.
+type TenantShare struct {
+	Tenant string
+	Share  float64
+}
+
+// FairShares returns the dashed reference lines of the shares the tenants'
+// weights entitle them to, highest first, one line per distinct share,
+// naming its tenants in the order given ("fair share of a and b: 25%"; past
+// two names, "a, b and 3 more"). Tenants with no share (0) get no line.
+func FairShares(shares []TenantShare) []Ref {
+	var levels []float64
+	byShare := map[float64][]string{}
+	for _, t := range shares {
+		if t.Share <= 0 {
+			continue
+		}
+		if _, ok := byShare[t.Share]; !ok {
+			levels = append(levels, t.Share)
+		}
+		byShare[t.Share] = append(byShare[t.Share], t.Tenant)
+	}
+	slices.Sort(levels)
+	slices.Reverse(levels)
+	refs := make([]Ref, 0, len(levels))
+	for _, s := range levels {
+		who := byShare[s]
+		label := strings.Join(who, " and ")
+		if len(who) > 2 {
+			label = fmt.Sprintf("%s and %d more", strings.Join(who[:2], ", "), len(who)-2)
+		}
+		refs = append(refs, Ref{Label: fmt.Sprintf("fair share of %s: %.0f%%", label, 100*s), Y: 100 * s})
+	}
+	return refs
+}
