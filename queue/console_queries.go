@@ -55,6 +55,8 @@ func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
 	}
 	out := make([]QueueSummary, len(rows))
 	budget := int64(ExactCountLimit) // jobs counted one by one, over all queues
+	var counted []string
+	at := map[string]int{}
 	for i, r := range rows {
 		out[i] = QueueSummary{
 			Name: r.Name, PausedAt: r.PausedAt, QueuedJobs: r.QueuedSpan, QueuedTokens: r.QueuedTokens,
@@ -68,14 +70,18 @@ func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
 			continue
 		}
 		budget -= r.QueuedSpan
-		n, err := c.queuedJobs(ctx, r.Name, nil)
-		if err != nil {
-			return nil, err
-		}
-		out[i].QueuedJobs, out[i].QueuedExact = 0, true
-		for _, k := range n {
-			out[i].QueuedJobs += k
-		}
+		counted, at[r.Name] = append(counted, r.Name), i
+	}
+	if len(counted) == 0 {
+		return out, nil
+	}
+	// The queues within the budget, counted in one statement.
+	n, err := c.q.ConsoleQueuedInQueues(ctx, c.pool, dbsqlc.ConsoleQueuedInQueuesParams{Queues: counted, MaxCount: ExactCountLimit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("batchq: count the queued jobs: %w", err)
+	}
+	for _, r := range n {
+		out[at[r.Queue]].QueuedJobs, out[at[r.Queue]].QueuedExact = r.QueuedJobs, true
 	}
 	return out, nil
 }

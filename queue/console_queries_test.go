@@ -177,6 +177,33 @@ func TestConsoleBacklogFollowsRandomHistories(t *testing.T) {
 	}
 }
 
+// The overview counts each queue's queued jobs within the budget, in one
+// statement for all of them, and marks each count exact.
+func TestQueueSummariesCountEachQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for _, name := range []string{"other", "empty"} {
+		require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: name}))
+	}
+	b.enqueueN(t, "a", 3, 10)
+	b.enqueueN(t, "b", 2, 10)
+	for range 4 {
+		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "other", Tenant: "c", Cost: 5})
+		require.NoError(t, err)
+	}
+	last, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "other", Tenant: "c", Cost: 5})
+	require.NoError(t, err)
+	require.NoError(t, b.client.Cancel(b.ctx, last.ID, "test")) // the span counts it, the count does not
+	qs, err := b.client.QueueSummaries(b.ctx)
+	require.NoError(t, err)
+	got := map[string][2]int64{}
+	for _, q := range qs {
+		require.True(t, q.QueuedExact, q.Name)
+		got[q.Name] = [2]int64{q.QueuedJobs, q.QueuedTokens}
+	}
+	require.Equal(t, map[string][2]int64{"empty": {0, 0}, "other": {4, 20}, "q": {5, 50}}, got)
+}
+
 // ServedTokens puts each outcome in the step its finish falls in, counting
 // from since, with the window's ends as [since, until); the tenants named
 // get a row each and the rest one summed row, however often a name repeats.

@@ -41,6 +41,14 @@ FROM batchq.console_backlog(@queue::text, sqlc.narg(tenant)::text) c;
 SELECT c.tenant::text AS tenant, c.queued_jobs::bigint AS queued_jobs
 FROM batchq.console_queued(@queue::text, sqlc.narg(tenants)::text[], @max_count::bigint) c;
 
+-- name: ConsoleQueuedInQueues :many
+-- The queued jobs of each of @queues, counted up to @max_count a tenant:
+-- batchq.console_queued, one statement for them all.
+SELECT x.queue::text AS queue, coalesce(sum(c.queued_jobs), 0)::bigint AS queued_jobs
+FROM unnest(@queues::text[]) AS x (queue)
+LEFT JOIN LATERAL batchq.console_queued(x.queue, NULL, @max_count::bigint) c ON true
+GROUP BY x.queue;
+
 -- name: ConsoleOutcomeCounts :many
 -- How many jobs finished in [@since, @until) by queue and outcome.
 SELECT a.queue, a.outcome::text AS outcome, count(*)::bigint AS jobs

@@ -201,6 +201,45 @@ func (q *Queries) ConsoleQueued(ctx context.Context, db DBTX, arg ConsoleQueuedP
 	return items, nil
 }
 
+const consoleQueuedInQueues = `-- name: ConsoleQueuedInQueues :many
+SELECT x.queue::text AS queue, coalesce(sum(c.queued_jobs), 0)::bigint AS queued_jobs
+FROM unnest($1::text[]) AS x (queue)
+LEFT JOIN LATERAL batchq.console_queued(x.queue, NULL, $2::bigint) c ON true
+GROUP BY x.queue
+`
+
+type ConsoleQueuedInQueuesParams struct {
+	Queues   []string
+	MaxCount int64
+}
+
+type ConsoleQueuedInQueuesRow struct {
+	Queue      string
+	QueuedJobs int64
+}
+
+// The queued jobs of each of @queues, counted up to @max_count a tenant:
+// batchq.console_queued, one statement for them all.
+func (q *Queries) ConsoleQueuedInQueues(ctx context.Context, db DBTX, arg ConsoleQueuedInQueuesParams) ([]ConsoleQueuedInQueuesRow, error) {
+	rows, err := db.Query(ctx, consoleQueuedInQueues, arg.Queues, arg.MaxCount)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConsoleQueuedInQueuesRow
+	for rows.Next() {
+		var i ConsoleQueuedInQueuesRow
+		if err := rows.Scan(&i.Queue, &i.QueuedJobs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const consoleQueues = `-- name: ConsoleQueues :many
 
 SELECT q.name, q.paused_at,
