@@ -356,10 +356,10 @@ func (c *Client) ServedTokens(ctx context.Context, queue string, since, until ti
 		return nil, &SettingError{"step", fmt.Sprintf("must be positive (got %s)", step)}
 	}
 	// Distinct names: the query joins them to the outcomes, once each.
-	lines := make([]string, 0, len(tenants))
+	lines, seen := make([]string, 0, len(tenants)), make(map[string]bool, len(tenants))
 	for _, t := range tenants {
-		if !slices.Contains(lines, t) {
-			lines = append(lines, t)
+		if !seen[t] {
+			lines, seen[t] = append(lines, t), true
 		}
 	}
 	rows, err := c.q.ConsoleShares(ctx, c.pool, dbsqlc.ConsoleSharesParams{
