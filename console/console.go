@@ -182,14 +182,18 @@ func LoopbackOnly(h http.Handler) http.Handler {
 
 // TunePool sets what the console asks of the database on the connections of
 // a pool opened for it, unless the pool's configuration (its URL's query,
-// say) sets it already: no parallel workers. A page's reads are many small
-// index probes and one pass over a window's outcomes, and on a server that
-// also runs the queue, parallel workers would take the cores the claims
-// run on: on a 2-core server they made the overview's slowest read a third
-// slower, not faster (BENCHMARKS.md, "console"). `batchq console` calls it;
-// an application that mounts Handler on a pool of its own may too.
+// or a -c in its options) sets it already: no parallel workers. A page's
+// reads are many small index probes and one pass over a window's outcomes,
+// and on a server that also runs the queue, parallel workers would take the
+// cores the claims run on: on a 2-core server they made the overview's
+// slowest read a third slower, not faster (BENCHMARKS.md, "console").
+// `batchq console` calls it; an application that mounts Handler on a pool
+// of its own may too.
 func TunePool(cfg *pgxpool.Config) {
-	if _, ok := cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"]; !ok {
-		cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"] = "0"
+	const name = "max_parallel_workers_per_gather"
+	params := cfg.ConnConfig.RuntimeParams
+	if _, ok := params[name]; ok || strings.Contains(params["options"], name) {
+		return
 	}
+	params[name] = "0"
 }

@@ -14,8 +14,9 @@ import (
 func TestTunePoolKeepsWhatTheURLSets(t *testing.T) {
 	t.Parallel()
 	for url, want := range map[string]string{
-		"postgres://u@127.0.0.1/db":                                   "0",
-		"postgres://u@127.0.0.1/db?max_parallel_workers_per_gather=4": "4",
+		"postgres://u@127.0.0.1/db":                                                  "0",
+		"postgres://u@127.0.0.1/db?max_parallel_workers_per_gather=4":                "4",
+		"postgres://u@127.0.0.1/db?options=-c%20max_parallel_workers_per_gather%3D2": "",
 	} {
 		cfg, err := pgxpool.ParseConfig(url)
 		require.NoError(t, err)
