@@ -284,7 +284,6 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 		firstErr  error
 		deadlocks int
 		deadlock  string
-		enqueueMS []float64 // how long each small tenant's enqueue took
 	)
 	smallTotal := int64(cfg.SmallTenants * cfg.SmallJobs)
 	fail := func(err error) {
@@ -349,26 +348,11 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 	} else {
 		time.Sleep(50 * time.Millisecond)
 	}
-	// They arrive together: each its own transaction, all at once.
 	arrivedAt = seq.Load()
-	var arrivals sync.WaitGroup
-	for i := range cfg.SmallTenants {
-		tenants, costs := make([]string, cfg.SmallJobs), make([]int64, cfg.SmallJobs)
-		for j := range tenants {
-			tenants[j], costs[j] = fmt.Sprintf("small-%02d", i), 1+rng.Int64N(cfg.MaxCost)
-		}
-		arrivals.Go(func() {
-			t0 := time.Now()
-			if err := insertJobs(ctx, env, k.system, tenants, costs); err != nil {
-				fail(err)
-			}
-			took := float64(time.Since(t0)) / float64(time.Millisecond)
-			mu.Lock()
-			enqueueMS = append(enqueueMS, took)
-			mu.Unlock()
-		})
+	enqueueMS, err := arrive(ctx, env, cfg, k.system, rng)
+	if err != nil {
+		fail(err)
 	}
-	arrivals.Wait()
 	allArrivedAt = seq.Load()
 	wg.Wait()
 	if firstErr != nil {
@@ -460,39 +444,16 @@ func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand) 
 		select {
 		case err := <-drained:
 			return floodResult{}, fmt.Errorf("benchkit: flood: the worker processes stopped before the small tenants arrived: %v", err)
-		case <-time.After(time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	arrived, err := now()
 	if err != nil {
 		return floodResult{}, err
 	}
-	var (
-		mu        sync.Mutex
-		enqueueMS []float64
-		firstErr  error
-		arrivals  sync.WaitGroup
-	)
-	for i := range cfg.SmallTenants {
-		tenants, costs := make([]string, cfg.SmallJobs), make([]int64, cfg.SmallJobs)
-		for j := range tenants {
-			tenants[j], costs[j] = fmt.Sprintf("small-%02d", i), 1+rng.Int64N(cfg.MaxCost)
-		}
-		arrivals.Go(func() {
-			t0 := time.Now()
-			err := insertJobs(ctx, env, SystemFair, tenants, costs)
-			took := float64(time.Since(t0)) / float64(time.Millisecond)
-			mu.Lock()
-			defer mu.Unlock()
-			enqueueMS = append(enqueueMS, took)
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-		})
-	}
-	arrivals.Wait()
-	if firstErr != nil {
-		return floodResult{}, firstErr
+	enqueueMS, err := arrive(ctx, env, cfg, SystemFair, rng)
+	if err != nil {
+		return floodResult{}, err
 	}
 	allArrived, err := now()
 	if err != nil {
@@ -529,6 +490,37 @@ func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand) 
 		return floodResult{}, err
 	}
 	return floodMeasure(ctx, env, cfg, floodKey{SystemFair, true}, claims, arrivedAt, allArrivedAt, enqueueMS)
+}
+
+// arrive enqueues the small tenants' jobs: each tenant's in a transaction of
+// its own, all at once. It returns how long each enqueue took, in ms, and
+// the first error.
+func arrive(ctx context.Context, env *Env, cfg FloodConfig, system string, rng *rand.Rand) ([]float64, error) {
+	var (
+		mu        sync.Mutex
+		enqueueMS []float64
+		firstErr  error
+		arrivals  sync.WaitGroup
+	)
+	for i := range cfg.SmallTenants {
+		tenants, costs := make([]string, cfg.SmallJobs), make([]int64, cfg.SmallJobs)
+		for j := range tenants {
+			tenants[j], costs[j] = fmt.Sprintf("small-%02d", i), 1+rng.Int64N(cfg.MaxCost)
+		}
+		arrivals.Go(func() {
+			t0 := time.Now()
+			err := insertJobs(ctx, env, system, tenants, costs)
+			took := float64(time.Since(t0)) / float64(time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			enqueueMS = append(enqueueMS, took)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
+	}
+	arrivals.Wait()
+	return enqueueMS, firstErr
 }
 
 // insertJobs enqueues jobs into the system's queue in one transaction.
