@@ -68,7 +68,11 @@ func BenchmarkConsolePages(b *testing.B) {
 			mu.Unlock()
 		}
 	}
-	console.TunePool(cfg) // as `batchq console` opens its pool
+	// As `batchq console` opens its pool; BATCHQ_CONSOLE_BENCH_PARALLEL=1
+	// keeps the server's parallel workers, to measure what TunePool saves.
+	if os.Getenv("BATCHQ_CONSOLE_BENCH_PARALLEL") == "" {
+		console.TunePool(cfg)
+	}
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		_, err := c.Exec(ctx, `LOAD 'auto_explain';
 			SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on;

@@ -185,8 +185,9 @@ func LoopbackOnly(h http.Handler) http.Handler {
 // or a -c in its options) sets it already: no parallel workers. A page's
 // reads are many small index probes and one pass over a window's outcomes,
 // and on a server that also runs the queue, parallel workers would take the
-// cores the claims run on: on a 2-core server they made the overview's
-// slowest read a third slower, not faster (BENCHMARKS.md, "console").
+// cores the claims run on: on a 2-core server they made each page's
+// slowest read slower, not faster, in alternated runs (BENCHMARKS.md,
+// "console").
 // `batchq console` calls it; an application that mounts Handler on a pool
 // of its own may too.
 func TunePool(cfg *pgxpool.Config) {
