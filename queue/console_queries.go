@@ -86,8 +86,8 @@ func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
 	return out, nil
 }
 
-// queuedJobs counts the queued jobs of tenants of a queue (all when tenants
-// is nil), up to ExactCountLimit+1 each.
+// queuedJobs counts the queued jobs of some tenants of a queue, up to
+// ExactCountLimit+1 each.
 func (c *Client) queuedJobs(ctx context.Context, queue string, tenants []string) (map[string]int64, error) {
 	rows, err := c.q.ConsoleQueued(ctx, c.pool, dbsqlc.ConsoleQueuedParams{Queue: queue, Tenants: tenants, MaxCount: ExactCountLimit + 1})
 	if err != nil {

@@ -379,7 +379,7 @@ type ConsoleSharesRow struct {
 // the window's outcomes, shaped for a few hundred groups of plain values:
 // each row's step is date_bin's integer arithmetic on its finish, and its
 // line a hash join with @tenants, where a date_part and an array search on
-// every row took twice as long at 200,000 outcomes; the bins become step
+// every row led the planner to sort all of them; the bins become step
 // numbers once aggregated.
 func (q *Queries) ConsoleShares(ctx context.Context, db DBTX, arg ConsoleSharesParams) ([]ConsoleSharesRow, error) {
 	rows, err := db.Query(ctx, consoleShares,
