@@ -2,6 +2,7 @@ package benchkit_test
 
 import (
 	"context"
+	"math"
 	"os/exec"
 	"sync/atomic"
 	"testing"
@@ -53,8 +54,9 @@ func TestBenchFlood(t *testing.T) {
 	require.True(t, r.Bars[0].AtMost)
 	require.Positive(t, r.Bars[0].Value)
 	require.Equal(t, 0.99, r.Bars[1].Target)
-	// The bar is the lowest window of all repetitions.
-	require.LessOrEqual(t, r.Bars[1].Value, median(t, fair, "jain_min"))
+	// The bar is the lowest window of all repetitions, to the 4 decimals a
+	// bar keeps (a median of one measured repetition is that window, unrounded).
+	require.LessOrEqual(t, r.Bars[1].Value, math.Round(median(t, fair, "jain_min")*1e4)/1e4)
 	require.Greater(t, r.Bars[1].Value, median(t, fifo, "jain_median"))
 }
 
