@@ -252,6 +252,8 @@ func floodFlags() []cli.Flag {
 		intFlag("flood", "quantum", int(d.Quantum), "the queue's quantum"),
 		intFlag("flood", "window-rounds", d.WindowRounds, "length of a fairness window, in rounds"),
 		intFlag("flood", "processes", 1, "worker processes the fair queue's claimers behind the backlog are split over"),
+		&cli.BoolFlag{Name: "show-windows", EnvVars: benchEnv("flood", "show-windows"),
+			Usage: "print each window of the fair queue whose Jain's index is below the bar, with every tenant's tokens in it"},
 	}
 }
 
@@ -264,7 +266,7 @@ func runBenchFlood(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benc
 		Runs: runs, Backlog: c.Int("backlog"), SmallTenants: c.Int("small-tenants"), SmallJobs: c.Int("small-jobs"),
 		ArriveAfter: c.Int("arrive-after"), MaxCost: int64(c.Int("max-cost")), Workers: c.Int("workers"),
 		Batch: c.Int("batch"), Quantum: int64(c.Int("quantum")), WindowRounds: c.Int("window-rounds"),
-		Processes: c.Int("processes"), Spawn: benchkit.ExecSpawner(exe, "bench-worker"),
+		Processes: c.Int("processes"), Spawn: benchkit.ExecSpawner(exe, "bench-worker"), ShowWindows: c.Bool("show-windows"),
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +45,15 @@ type FloodConfig struct {
 	// has not come yet.
 	Processes int
 	Spawn     Spawner
+	// ShowWindows prints, with the progress lines, each window of the fair
+	// queue's runs whose Jain's index is below the bar, with every tenant's
+	// tokens in it: which tenant a low window starved or favoured.
+	ShowWindows bool
 }
+
+// floodJainBar is the bar for Jain's index in every window while all
+// tenants are backlogged.
+const floodJainBar = 0.99
 
 // DefaultFloodConfig returns the defaults: a backlog of 50,000 jobs, then 20
 // tenants of 1,000 jobs each (enough to stay backlogged for hundreds of
@@ -230,7 +239,7 @@ func Flood(ctx context.Context, env *Env, cfg FloodConfig) (*Report, error) {
 	}
 	fairJain, fairWindows := minJain(floodKey{SystemFair, true})
 	fifoJain, fifoWindows := minJain(floodKey{SystemFIFO, true})
-	rep.Bars = append(rep.Bars, newBar("flood: Jain's index in every window while all tenants are backlogged (the lowest)", fairJain, 0.99, false,
+	rep.Bars = append(rep.Bars, newBar("flood: Jain's index in every window while all tenants are backlogged (the lowest)", fairJain, floodJainBar, false,
 		fmt.Sprintf("fair: lowest of %d windows over %d repetitions; FIFO: %s over %d windows",
 			fairWindows, cfg.reps(), fmtFloat(fifoJain, 4), fifoWindows)))
 	return rep.finish(), nil
@@ -272,7 +281,7 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 	}
 
 	if cfg.Processes > 1 && k.system == SystemFair && k.backlog {
-		return floodProcs(ctx, env, cfg, rng)
+		return floodProcs(ctx, env, cfg, rng, rep)
 	}
 
 	var (
@@ -362,15 +371,16 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 		return floodResult{}, err
 	}
 
-	res, err := floodMeasure(ctx, env, cfg, k, claims, arrivedAt, allArrivedAt, enqueueMS)
+	res, err := floodMeasure(ctx, env, cfg, k, rep, claims, arrivedAt, allArrivedAt, enqueueMS)
 	res.deadlocks, res.deadlock = deadlocks, deadlock
 	return res, err
 }
 
 // floodMeasure computes a flood's result from its claims in claim order,
 // the claims made before the small tenants arrived and before the last of
-// them had, and how long their enqueues took.
-func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, claims []floodClaim, arrivedAt, allArrivedAt int64,
+// them had, and how long their enqueues took. rep is the repetition (0 for
+// the warm-up, whose windows ShowWindows leaves out).
+func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep int, claims []floodClaim, arrivedAt, allArrivedAt int64,
 	enqueueMS []float64) (floodResult, error) {
 	smallTotal := int64(cfg.SmallTenants * cfg.SmallJobs)
 	waits, err := smallWaits(ctx, env, k.system)
@@ -395,13 +405,34 @@ func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, cl
 	if k.backlog {
 		tenants++
 	}
-	jains := windowJain(claims, allArrivedAt, tenants, cfg.Quantum, cfg.WindowRounds)
+	windows := windowJain(claims, allArrivedAt, tenants, cfg.Quantum, cfg.WindowRounds)
+	jains := make([]float64, len(windows))
+	for i, w := range windows {
+		jains[i] = w.jain
+		if cfg.ShowWindows && rep > 0 && k.system == SystemFair && w.jain < floodJainBar {
+			cfg.progress("flood rep %d/%d %s backlog=%v: %s", rep, cfg.reps(), k.system, k.backlog,
+				w.describe(i+1, len(windows), tenantNames(k.backlog, cfg.SmallTenants)))
+		}
+	}
 	res.windows = len(jains)
 	res.jainMin, res.jainMed = math.NaN(), math.NaN()
 	if len(jains) > 0 {
 		res.jainMin, res.jainMed = slices.Min(jains), median(jains)
 	}
 	return res, nil
+}
+
+// tenantNames is the flood's tenants: the flooding one (with a backlog),
+// then the small ones.
+func tenantNames(backlog bool, small int) []string {
+	var names []string
+	if backlog {
+		names = append(names, "big")
+	}
+	for i := range small {
+		names = append(names, fmt.Sprintf("small-%02d", i))
+	}
+	return names
 }
 
 // floodProcs runs the fair queue's flood behind the backlog with its
@@ -412,7 +443,7 @@ func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, cl
 // transaction's, which every job of a claim shares), then by job, the
 // order the claims of one process hand their jobs out in. Claims of two
 // processes that start in the same microsecond are ordered by their jobs.
-func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand) (floodResult, error) {
+func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand, rep int) (floodResult, error) {
 	args := make([][]string, cfg.Processes)
 	for i := range args {
 		claimers := cfg.Workers / cfg.Processes
@@ -489,7 +520,7 @@ func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand) 
 	if err := rows.Err(); err != nil {
 		return floodResult{}, err
 	}
-	return floodMeasure(ctx, env, cfg, floodKey{SystemFair, true}, claims, arrivedAt, allArrivedAt, enqueueMS)
+	return floodMeasure(ctx, env, cfg, floodKey{SystemFair, true}, rep, claims, arrivedAt, allArrivedAt, enqueueMS)
 }
 
 // arrive enqueues the small tenants' jobs: each tenant's in a transaction of
@@ -607,13 +638,34 @@ func smallWaits(ctx context.Context, env *Env, system string) ([]float64, error)
 	return out, rows.Err()
 }
 
+// floodWindow is one window of windowJain: Jain's index of the tenants'
+// tokens, the tokens, and the claims it spans (indexes into the claim
+// order).
+type floodWindow struct {
+	jain        float64
+	tokens      map[string]int64
+	first, last int
+}
+
+// describe says where window n of all lies in the claim order and what each
+// tenant got in it, tenants in the order names gives (a tenant that got
+// nothing shows 0).
+func (w floodWindow) describe(n, all int, names []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "window %d of %d (claims %d..%d): Jain %.4f; tokens", n, all, w.first, w.last, w.jain)
+	for _, name := range names {
+		fmt.Fprintf(&b, " %s=%d", name, w.tokens[name])
+	}
+	return b.String()
+}
+
 // windowJain slides a window over the claims made after seq from (when
 // every tenant had arrived) for as long as every tenant stayed backlogged:
 // until the claim of the first tenant's last job. A window spans the tokens
 // of rounds rounds (rounds × quantum × tenants) and moves one round at a
-// time. It returns Jain's fairness index of the tenants' tokens in each
-// window: (Σx)² / (n·Σx²).
-func windowJain(claims []floodClaim, from int64, tenants int, quantum int64, rounds int) []float64 {
+// time. It returns each window with Jain's fairness index of the tenants'
+// tokens in it: (Σx)² / (n·Σx²).
+func windowJain(claims []floodClaim, from int64, tenants int, quantum int64, rounds int) []floodWindow {
 	last := map[string]int{}
 	for i, c := range claims {
 		last[c.tenant] = i
@@ -630,7 +682,7 @@ func windowJain(claims []floodClaim, from int64, tenants int, quantum int64, rou
 		start++
 	}
 	size, step := int64(rounds)*quantum*int64(tenants), quantum*int64(tenants)
-	var out []float64
+	var out []floodWindow
 	for i := start; i <= end; {
 		tokens := map[string]int64{}
 		var sum int64
@@ -642,7 +694,7 @@ func windowJain(claims []floodClaim, from int64, tenants int, quantum int64, rou
 		if sum < size {
 			break
 		}
-		out = append(out, jain(tokens, tenants))
+		out = append(out, floodWindow{jain: jain(tokens, tenants), tokens: tokens, first: i, last: j - 1})
 		for moved := int64(0); i <= end && moved < step; i++ {
 			moved += claims[i].cost
 		}

@@ -2,8 +2,13 @@ package benchkit_test
 
 import (
 	"context"
+	"io"
 	"math"
 	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -101,4 +106,55 @@ func TestBenchFloodAcrossProcesses(t *testing.T) {
 		_, err := benchkit.Flood(context.Background(), env, cfg)
 		require.ErrorContains(t, err, bad.want)
 	}
+}
+
+// With ShowWindows, the progress lines name every window of the fair queue
+// below the bar with each tenant's tokens: the lowest of them is the run's
+// Jain min, and no window at or above the bar is shown.
+func TestBenchFloodShowsItsLowWindows(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	var out strings.Builder
+	runs := benchkit.Runs{Reps: 1, NoWarmUp: true, Progress: io.MultiWriter(&out, testLog{t}), Seed: 7}
+	r, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{
+		Runs: runs, Backlog: 1000, SmallTenants: 3, SmallJobs: 150, MaxCost: 100,
+		Workers: 4, Batch: 5, Quantum: 100, WindowRounds: 2, ShowWindows: true,
+	})
+	require.NoError(t, err)
+	minOf, windows := map[bool]float64{}, map[bool]float64{}
+	for _, row := range rows(t, table(t, r, "flood")) {
+		if row["system"] == "fair" {
+			backlog := row["backlog"].(float64) > 0
+			minOf[backlog], windows[backlog] = median(t, row, "jain_min"), median(t, row, "windows")
+		}
+	}
+	require.Positive(t, windows[true], "the run behind the backlog has windows to show")
+	line := regexp.MustCompile(`^flood rep 1/1 fair backlog=(true|false): window (\d+) of (\d+) \(claims \d+\.\.\d+\): Jain ([0-9.]+); tokens (.*)$`)
+	shown := map[bool][]float64{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if !strings.Contains(l, ": window ") {
+			continue
+		}
+		m := line.FindStringSubmatch(l)
+		require.NotNil(t, m, "%q", l)
+		backlog := m[1] == "true"
+		j, err := strconv.ParseFloat(m[4], 64)
+		require.NoError(t, err)
+		require.LessOrEqual(t, j, 0.99, "%q", l) // below the bar, printed to 4 decimals
+		want := "small-00=\\d+ small-01=\\d+ small-02=\\d+"
+		if backlog {
+			want = "big=\\d+ " + want
+		}
+		require.Regexp(t, "^"+want+"$", m[5])
+		shown[backlog] = append(shown[backlog], j)
+	}
+	for _, backlog := range []bool{true, false} {
+		if windows[backlog] == 0 || minOf[backlog] >= 0.99 {
+			require.Empty(t, shown[backlog], "backlog=%v", backlog)
+			continue
+		}
+		require.NotEmpty(t, shown[backlog], "backlog=%v: Jain min %v", backlog, minOf[backlog])
+		require.InDelta(t, minOf[backlog], slices.Min(shown[backlog]), 1e-4, "backlog=%v", backlog)
+	}
+	require.NotContains(t, out.String(), "fifo backlog=true: window", "FIFO's windows are not shown")
 }
