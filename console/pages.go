@@ -5,27 +5,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/batchq/batchq/internal/together"
 	"github.com/batchq/batchq/queue"
 )
-
-// all runs fns at once and returns the first of their errors.
-func all(fns ...func() error) error {
-	errs := make([]error, len(fns))
-	var wg sync.WaitGroup
-	for i, fn := range fns {
-		wg.Go(func() { errs[i] = fn() })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // outcomeNames are the outcomes, in the order the pages show them.
 var outcomeNames = []string{"succeeded", "failed", "expired", "discarded", "cancelled"}
@@ -82,7 +66,7 @@ func (s *server) overview(r *http.Request) (string, any, error) {
 		quota   []queue.QuotaRow
 		limited map[string]int64
 	)
-	err := all(
+	err := together.All(
 		func() (err error) { qs, err = s.c.QueueSummaries(ctx); return err },
 		func() (err error) {
 			counts, err = s.c.OutcomeCounts(ctx, now.Add(-time.Hour), now.Add(time.Minute), "")
@@ -211,7 +195,7 @@ func (s *server) tenantPage(r *http.Request) (string, any, error) {
 		priv   queue.ReadPrivileges
 	)
 	now := s.o.Now()
-	err := all(
+	err := together.All(
 		func() (err error) { st, err = s.c.TenantInQueueSettings(ctx, qn, tn); return err },
 		func() (err error) { b, exact, err = s.c.TenantBacklog(ctx, qn, tn); return err },
 		func() (err error) {

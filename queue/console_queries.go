@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batchq/batchq/internal/dbsqlc"
+	"github.com/batchq/batchq/internal/together"
 )
 
 // The reads of the web console (package console), over the same views and
@@ -22,7 +22,7 @@ import (
 // ExactCountLimit bounds how many queued jobs the console's reads count one
 // by one, for a queue or for a tenant. Beyond it they give the span of the
 // fair order's ledger instead (batchq.console_backlog), an upper bound that
-// costs two index probes per tenant however many jobs wait.
+// costs one index probe per tenant however many jobs wait.
 const ExactCountLimit = 100_000
 
 // QueueSummary is what one queue holds now.
@@ -45,9 +45,9 @@ type QueueSummary struct {
 }
 
 // QueueSummaries returns every queue with what it holds now, by name. It
-// reads the fair order's ledger, two index probes per tenant with queued
-// jobs, and counts the queued jobs of queues one by one while they add up
-// to at most ExactCountLimit.
+// reads the fair order's ledger, one index probe per tenant with queued
+// jobs, and counts, in one statement, the queued jobs of the queues that
+// add up to at most ExactCountLimit.
 func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
 	rows, err := c.q.ConsoleQueues(ctx, c.pool)
 	if err != nil {
@@ -161,7 +161,7 @@ type TenantShareRow struct {
 // use of the queue by the jobs that finished in [since, until): the top
 // tenants by queued tokens (then by served tokens, then by name) one row
 // each, the rest summed in a last row with Tenant "". Its queries read the
-// fair order's ledger (two index probes per tenant with queued jobs), the
+// fair order's ledger (one index probe per tenant with queued jobs), the
 // window's outcomes once, and the top tenants' queued jobs, so their time
 // grows with the tenants and the window, not with the backlog.
 func (c *Client) TenantShares(ctx context.Context, queue string, since, until time.Time, top int) ([]TenantShareRow, error) {
@@ -169,18 +169,20 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 		return nil, &SettingError{"top", fmt.Sprintf("must be at least 1 (got %d)", top)}
 	}
 	// The backlog and the window's usage are independent: read them at once.
-	var backlog []dbsqlc.ConsoleBacklogRow
-	var backlogErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		backlog, backlogErr = c.q.ConsoleBacklog(ctx, c.pool, dbsqlc.ConsoleBacklogParams{Queue: queue})
-	}()
-	usage, err := c.WindowUsage(ctx, queue, since, until)
-	<-done
-	if backlogErr != nil {
-		return nil, fmt.Errorf("batchq: backlog of %s: %w", quote(queue), backlogErr)
-	}
+	var (
+		backlog []dbsqlc.ConsoleBacklogRow
+		usage   []WindowUsageRow
+	)
+	err := together.All(
+		func() (err error) {
+			backlog, err = c.q.ConsoleBacklog(ctx, c.pool, dbsqlc.ConsoleBacklogParams{Queue: queue})
+			if err != nil {
+				err = fmt.Errorf("batchq: backlog of %s: %w", quote(queue), err)
+			}
+			return err
+		},
+		func() (err error) { usage, err = c.WindowUsage(ctx, queue, since, until); return err },
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -223,25 +225,29 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 	// The named tenants' queued jobs, counted; their waits; the weights of
 	// those without outcomes in the window: three reads at once.
 	var (
-		counts                       map[string]int64
-		waits                        []dbsqlc.ConsoleWaitsRow
-		weights                      []dbsqlc.ConsoleWeightsRow
-		countErr, waitErr, weightErr error
-		wg                           sync.WaitGroup
+		counts  map[string]int64
+		waits   []dbsqlc.ConsoleWaitsRow
+		weights []dbsqlc.ConsoleWeightsRow
 	)
-	wg.Go(func() { counts, countErr = c.queuedJobs(ctx, queue, names) })
-	wg.Go(func() {
-		waits, waitErr = c.q.ConsoleWaits(ctx, c.pool, dbsqlc.ConsoleWaitsParams{Tenants: names, Queue: queue, Since: since, Until: until})
-	})
-	weights, weightErr = c.q.ConsoleWeights(ctx, c.pool, dbsqlc.ConsoleWeightsParams{Tenants: names, Queue: queue})
-	wg.Wait()
-	switch {
-	case countErr != nil:
-		return nil, countErr
-	case waitErr != nil:
-		return nil, fmt.Errorf("batchq: waits in %s: %w", quote(queue), waitErr)
-	case weightErr != nil:
-		return nil, fmt.Errorf("batchq: weights in %s: %w", quote(queue), weightErr)
+	err = together.All(
+		func() (err error) { counts, err = c.queuedJobs(ctx, queue, names); return err },
+		func() (err error) {
+			waits, err = c.q.ConsoleWaits(ctx, c.pool, dbsqlc.ConsoleWaitsParams{Tenants: names, Queue: queue, Since: since, Until: until})
+			if err != nil {
+				err = fmt.Errorf("batchq: waits in %s: %w", quote(queue), err)
+			}
+			return err
+		},
+		func() (err error) {
+			weights, err = c.q.ConsoleWeights(ctx, c.pool, dbsqlc.ConsoleWeightsParams{Tenants: names, Queue: queue})
+			if err != nil {
+				err = fmt.Errorf("batchq: weights in %s: %w", quote(queue), err)
+			}
+			return err
+		},
+	)
+	if err != nil {
+		return nil, err
 	}
 	for _, r := range named {
 		if n, ok := counts[r.Tenant]; ok && n <= ExactCountLimit {
