@@ -267,7 +267,7 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 	}
 	if k.backlog {
 		for done := 0; done < cfg.Backlog; done += 5000 {
-			if err := enqueue("big", min(5000, cfg.Backlog-done)); err != nil {
+			if err := enqueue(floodBig, min(5000, cfg.Backlog-done)); err != nil {
 				return floodResult{}, err
 			}
 		}
@@ -331,7 +331,7 @@ func floodOnce(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, rep i
 				n := int64(0)
 				for _, c := range got {
 					claims = append(claims, floodClaim{seq: seq.Add(1), tenant: c.tenant, cost: c.cost})
-					if c.tenant != "big" {
+					if c.tenant != floodBig {
 						n++
 					}
 				}
@@ -392,7 +392,7 @@ func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, re
 	}
 	var pos []float64
 	for _, c := range claims {
-		if c.tenant != "big" {
+		if c.tenant != floodBig {
 			pos = append(pos, float64(c.seq-arrivedAt))
 		}
 	}
@@ -401,17 +401,13 @@ func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, re
 		posP50: quantile(pos, 0.5), posP99: quantile(pos, 0.99), posMax: slices.Max(pos),
 		enqueueP50: quantile(enqueueMS, 0.5), enqueueMax: slices.Max(enqueueMS),
 	}
-	tenants := cfg.SmallTenants
-	if k.backlog {
-		tenants++
-	}
-	windows := windowJain(claims, allArrivedAt, tenants, cfg.Quantum, cfg.WindowRounds)
+	names := tenantNames(k.backlog, cfg.SmallTenants)
+	windows := windowJain(claims, allArrivedAt, len(names), cfg.Quantum, cfg.WindowRounds)
 	jains := make([]float64, len(windows))
 	for i, w := range windows {
 		jains[i] = w.jain
 		if cfg.ShowWindows && rep > 0 && k.system == SystemFair && w.jain < floodJainBar {
-			cfg.progress("flood rep %d/%d %s backlog=%v: %s", rep, cfg.reps(), k.system, k.backlog,
-				w.describe(i+1, len(windows), tenantNames(k.backlog, cfg.SmallTenants)))
+			cfg.progress("flood rep %d/%d %s backlog=%v: %s", rep, cfg.reps(), k.system, k.backlog, w.describe(i+1, len(windows), names))
 		}
 	}
 	res.windows = len(jains)
@@ -422,15 +418,20 @@ func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, re
 	return res, nil
 }
 
+// floodBig is the flooding tenant; smallTenant names the i-th small one.
+const floodBig = "big"
+
+func smallTenant(i int) string { return fmt.Sprintf("small-%02d", i) }
+
 // tenantNames is the flood's tenants: the flooding one (with a backlog),
 // then the small ones.
 func tenantNames(backlog bool, small int) []string {
 	var names []string
 	if backlog {
-		names = append(names, "big")
+		names = append(names, floodBig)
 	}
 	for i := range small {
-		names = append(names, fmt.Sprintf("small-%02d", i))
+		names = append(names, smallTenant(i))
 	}
 	return names
 }
@@ -536,7 +537,7 @@ func arrive(ctx context.Context, env *Env, cfg FloodConfig, system string, rng *
 	for i := range cfg.SmallTenants {
 		tenants, costs := make([]string, cfg.SmallJobs), make([]int64, cfg.SmallJobs)
 		for j := range tenants {
-			tenants[j], costs[j] = fmt.Sprintf("small-%02d", i), 1+rng.Int64N(cfg.MaxCost)
+			tenants[j], costs[j] = smallTenant(i), 1+rng.Int64N(cfg.MaxCost)
 		}
 		arrivals.Go(func() {
 			t0 := time.Now()
@@ -618,11 +619,12 @@ func claimer(env *Env, system string) func(ctx context.Context, n int) ([]claime
 // tenant other than the flooding one waited from enqueue to claim, by the
 // database's clock.
 func smallWaits(ctx context.Context, env *Env, system string) ([]float64, error) {
-	q := `SELECT extract(epoch FROM first_claimed_at - enqueued_at)::float8 * 1000 FROM batchq.outcomes WHERE tenant <> 'big'`
+	table := "batchq.outcomes"
 	if system == SystemFIFO {
-		q = `SELECT extract(epoch FROM first_claimed_at - enqueued_at)::float8 * 1000 FROM batchq_fifo.outcomes WHERE tenant <> 'big'`
+		table = "batchq_fifo.outcomes"
 	}
-	rows, err := env.Pool.Query(ctx, q)
+	rows, err := env.Pool.Query(ctx,
+		`SELECT extract(epoch FROM first_claimed_at - enqueued_at)::float8 * 1000 FROM `+table+` WHERE tenant <> $1`, floodBig)
 	if err != nil {
 		return nil, err
 	}
