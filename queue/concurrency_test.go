@@ -401,7 +401,6 @@ func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
 		refused.Load(), maxQueued.Load(), bound, checks.Load())
 }
 
-// waitForLockWaiters waits until n sessions of the test's database wait on a
 // Two bulk enqueues for tenants of their own that share unique keys, listed
 // in opposite orders, never deadlock: keyed jobs go in in key order.
 func TestEnqueuesSharingKeysInOppositeOrdersNeverDeadlock(t *testing.T) {
@@ -438,6 +437,51 @@ func TestEnqueuesSharingKeysInOppositeOrdersNeverDeadlock(t *testing.T) {
 	}
 }
 
+// Keys of lines to run later are taken in the same order as the others':
+// two calls for tenants of their own share keys, one key runs now in one
+// call and later in the other, and neither deadlocks. The first call is
+// held between its keys by a third transaction, so the second call takes
+// its turn exactly there.
+func TestEnqueuesSharingKeysOfScheduledLinesNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	line := func(tenant, key string, later bool) queue.NewJob {
+		j := queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 1, UniqueKey: key}
+		if later {
+			j.Delay = time.Hour
+		}
+		return j
+	}
+	// The holder has k2, which the first call waits for after taking k1.
+	holder, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(b.ctx) }()
+	_, err = b.client.EnqueueTx(b.ctx, holder, line("z0", "k2", false))
+	require.NoError(t, err)
+
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, errs[0] = b.client.EnqueueMany(b.ctx, []queue.NewJob{
+			line("z1", "k1", false), line("z1", "k2", true), line("z1", "k3", true)})
+	})
+	waitForLockWaiters(t, b, 1)
+	// k3 runs now here and later in the first call; k1 the other way round.
+	wg.Go(func() {
+		_, errs[1] = b.client.EnqueueMany(b.ctx, []queue.NewJob{line("z2", "k3", false), line("z2", "k1", true)})
+	})
+	waitForLockWaiters(t, b, 2)
+	require.NoError(t, holder.Rollback(b.ctx))
+	wg.Wait()
+	require.NoError(t, errs[0], "first call")
+	require.NoError(t, errs[1], "second call")
+	require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'z1'`),
+		"the first call holds every key")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'z2'`), "the second call's are duplicates")
+	require.Equal(t, int64(2), b.scalar(t, `SELECT scheduled FROM batchq.tenant_ring WHERE tenant = 'z1'`))
+}
+
+// waitForLockWaiters waits until n sessions of the test's database wait on a
 // lock.
 func waitForLockWaiters(t *testing.T, b *testBundle, n int) {
 	t.Helper()

@@ -55,6 +55,51 @@ func TestSQLAPIEdges(t *testing.T) {
 			WHERE id = $1 AND deadline BETWEEN now() + interval '59 minutes' AND now() + interval '61 minutes'`, id))
 	})
 
+	t.Run("a time is refused by name when it is not one, as the Go client refuses it", func(t *testing.T) {
+		for _, c := range []struct{ field, value, rule string }{
+			{"deadline", "2027-12-02T24:00:00Z", "must be an RFC 3339 time"},
+			{"deadline", "2027-12-02T23:59:60Z", "must be an RFC 3339 time"},
+			{"run_at", "2027-12-02T10:00:00+10:60", "must be an RFC 3339 time"},
+			// Go reads offsets up to a day; PostgreSQL up to 15:59.
+			{"deadline", "2027-12-02T10:00:00+16:00", "must be a time such as"},
+			{"run_at", "2027-12-02T10:00:00-99:00", "must be a time such as"},
+			// Only Go's zero time is "no deadline".
+			{"deadline", "0001-06-01T00:00:00Z", "must be in the future"},
+		} {
+			before := b.scalar(t, `SELECT count(*) FROM batchq.jobs`)
+			msg := sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', $1::jsonb)`,
+				`[{"tenant": "ok", "cost": 1}, {"tenant": "t", "cost": 1, "`+c.field+`": "`+c.value+`"}]`)
+			require.Contains(t, msg, "batchq: invalid job 2: "+c.field+": "+c.rule, c.value)
+			require.Contains(t, msg, "SQLSTATE BQ103", c.value)
+			require.Equal(t, before, b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "nothing written for %s", c.value)
+		}
+		msg := sqlErr(t, `SELECT * FROM batchq.enqueue('q', ARRAY['t'], NULL, ARRAY[1]::bigint[],
+			ARRAY['0001-06-01 00:00:00Z']::timestamptz[], NULL, NULL, NULL)`)
+		require.Contains(t, msg, "batchq: invalid job 1: deadline: must be in the future")
+	})
+
+	t.Run("a name no queue can have is refused as such, jobs or none", func(t *testing.T) {
+		for _, jobs := range []string{`[]`, `[{"tenant": "t", "cost": 1}]`} {
+			msg := sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('bad name', $1::jsonb)`, jobs)
+			require.Contains(t, msg, "queue: must name a queue", jobs)
+			require.Contains(t, msg, "SQLSTATE BQ100", jobs)
+		}
+	})
+
+	t.Run("a refusal counts every waiting job of a tenant whose bound was lowered below them", func(t *testing.T) {
+		b.enqueueN(t, "lowered", 3, 1)
+		_, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{{Queue: "q", Tenant: "lowered", Cost: 1, Delay: time.Hour},
+			{Queue: "q", Tenant: "lowered", Cost: 1, Delay: time.Hour}})
+		require.NoError(t, err)
+		require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "lowered", Weight: 1, MaxQueued: 1}))
+		_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: "q", Tenant: "lowered", Cost: 1})
+		var full *queue.QueueFullError
+		require.ErrorAs(t, err, &full)
+		require.Equal(t, queue.QueueFullError{Queue: "q", Tenant: "lowered", Bound: 1, Queued: 5, Adding: 1}, *full)
+		msg := sqlErr(t, `SELECT * FROM batchq.enqueue_job(queue => 'q', tenant => 'lowered', cost => 1)`)
+		require.Contains(t, msg, `has 5 queued jobs`)
+	})
+
 	t.Run("a run listed twice fails once, as first listed", func(t *testing.T) {
 		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "q", Tenant: "twice", Cost: 1})
 		require.NoError(t, err)

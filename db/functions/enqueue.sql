@@ -273,7 +273,7 @@ BEGIN
         SELECT count(*) INTO v_exact FROM (
             SELECT 1 FROM batchq.jobs j
             WHERE j.queue = p_queue AND j.pos = v_full.pos AND j.state = 'queued'
-            LIMIT v_full.bound) c;
+            LIMIT v_full.bound::bigint + 1) c;
         -- Its waiting jobs: queued and scheduled, these counted as far as
         -- decides; a count that found them all mends tenant_ring.scheduled,
         -- which cancels and expiries left high (this call holds the row).
@@ -285,9 +285,19 @@ BEGIN
         IF v_count < v_limit AND v_count <> v_full.sched THEN
             UPDATE batchq.tenant_ring r SET scheduled = v_count WHERE r.queue = p_queue AND r.tenant = v_full.tenant;
         END IF;
-        v_exact := v_exact + v_count;
-        IF v_exact::bigint + v_full.adding > v_full.bound THEN
-            RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound, v_exact, v_full.adding;
+        IF v_exact::bigint + v_count + v_full.adding > v_full.bound THEN
+            -- Full. The counts above stop where they decide; a bound lowered
+            -- below the backlog leaves more, which the refusal reports.
+            IF v_exact > v_full.bound THEN
+                SELECT count(*) INTO v_exact FROM batchq.jobs j
+                WHERE j.queue = p_queue AND j.pos = v_full.pos AND j.state = 'queued';
+            END IF;
+            IF v_count >= v_limit THEN
+                SELECT count(*) INTO v_count FROM batchq.jobs s
+                WHERE s.queue = p_queue AND s.tenant = v_full.tenant AND s.state = 'scheduled';
+            END IF;
+            RETURN QUERY SELECT 0, NULL::bigint, 'queue_full'::text, v_full.tenant, v_full.bound,
+                                (v_exact + v_count)::integer, v_full.adding;
             RETURN;
         END IF;
     END LOOP;
@@ -327,19 +337,6 @@ BEGIN
         FROM src s
         WHERE s.unique_key IS NULL
         RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round
-    ), ins_keyed AS (
-        INSERT INTO batchq.jobs (id, queue, tenant, kind, cost, deadline, payload, unique_key, state,
-                                 max_attempts, round, pos, cum, seq)
-        OVERRIDING SYSTEM VALUE
-        SELECT s.id, p_queue, s.tenant, s.kind, s.cost, s.deadline, s.payload, s.unique_key, 'queued',
-               s.max_attempts, s.round, s.pos, s.cum, s.seq
-        FROM src s
-        WHERE s.unique_key IS NOT NULL
-        -- In key order, so two calls that share keys but no tenant cannot
-        -- wait for each other's.
-        ORDER BY s.unique_key COLLATE "C"
-        ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-        RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round
     ), sched_src AS MATERIALIZED (
         -- Lines to run later: no key, no ledger; the deadline defaults to
         -- the run-at plus the queue's TTL, at most the last instant before
@@ -354,18 +351,45 @@ BEGIN
         FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_max_attempts, p_payload, p_unique_key, v_adds, p_run_at)
              WITH ORDINALITY AS x (tenant, kind, cost, deadline, max_attempts, payload, unique_key, adds, run_at, ord)
         WHERE v_any_sched AND x.adds AND v_sched[x.ord::integer]
+    ), ins_keyed AS (
+        -- Every line with a key, queued or scheduled, in one insert and in
+        -- key order, so two calls that share keys but no tenant cannot wait
+        -- for each other's.
+        INSERT INTO batchq.jobs (id, queue, tenant, kind, cost, deadline, payload, unique_key, state,
+                                 max_attempts, round, pos, cum, seq, run_after)
+        OVERRIDING SYSTEM VALUE
+        SELECT k.id, p_queue, k.tenant, k.kind, k.cost, k.deadline, k.payload, k.unique_key, k.state,
+               k.max_attempts, k.round, k.pos, k.cum, k.seq, k.run_after
+        FROM (SELECT s.id, s.tenant, s.kind, s.cost, s.deadline, s.payload, s.unique_key,
+                     'queued'::batchq.job_state AS state, s.max_attempts, s.round, s.pos, s.cum, s.seq,
+                     NULL::timestamptz AS run_after
+              FROM src s
+              WHERE s.unique_key IS NOT NULL
+              UNION ALL
+              SELECT s.id, s.tenant, s.kind, s.cost, s.deadline, s.payload, s.unique_key, 'scheduled', s.max_attempts,
+                     0, 0, 0, 0, s.run_at
+              FROM sched_src s
+              WHERE s.unique_key IS NOT NULL) k
+        ORDER BY k.unique_key COLLATE "C"
+        ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+        RETURNING id, jobs.tenant, jobs.pos, jobs.seq, jobs.cum, jobs.cost, jobs.round, jobs.state
     ), ins_sched AS (
         INSERT INTO batchq.jobs (id, queue, tenant, kind, cost, deadline, payload, unique_key, state,
                                  max_attempts, round, pos, cum, seq, run_after)
         OVERRIDING SYSTEM VALUE
-        SELECT s.id, p_queue, s.tenant, s.kind, s.cost, s.deadline, s.payload, s.unique_key, 'scheduled',
+        SELECT s.id, p_queue, s.tenant, s.kind, s.cost, s.deadline, s.payload, NULL, 'scheduled',
                s.max_attempts, 0, 0, 0, 0, s.run_at
         FROM sched_src s
-        ORDER BY s.unique_key COLLATE "C"
-        ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+        WHERE s.unique_key IS NULL
         RETURNING id, jobs.tenant
     ), ins AS (
-        SELECT * FROM ins_plain UNION ALL SELECT * FROM ins_keyed
+        SELECT * FROM ins_plain
+        UNION ALL
+        SELECT k.id, k.tenant, k.pos, k.seq, k.cum, k.cost, k.round FROM ins_keyed k WHERE k.state = 'queued'
+    ), ins_sched_all AS (
+        SELECT i.tenant FROM ins_sched i
+        UNION ALL
+        SELECT k.tenant FROM ins_keyed k WHERE k.state = 'scheduled'
     ), noted AS (
         -- Checked at commit (batchq.ring_check_at_commit). A tenant's first
         -- new job starts earliest.
@@ -388,8 +412,8 @@ BEGIN
     SELECT (SELECT array_agg(s.ord ORDER BY s.ord) FROM (SELECT s.ord FROM src s UNION ALL SELECT t.ord FROM sched_src t) s),
            (SELECT array_agg(s.id ORDER BY s.ord)
             FROM (SELECT s.ord, s.id FROM src s UNION ALL SELECT t.ord, t.id FROM sched_src t) s),
-           (SELECT count(*) FROM ins) + (SELECT count(*) FROM ins_sched),
-           (SELECT array_agg(i.tenant) FROM ins_sched i)
+           (SELECT count(*) FROM ins) + (SELECT count(*) FROM ins_sched_all),
+           (SELECT array_agg(i.tenant) FROM ins_sched_all i)
     INTO v_src_ord, v_src_id, v_inserted, v_sched_tenants;
 
     -- Scheduled jobs count toward their tenants' bounds from now on.
@@ -501,10 +525,9 @@ BEGIN
     RETURN (SELECT ARRAY[e.ord::text] || e.error
             FROM (SELECT x.ord,
                          coalesce(batchq.job_error(x.tenant, coalesce(nullif(x.kind, ''), 'default'), x.cost,
-                                                   CASE WHEN x.deadline >= '0002-01-01' THEN x.deadline END, x.ttl,
+                                                   nullif(x.deadline, batchq.zero_time()), x.ttl,
                                                    x.max_attempts, x.payload, x.unique_key, statement_timestamp()),
-                                  batchq.run_at_error(x.run_at, x.delay,
-                                                      CASE WHEN x.deadline >= '0002-01-01' THEN x.deadline END,
+                                  batchq.run_at_error(x.run_at, x.delay, nullif(x.deadline, batchq.zero_time()),
                                                       x.ttl)) AS error
                   FROM unnest(p_tenant, p_kind, p_cost, p_deadline, p_ttl, p_max_attempts, p_payload, p_unique_key,
                               p_run_at, p_delay)
@@ -658,7 +681,7 @@ CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND abs(value::text::numeric) > 300000000000 THEN
             ARRAY['BQ103', key, format('must be at most 300000000000 seconds either way (got %s)', value::text)]
         WHEN key IN ('deadline', 'run_at')
-             AND value #>> '{}' !~* '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$' THEN
+             AND value #>> '{}' !~* '^\d{4}-\d\d-\d\dT([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]\d\d:[0-5]\d)$' THEN
             ARRAY['BQ103', key, format('must be an RFC 3339 time such as "2026-12-01T02:00:00Z" (got %s)', value::text)]
         WHEN key IN ('cost', 'max_attempts') AND jsonb_typeof(value) <> 'number' THEN
             ARRAY['BQ104', key, format('must be a number (got %s)', jsonb_typeof(value))]
@@ -711,6 +734,14 @@ DECLARE
     v_bad          record;
     r              batchq.enqueue_results;
 BEGIN
+    -- A name no queue can have is refused as enqueue_job refuses it, also
+    -- in a call of no jobs; it counts as the first job's, as in
+    -- enqueue_error.
+    v_error := batchq.queue_name_error(queue);
+    IF v_error IS NOT NULL THEN
+        PERFORM batchq.raise_invalid_job(CASE WHEN jsonb_typeof(jobs) = 'array' AND jsonb_array_length(jobs) > 0
+                                              THEN 1 ELSE 0 END, v_error);
+    END IF;
     IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
         RAISE EXCEPTION USING
             ERRCODE = 'BQ104',
@@ -750,7 +781,8 @@ BEGIN
         INTO v_tenant, v_kind, v_cost, v_deadline, v_ttl, v_max_attempts, v_payload, v_unique_key, v_run_at, v_delay
         FROM jsonb_array_elements(jobs) WITH ORDINALITY AS j (job, ord);
     EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR interval_field_overflow
-                   OR invalid_text_representation OR numeric_value_out_of_range THEN
+                   OR invalid_time_zone_displacement_value OR invalid_text_representation
+                   OR numeric_value_out_of_range THEN
         FOR v_bad IN SELECT j.ord, j.job FROM jsonb_array_elements(jobs) WITH ORDINALITY AS j (job, ord) ORDER BY j.ord LOOP
             BEGIN
                 PERFORM (v_bad.job->>'deadline')::timestamptz;
@@ -791,7 +823,7 @@ BEGIN
     END IF;
     FOR r IN
         SELECT * FROM batchq.insert_jobs(queue, v_tenant, v_kind, v_cost,
-                                         ARRAY(SELECT coalesce(CASE WHEN d.deadline >= '0002-01-01' THEN d.deadline END,
+                                         ARRAY(SELECT coalesce(nullif(d.deadline, batchq.zero_time()),
                                                                greatest(d.run_at, statement_timestamp())
                                                                + nullif(d.ttl, interval '0'))
                                                FROM (SELECT d.deadline, d.ttl, d.n,

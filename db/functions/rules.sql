@@ -29,6 +29,12 @@ CREATE OR REPLACE FUNCTION batchq.max_result_bytes() RETURNS integer
 CREATE OR REPLACE FUNCTION batchq.key_ceiling() RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 4611686018427387904;
 
+-- zero_time is Go's zero time.Time, which the array API (batchq.enqueue)
+-- takes for "no deadline", as the Go client sends it. Any other time is a
+-- deadline, checked by its rules.
+CREATE OR REPLACE FUNCTION batchq.zero_time() RETURNS timestamptz
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN '0001-01-01 00:00:00+00'::timestamptz;
+
 -- quote writes s as a JSON string, as package queue quotes names in errors
 -- (encoding/json without HTML escaping, which also escapes U+2028 and U+2029).
 CREATE OR REPLACE FUNCTION batchq.quote(s text) RETURNS text
