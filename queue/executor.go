@@ -39,6 +39,12 @@ func (p *pool) handle() {
 // whether it ran at all.
 func (p *pool) runJob(d *dispatch) (time.Duration, bool) {
 	j := d.job
+	if p.leases.cancelled(j) {
+		// An operator cancelled it while it waited: recorded 'cancelled',
+		// never sent.
+		p.handBack(d)
+		return 0, false
+	}
 	ctx, cancel := context.WithCancel(p.handlerCtx)
 	defer cancel()
 	// The run stays tracked, its lease kept, until the completer has written

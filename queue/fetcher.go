@@ -45,6 +45,7 @@ func (p *pool) fetch(ctx context.Context) error {
 		notBefore   time.Time // the last claim took nothing: none before this, unless woken
 		schemaGone  schemaWatch
 		pausedSince time.Time // when the queue was paused, as last seen; zero: running
+		cancelsSeen time.Time // when waiting jobs were last looked at for cancels
 	)
 	defer func() {
 		if inFlight {
@@ -133,6 +134,7 @@ func (p *pool) fetch(ctx context.Context) error {
 				p.handBackAll(ready)
 				ready = nil
 			}
+			ready = p.handBackCancelled(ctx, ready, &cancelsSeen)
 		}
 	}
 }
@@ -221,6 +223,52 @@ func (p *pool) handBackStale(ready []*dispatch, now time.Time) []*dispatch {
 	for old := p.meanRun.Load(); old < slow && !p.meanRun.CompareAndSwap(old, slow); old = p.meanRun.Load() {
 	}
 	return ready[n:]
+}
+
+// cancelCheckEvery is how often the jobs that have waited that long for a
+// handler are looked at for an operator's cancel. The lease keeper's
+// heartbeat finds cancels only every third of a lease, and a job that
+// starts between beats would run in full.
+const cancelCheckEvery = time.Second
+
+// handBackCancelled hands back, unstarted, the waiting jobs an operator has
+// cancelled: they are recorded 'cancelled' and never sent. It looks only at
+// jobs that have waited cancelCheckEvery, at most once every
+// cancelCheckEvery (seen: when it last looked), so a pool whose jobs start
+// at once makes no extra call. The look is a heartbeat of those jobs.
+func (p *pool) handBackCancelled(ctx context.Context, ready []*dispatch, seen *time.Time) []*dispatch {
+	now := time.Now()
+	if len(ready) == 0 || now.Sub(*seen) < cancelCheckEvery || now.Sub(ready[0].claimed) < cancelCheckEvery {
+		return ready
+	}
+	*seen = now
+	var waited []*Job
+	for _, d := range ready {
+		if now.Sub(d.claimed) >= cancelCheckEvery {
+			waited = append(waited, d.job)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancel()
+	_, stop, err := p.c.heartbeat(ctx, waited)
+	if err != nil || len(stop) == 0 {
+		return ready // the lease keeper's next beat looks again
+	}
+	stopped := make(map[run]bool, len(stop))
+	for _, r := range stop {
+		stopped[r] = true
+	}
+	var kept, gone []*dispatch
+	for _, d := range ready {
+		if stopped[d.job.run()] {
+			p.log.Info("an operator cancelled a job before it started; handing it back unstarted", "job", d.job.ID)
+			gone = append(gone, d)
+			continue
+		}
+		kept = append(kept, d)
+	}
+	p.handBackAll(gone)
+	return kept
 }
 
 // handBackAll hands back claimed jobs no handler took.

@@ -92,6 +92,15 @@ func (k *leaseKeeper) start(j *Job, cancel context.CancelFunc) bool {
 	return true
 }
 
+// cancelled reports whether a heartbeat found that an operator cancelled
+// j's run while it waited for a handler: it must not start.
+func (k *leaseKeeper) cancelled(j *Job) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r, ok := k.running[j.ID]
+	return ok && r.token == j.token && r.stopping
+}
+
 // trackLocked makes j's run the one whose lease the heartbeat keeps, and
 // whose handler cancel stops when that lease is lost. k.mu is held. A run of
 // the same job under another token has lost its lease: the job was claimed

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,6 +152,63 @@ func TestCancelARunningJobStopsItsHandler(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT error FROM batchq.outcomes WHERE job_id = $1`, id).Scan(&reason))
 	require.Equal(t, "operator stop", reason)
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "not retried")
+}
+
+// A job claimed ahead that an operator cancels while it waits for a
+// handler never starts: it is recorded 'cancelled' and its handler is never
+// called. The pool finds the cancel by its lease keeper's heartbeat
+// (frequent beats, the job waiting a moment) or by looking at jobs that
+// have waited a second (beats a lease's third apart, as by default).
+func TestCancelAJobClaimedAheadNeverStartsIt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		heartbeat time.Duration
+		hold      func(b *testBundle, second int64) // how long the first job's handler runs
+	}{
+		{"by a heartbeat", 20 * time.Millisecond, func(*testBundle, int64) { time.Sleep(300 * time.Millisecond) }},
+		{"by looking at waiting jobs", 0, func(b *testBundle, second int64) {
+			// Until the second job is recorded, which only the look can do
+			// while this handler runs.
+			require.Eventually(t, func() bool {
+				return b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1`, second) == 1
+			}, 10*time.Second, 20*time.Millisecond)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queue.QueueConfig{MaxAttempts: 1, Lease: time.Minute})
+			ids := []int64{b.enqueue(t, "a", 1), b.enqueue(t, "a", 1), b.enqueue(t, "a", 1)}
+			cancelled := make(chan struct{})
+			var mu sync.Mutex
+			var ran []int64
+			handler := queue.Handler(func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				mu.Lock()
+				ran = append(ran, j.ID)
+				mu.Unlock()
+				if j.ID == ids[0] {
+					<-cancelled
+					c.hold(b, ids[1])
+				}
+				return queue.Result{}, nil
+			})
+			ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+			defer cancel()
+			wait := b.work(ctx, queue.WorkerConfig{Queue: b.queue, Handler: handler, Concurrency: 1, BatchSize: 3,
+				HeartbeatInterval: c.heartbeat, Drain: true, PollInterval: 10 * time.Millisecond})
+			require.Eventually(t, func() bool {
+				return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`) == 3
+			}, 10*time.Second, 5*time.Millisecond, "the pool holds all three")
+			_, err := b.client.CancelJob(b.ctx, ids[1], "not needed")
+			require.NoError(t, err)
+			close(cancelled)
+			require.NoError(t, wait())
+			require.Equal(t, []int64{ids[0], ids[2]}, ran, "the cancelled job was never sent")
+			require.Equal(t, "succeeded", b.outcome(t, ids[0]))
+			require.Equal(t, "cancelled", b.outcome(t, ids[1]))
+			require.Equal(t, "succeeded", b.outcome(t, ids[2]))
+		})
+	}
 }
 
 // Heartbeat tells a worker of its own that a job was asked to stop, and

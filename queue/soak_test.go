@@ -229,7 +229,7 @@ func TestSoak(t *testing.T) {
 	require.Equal(t, events.succeeded.Load(), succeeded)
 	require.Equal(t, events.discarded.Load(), discarded)
 	require.Equal(t, failed, events.failed.Load()+b.scalar(t, `SELECT count(*) FROM batchq.outcomes
-		WHERE outcome = 'failed' AND error LIKE 'lease expired while running%'`))
+		WHERE outcome = 'failed' AND error LIKE 'lease expired before its worker finished it%'`))
 	broken, err := checkInvariants(b.ctx, b.pool)
 	require.NoError(t, err)
 	require.Empty(t, broken)

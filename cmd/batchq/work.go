@@ -35,8 +35,8 @@ A paused queue (batchq queues pause) hands out nothing: the workers finish what 
 run, log that the queue is paused, and wait for it to be resumed. With --drain the
 command exits instead, with exit code 3.
 
-When it stops, it prints what it ran: succeeded, failed for good, retried, expired,
-discarded, cancelled, handed back, and the time taken. It exits non-zero when any
+When it stops, it prints what it and its maintenance recorded: succeeded, failed for
+good, retried, expired, discarded, cancelled, handed back, and the time taken. It exits non-zero when any
 outcome could not be recorded (those jobs run again once their leases expire).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "queue", Usage: "required: the queue to work", EnvVars: []string{"BATCHQ_QUEUE"}},
@@ -154,6 +154,10 @@ func runWork(c *cli.Context) error {
 		if err != nil {
 			return usagef("batchq: --quota-key/--reserve: %v", err)
 		}
+	}
+	// Before anything starts or says it is working.
+	if _, err := client.Queue(c.Context, wc.Queue); errors.Is(err, queue.ErrUnknownQueue) {
+		return usagef("batchq: --queue: %v (batchq queues create %s makes it)", err, wc.Queue)
 	}
 	stopMetrics, err := startMetrics(c, client, &wc, log)
 	if err != nil {

@@ -113,13 +113,15 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// An unknown queue is a usage error, found before any work.
+// An unknown queue is a usage error that names its flag, found before any
+// work: nothing says it is working.
 func TestWorkUnknownQueueIsAUsageError(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
 	r := runCLI(t, url, "work", "--queue", "nope", "--target", "http://127.0.0.1:1", "--drain")
 	require.Equal(t, 2, r.code, r.stderr)
-	require.Contains(t, r.stderr, `batchq: unknown queue: "nope"`)
+	require.Contains(t, r.stderr, `batchq: --queue: batchq: unknown queue: "nope"`)
+	require.NotContains(t, r.stderr, "working")
 	require.Empty(t, r.stdout)
 }
 

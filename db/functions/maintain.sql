@@ -52,7 +52,7 @@ BEGIN
     IF v.retry IS NOT NULL THEN
         RETURN QUERY
         UPDATE batchq.jobs j
-        SET state = 'retrying', run_after = now(), last_error = 'lease expired while running',
+        SET state = 'retrying', run_after = now(), last_error = 'lease expired before its worker finished it',
             lease_token = NULL, lease_expires_at = NULL, worker = NULL
         WHERE j.queue = p_queue AND j.id = ANY (v.retry)
         RETURNING j.id, true, j.tenant, j.cost, ''::text;
@@ -61,14 +61,14 @@ BEGIN
         RETURN QUERY
         SELECT f.id, false, f.tenant, f.cost, 'expired'::text
         FROM batchq.finish_jobs(p_queue, 'expired', v.expired, NULL,
-                                array_fill('lease expired while running, and the deadline passed'::text,
+                                array_fill('lease expired before its worker finished it, and the deadline passed'::text,
                                            ARRAY[cardinality(v.expired)])) f;
     END IF;
     IF v.failed IS NOT NULL THEN
         RETURN QUERY
         SELECT f.id, false, f.tenant, f.cost, 'failed'::text
         FROM batchq.finish_jobs(p_queue, 'failed', v.failed, NULL,
-                                array_fill('lease expired while running, and no attempts are left'::text,
+                                array_fill('lease expired before its worker finished it, and no attempts are left'::text,
                                            ARRAY[cardinality(v.failed)])) f;
     END IF;
     IF v.cancelled IS NOT NULL THEN
