@@ -716,6 +716,46 @@ func TestCorrectionIsFoldedNearTheHeadOfABacklog(t *testing.T) {
 	require.Equal(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'big'`), rewrittenByAPass(t, b, "big"))
 }
 
+// Refunds give a tenant no credit past the round the claims are in. Claims
+// that run ahead of the folds (many claimers, a backlog alone) charge its
+// jobs at their estimates; folded whole, refunds of ninety per cent would
+// key its head eighteen rounds behind the cursor, and a tenant joining now
+// would wait while it took all of them. Its head comes to the cursor's
+// round instead, and the newcomer takes its turn at once.
+func TestRefundsGiveNoCreditPastTheCurrentRound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	b.enqueueN(t, "big", 40, 100) // a job a round
+	claimed, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 20})
+	require.NoError(t, err)
+	require.Len(t, claimed, 20)
+	for _, j := range claimed {
+		require.NoError(t, b.client.Complete(b.ctx, j, queue.Result{ActualCost: 10}))
+	}
+	cursor := b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue)
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, cursor, b.scalar(t, `SELECT min(round) FROM batchq.jobs WHERE tenant = 'big'`),
+		"big's head is keyed in the cursor's round")
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+
+	b.enqueueN(t, "new", 3, 100)
+	require.Equal(t, []string{"big", "new", "big", "new", "big", "new"}, tenantsOf(b.drainOrder(t, 6)))
+
+	// A refund that leaves the head in or past the cursor's round is folded
+	// whole, as before.
+	claimed, err = b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, "big", claimed[0].Tenant)
+	before := b.scalar(t, `SELECT max(cum) FROM batchq.jobs WHERE tenant = 'big' AND state = 'queued'`)
+	require.NoError(t, b.client.Complete(b.ctx, claimed[0], queue.Result{ActualCost: 50}))
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, before-50, b.scalar(t, `SELECT max(cum) FROM batchq.jobs WHERE tenant = 'big' AND state = 'queued'`))
+}
+
 // Corrections upwards that add up to less than one grant wait, when the
 // tenant has more queued jobs than a window: folded, they would move no job
 // by more than a round, and folding them rewrites its backlog. Once they add

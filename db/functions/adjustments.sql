@@ -24,6 +24,9 @@ DECLARE
     v_deltas bigint[];
     v_total  bigint;
     v_next   bigint := p_next; -- the first queued job left as it is; NULL: none
+    v_head   record;
+    v_shift  bigint;
+    v_floor  numeric;
 BEGIN
     WITH consumed AS (
         DELETE FROM batchq.ledger_adjustments a
@@ -37,6 +40,29 @@ BEGIN
     -- Deltas that sum to nothing still move the jobs between them.
     IF v_seqs IS NULL THEN
         RETURN false;
+    END IF;
+    -- Refunds move the tenant's head no earlier than the round claims are
+    -- in. Claims that ran ahead of the folds charged its jobs at their
+    -- estimates; credit past the current round would let it take every
+    -- claim from tenants that join now, as DRR never lets a deficit grow
+    -- past a visit. The rest is dropped: one more correction, about the
+    -- jobs from the head on.
+    SELECT j.seq, j.cum INTO v_head FROM batchq.jobs j
+    WHERE j.queue = p_queue AND j.pos = p_pos AND j.state = 'queued'
+    ORDER BY j.seq LIMIT 1;
+    IF FOUND THEN
+        SELECT coalesce(sum(u.delta), 0) INTO v_shift
+        FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta) WHERE u.after_seq < v_head.seq;
+        IF v_shift < 0 THEN
+            -- The least ledger whose round is the cursor's (batchq.drr_round).
+            SELECT (coalesce(max(c.round), 0) - p_join_round)::numeric * p_share + 1 INTO v_floor
+            FROM batchq.queue_cursors c WHERE c.queue = p_queue;
+            IF v_head.cum + v_shift < v_floor THEN
+                v_seqs := v_seqs || (v_head.seq - 1);
+                v_deltas := v_deltas || (least(v_floor, v_head.cum) - (v_head.cum + v_shift))::bigint;
+                v_total := v_total + (least(v_floor, v_head.cum) - (v_head.cum + v_shift))::bigint;
+            END IF;
+        END IF;
     END IF;
     -- A job takes the running sum of the corrections about jobs before it:
     -- one range of the tenant's queue per step.
