@@ -641,6 +641,40 @@ func gauge(families []*dto.MetricFamily, name string) float64 {
 }
 
 // uniqueRole names a role no parallel test (or earlier run) uses.
+// The roles may not be the schema's owner, whose rights the script would
+// take away, or a superuser, whom no grant limits: the script refuses them
+// and changes nothing, and the owner still enqueues and changes queues.
+func TestGrantsRefuseTheSchemaOwnerAndSuperusers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.URL(t)
+	owner := pgtest.Connect(t, dbURL)
+	super := withDatabase(t, pgtest.ServerURL(t), dbURL)
+	superPool := pgtest.Connect(t, super)
+	var ownerRole, superRole string
+	require.NoError(t, superPool.QueryRow(ctx, `SELECT nspowner::regrole::text, current_user FROM pg_namespace
+		WHERE nspname = 'batchq'`).Scan(&ownerRole, &superRole))
+	worker, operator := uniqueRole(t, "worker"), uniqueRole(t, "operator")
+	dropRolesAtEnd(t, super, worker, operator)
+
+	for _, c := range []struct{ app, want string }{
+		{ownerRole, ownerRole + " owns the batchq schema"},
+		{superRole, superRole + " is a superuser"},
+	} {
+		r := runCLI(t, super, "migrate", "grants", "--app-role", c.app, "--worker-role", worker, "--operator-role", operator, "--apply")
+		require.NotEqual(t, 0, r.code)
+		require.Contains(t, r.stderr, c.want)
+	}
+	var made int64
+	require.NoError(t, superPool.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname IN ($1, $2)`, worker, operator).Scan(&made))
+	require.Zero(t, made, "nothing was created")
+	admin, err := queue.NewClient(owner, queue.Config{})
+	require.NoError(t, err)
+	require.NoError(t, admin.CreateQueue(ctx, queue.QueueConfig{Name: "q"}))
+	_, err = admin.Enqueue(ctx, queue.NewJob{Queue: "q", Tenant: "t", Cost: 1})
+	require.NoError(t, err)
+}
+
 func uniqueRole(t *testing.T, what string) string {
 	return fmt.Sprintf("batchq_test_%s_%s", what, randomHex(t, 6))
 }

@@ -94,6 +94,25 @@ func TestJobsShowSaysASucceededJobKeepsNoPayload(t *testing.T) {
 // jobs cancel --queue counts first, and with --yes cancels: waiting jobs
 // finish as cancelled and leave the ledger, running ones are asked to stop,
 // and only the jobs the filters pick are touched.
+// A reason longer than the SQL API records is refused by name, as the SQL
+// API refuses it, one job or many, and nothing is cancelled.
+func TestJobsCancelRefusesAReasonTooLong(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	r := runCLI(t, db.url, "enqueue", "--queue", "q", "--tenant", "t", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	long := strings.Repeat("x", 4097)
+	for _, args := range [][]string{{"1"}, {"--queue", "q", "--yes"}} {
+		r := runCLI(t, db.url, append(append([]string{"jobs", "cancel"}, args...), "--reason", long)...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, "batchq: jobs cancel: --reason: must be at most 4096 bytes (got 4097)")
+	}
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs`))
+	r = runCLI(t, db.url, "jobs", "cancel", "1", "--reason", long[:4096])
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(4096), db.count(t, `SELECT octet_length(error) FROM batchq.outcomes WHERE job_id = 1`))
+}
+
 func TestJobsCancelInBulk(t *testing.T) {
 	t.Parallel()
 	db := newCLIDB(t, "imports", "other")

@@ -17,7 +17,8 @@
 -- no password: set one with psql's \password, or with --app-password-env,
 -- --worker-password-env and --operator-password-env of `batchq migrate
 -- grants --apply`) and grants each what it needs and nothing more. The roles
--- must differ. Running it again changes nothing. No role may create, alter
+-- must differ, and none may own the schema or be a superuser. Running it
+-- again changes nothing. No role may create, alter
 -- or drop anything: migrations are the only step that needs DDL. Re-run it
 -- after migrating: a later batchq version may need more grants.
 
@@ -41,6 +42,19 @@ BEGIN
     IF cardinality(roles) <> (SELECT count(DISTINCT x) FROM unnest(roles) x) THEN
         RAISE EXCEPTION 'batchq: grants: the app, worker and operator roles must differ (got %)', array_to_string(roles, ', ');
     END IF;
+    -- The revokes below would take the schema owner's own rights, which
+    -- migrations and SECURITY DEFINER functions run with, and a superuser
+    -- keeps every right whatever is granted: neither is a least-privilege
+    -- role.
+    FOREACH r IN ARRAY roles LOOP
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles o ON o.oid = n.nspowner
+                   WHERE n.nspname = 'batchq' AND o.rolname = r) THEN
+            RAISE EXCEPTION 'batchq: grants: % owns the batchq schema (migrations ran as it): name roles of their own', r;
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles o WHERE o.rolname = r AND o.rolsuper) THEN
+            RAISE EXCEPTION 'batchq: grants: % is a superuser, which no grant limits: name roles of their own', r;
+        END IF;
+    END LOOP;
     FOREACH r IN ARRAY roles LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r) THEN
             EXECUTE format('CREATE ROLE %I LOGIN', r);
