@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/batchq/batchq/internal/benchkit"
+	"github.com/batchq/batchq/queue"
 )
 
 // benchCommand runs the system benchmarks of internal/benchkit, each in a
@@ -158,17 +160,57 @@ func durationFlag(scenario, name string, value time.Duration, usage string) *cli
 	return &cli.DurationFlag{Name: name, Value: value, Usage: usage, EnvVars: benchEnv(scenario, name)}
 }
 
-// intList reads a comma-separated list of positive integers from flag name.
-func intList(c *cli.Context, name string) ([]int, error) {
+// intList reads a comma-separated list of integers in lo..hi from flag
+// name. A value named twice is refused: it would be measured twice, in rows
+// of its own.
+func intList(c *cli.Context, name string, lo, hi int) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(c.String(name), ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, usagef("batchq: --%s %q: must be a comma-separated list of positive integers", name, c.String(name))
+		switch {
+		case err != nil || n < 1:
+			return nil, usagef("batchq: bench %s: --%s %q: must be a comma-separated list of positive integers", c.Command.Name, name, c.String(name))
+		case n < lo || n > hi:
+			return nil, usagef("batchq: bench %s: --%s %q: %d: must be in %d..%d", c.Command.Name, name, c.String(name), n, lo, hi)
+		case slices.Contains(out, n):
+			return nil, usagef("batchq: bench %s: --%s %q: %d is named twice", c.Command.Name, name, c.String(name), n)
 		}
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// unbounded is the upper end of a flag with no limit of its own.
+const unbounded = math.MaxInt
+
+// intRange is the values an integer flag of a scenario takes.
+type intRange struct {
+	name   string
+	lo, hi int
+}
+
+// checkInts refuses the first flag outside its range, naming it. The
+// scenarios take a zero setting for their default, so a 0 given on the
+// command line must be refused here, not passed on.
+func checkInts(c *cli.Context, ranges ...intRange) error {
+	for _, r := range ranges {
+		switch n := c.Int(r.name); {
+		case n >= r.lo && n <= r.hi:
+		case r.hi == unbounded:
+			return usagef("batchq: bench %s: --%s: must be at least %d (got %d)", c.Command.Name, r.name, r.lo, n)
+		default:
+			return usagef("batchq: bench %s: --%s: must be in %d..%d (got %d)", c.Command.Name, r.name, r.lo, r.hi, n)
+		}
+	}
+	return nil
+}
+
+// atMost refuses a value n of flag name above the value of flag limit.
+func atMost(c *cli.Context, name string, n int, limit string) error {
+	if m := c.Int(limit); n > m {
+		return usagef("batchq: bench %s: --%s: must be at most --%s (got %d, --%s %d)", c.Command.Name, name, limit, n, limit, m)
+	}
+	return nil
 }
 
 func drainFlags() []cli.Flag {
@@ -176,10 +218,10 @@ func drainFlags() []cli.Flag {
 	return []cli.Flag{
 		intFlag("drain", "jobs", d.Jobs, "no-op jobs in the backlog"),
 		intFlag("drain", "tenants", d.Tenants, "tenants the backlog is spread over"),
-		intFlag("drain", "max-cost", int(d.MaxCost), "jobs cost 1..max-cost tokens"),
-		listFlag("drain", "processes", d.Processes, "numbers of worker processes to measure"),
-		listFlag("drain", "batch", d.Batches, "claim batch sizes to measure"),
-		intFlag("drain", "workers", d.Workers, "claimers in all, split over the processes"),
+		intFlag("drain", "max-cost", int(d.MaxCost), fmt.Sprintf("jobs cost 1..max-cost tokens (max-cost at most %d)", queue.MaxCost)),
+		listFlag("drain", "processes", d.Processes, fmt.Sprintf("numbers of worker processes to measure, each 1..%d and at most --workers", benchkit.MaxDrainProcesses)),
+		listFlag("drain", "batch", d.Batches, fmt.Sprintf("claim batch sizes to measure, each 1..%d", benchkit.MaxDrainBatch)),
+		intFlag("drain", "workers", d.Workers, fmt.Sprintf("claimers in all, split over the processes, 1..%d (each holds a connection, each process 4 more)", benchkit.MaxDrainWorkers)),
 		intFlag("drain", "scheduled", 0, "jobs scheduled a year ahead kept beside the fair backlog (fair, fifo and lean only)"),
 		&cli.StringFlag{Name: "systems", Value: strings.Join(d.Systems, ","), EnvVars: benchEnv("drain", "systems"),
 			Usage: "what to drain: fair (claim and complete in batches), pool (the worker pool), fifo (the baseline: FIFO with batchq's rows), lean (FIFO with the narrowest rows), river and river-default (River's worker pool tuned and with its defaults; needs make bench-river)"},
@@ -193,19 +235,28 @@ func riverBinFlag(scenario string) cli.Flag {
 		Usage: "the `PATH` of the batchq-river program that make bench-river builds (default: batchq-river beside this program, else on PATH)"}
 }
 
-// systemsList reads --systems, and when it names one of the River systems
-// the scenario measures, finds batchq-river and prepares River's schema in
-// the scenario's database. Other names are left to the scenario to check.
+// systemsList reads --systems, refusing a system named twice, and when it
+// names one of the River systems the scenario measures, finds batchq-river
+// and prepares River's schema in the scenario's database. Other names are
+// left to the scenario to check.
 func systemsList(c *cli.Context, env *benchkit.Env, river ...string) ([]string, error) {
-	systems := strings.Split(c.String("systems"), ",")
-	for i, s := range systems {
-		systems[i] = strings.TrimSpace(s)
+	var systems []string
+	for _, s := range strings.Split(c.String("systems"), ",") {
+		s = strings.TrimSpace(s)
+		if slices.Contains(systems, s) {
+			return nil, usagef("batchq: bench %s: --systems %q: %s is named twice", c.Command.Name, c.String("systems"), s)
+		}
+		systems = append(systems, s)
 	}
 	for _, s := range systems {
 		if !slices.Contains(river, s) {
 			continue
 		}
 		p, err := benchkit.FindRiver(c.String("river-bin"))
+		var ce *benchkit.ConfigError
+		if errors.As(err, &ce) {
+			return nil, usagef("batchq: bench %s: %s", c.Command.Name, ce.Msg)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -215,11 +266,24 @@ func systemsList(c *cli.Context, env *benchkit.Env, river ...string) ([]string, 
 }
 
 func runBenchDrain(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
-	procs, err := intList(c, "processes")
+	err := checkInts(c, intRange{"jobs", 1, unbounded}, intRange{"tenants", 1, unbounded},
+		intRange{"max-cost", 1, int(queue.MaxCost)}, intRange{"workers", 1, benchkit.MaxDrainWorkers},
+		intRange{"scheduled", 0, unbounded})
 	if err != nil {
 		return nil, err
 	}
-	batches, err := intList(c, "batch")
+	procs, err := intList(c, "processes", 1, benchkit.MaxDrainProcesses)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		// Every process claims: more processes than claimers would run
+		// more claimers than asked for.
+		if err := atMost(c, "processes", p, "workers"); err != nil {
+			return nil, err
+		}
+	}
+	batches, err := intList(c, "batch", 1, benchkit.MaxDrainBatch)
 	if err != nil {
 		return nil, err
 	}
@@ -242,22 +306,38 @@ func runBenchDrain(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benc
 func floodFlags() []cli.Flag {
 	d := benchkit.DefaultFloodConfig()
 	return []cli.Flag{
-		intFlag("flood", "backlog", d.Backlog, "jobs the flooding tenant has queued"),
+		intFlag("flood", "backlog", d.Backlog, "jobs the flooding tenant has queued (at least 2)"),
 		intFlag("flood", "small-tenants", d.SmallTenants, "tenants that arrive after the flood"),
 		intFlag("flood", "small-jobs", d.SmallJobs, "jobs of each small tenant"),
-		intFlag("flood", "arrive-after", 0, "jobs claimed before the small tenants arrive (0: backlog/50)"),
-		intFlag("flood", "max-cost", int(d.MaxCost), "jobs cost 1..max-cost tokens"),
-		intFlag("flood", "workers", d.Workers, "claimers"),
-		intFlag("flood", "batch", d.Batch, "jobs per claim"),
-		intFlag("flood", "quantum", int(d.Quantum), "the queue's quantum"),
+		intFlag("flood", "arrive-after", 0, "jobs claimed before the small tenants arrive, below --backlog (0: backlog/50)"),
+		intFlag("flood", "max-cost", int(d.MaxCost), fmt.Sprintf("jobs cost 1..max-cost tokens (max-cost at most %d)", queue.MaxCost)),
+		intFlag("flood", "workers", d.Workers, fmt.Sprintf("claimers, 1..%d", benchkit.MaxFloodWorkers)),
+		intFlag("flood", "batch", d.Batch, fmt.Sprintf("jobs per claim, 1..%d", queue.MaxClaim)),
+		intFlag("flood", "quantum", int(d.Quantum), fmt.Sprintf("the queue's quantum, 1..%d", queue.MaxCost)),
 		intFlag("flood", "window-rounds", d.WindowRounds, "length of a fairness window, in rounds"),
-		intFlag("flood", "processes", 1, "worker processes the fair queue's claimers behind the backlog are split over"),
+		intFlag("flood", "processes", 1, "worker processes the fair queue's claimers behind the backlog are split over, at most --workers"),
 		&cli.BoolFlag{Name: "show-windows", EnvVars: benchEnv("flood", "show-windows"),
 			Usage: "print each window of the fair queue whose Jain's index is below the bar, with every tenant's tokens in it"},
 	}
 }
 
 func runBenchFlood(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+	// The backlog is at least 2: the small tenants arrive after at least
+	// one of its jobs is claimed, and before the last.
+	err := checkInts(c, intRange{"backlog", 2, unbounded}, intRange{"small-tenants", 1, unbounded},
+		intRange{"small-jobs", 1, unbounded}, intRange{"arrive-after", 0, unbounded},
+		intRange{"max-cost", 1, int(queue.MaxCost)}, intRange{"workers", 1, benchkit.MaxFloodWorkers},
+		intRange{"batch", 1, queue.MaxClaim}, intRange{"quantum", 1, int(queue.MaxCost)},
+		intRange{"window-rounds", 1, unbounded}, intRange{"processes", 1, unbounded})
+	if err != nil {
+		return nil, err
+	}
+	if a, b := c.Int("arrive-after"), c.Int("backlog"); a >= b {
+		return nil, usagef("batchq: bench flood: --arrive-after: must be below --backlog (got %d, --backlog %d)", a, b)
+	}
+	if err := atMost(c, "processes", c.Int("processes"), "workers"); err != nil {
+		return nil, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("batchq: bench flood: finding this program to start worker processes: %w", err)
@@ -283,11 +363,11 @@ func scaleFlags() []cli.Flag {
 }
 
 func runBenchScale(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
-	rows, err := intList(c, "rows")
+	rows, err := intList(c, "rows", 1, unbounded)
 	if err != nil {
 		return nil, err
 	}
-	tenants, err := intList(c, "tenants")
+	tenants, err := intList(c, "tenants", 1, unbounded)
 	if err != nil {
 		return nil, err
 	}
@@ -333,10 +413,10 @@ func enqueueFlags() []cli.Flag {
 	return []cli.Flag{
 		intFlag("enqueue", "jobs", d.Jobs, "jobs per single-row measurement"),
 		intFlag("enqueue", "bulk-jobs", d.BulkJobs, "jobs per bulk measurement"),
-		intFlag("enqueue", "bulk-size", d.BulkSize, "jobs per bulk call"),
+		intFlag("enqueue", "bulk-size", d.BulkSize, "jobs per bulk call, at most --bulk-jobs"),
 		intFlag("enqueue", "txn-jobs", d.TxnJobs, "jobs per transaction measurement"),
-		intFlag("enqueue", "txn-size", d.TxnSize, "jobs of one tenant per transaction"),
-		listFlag("enqueue", "concurrency", d.Concurrency, "goroutines inserting at once"),
+		intFlag("enqueue", "txn-size", d.TxnSize, "jobs of one tenant per transaction, at most --txn-jobs"),
+		listFlag("enqueue", "concurrency", d.Concurrency, fmt.Sprintf("goroutines inserting at once, each 1..%d; txn and the bars against fifo and river are measured with 1 only", benchkit.MaxEnqueueConcurrency)),
 		intFlag("enqueue", "tenants", d.Tenants, "tenants the jobs are spread over (bulk-apart: each enqueuer's own)"),
 		&cli.StringFlag{Name: "systems", Value: strings.Join(d.Systems, ","), EnvVars: benchEnv("enqueue", "systems"),
 			Usage: "what to enqueue into: fair, fifo (the baseline: INSERT of batchq's rows), river (River's Insert and InsertManyFast; needs make bench-river)"},
@@ -345,7 +425,20 @@ func enqueueFlags() []cli.Flag {
 }
 
 func runBenchEnqueue(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
-	conc, err := intList(c, "concurrency")
+	err := checkInts(c, intRange{"jobs", 1, unbounded}, intRange{"bulk-jobs", 1, unbounded}, intRange{"bulk-size", 1, unbounded},
+		intRange{"txn-jobs", 1, unbounded}, intRange{"txn-size", 1, unbounded}, intRange{"tenants", 1, unbounded})
+	if err != nil {
+		return nil, err
+	}
+	// A call larger than its measurement's jobs would make one call of
+	// fewer jobs than the report says.
+	if err := atMost(c, "bulk-size", c.Int("bulk-size"), "bulk-jobs"); err != nil {
+		return nil, err
+	}
+	if err := atMost(c, "txn-size", c.Int("txn-size"), "txn-jobs"); err != nil {
+		return nil, err
+	}
+	conc, err := intList(c, "concurrency", 1, benchkit.MaxEnqueueConcurrency)
 	if err != nil {
 		return nil, err
 	}

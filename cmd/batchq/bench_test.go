@@ -104,22 +104,68 @@ func TestBenchEnqueueCLIText(t *testing.T) {
 func TestBenchUsageErrors(t *testing.T) {
 	t.Parallel()
 	server := pgtest.ServerURL(t)
+	notExecutable := filepath.Join(t.TempDir(), "batchq-river")
+	require.NoError(t, os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644))
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"bad list", []string{"bench", "drain", "--processes", "1,x"}, `--processes "1,x": must be a comma-separated list of positive integers`},
+		{"bad list", []string{"bench", "drain", "--processes", "1,x"}, `batchq: bench drain: --processes "1,x": must be a comma-separated list of positive integers`},
 		{"bad reps", []string{"bench", "flood", "--reps", "0"}, "--reps 0: must be in 1..100"},
 		{"argument", []string{"bench", "scale", "now"}, `unexpected argument "now"`},
 		{"invalid setting", []string{"bench", "quota", "--duration", "1s", "--window", "1s"}, "bench quota: the duration (1s) must be at least 4 windows"},
 		{"unknown system", []string{"bench", "drain", "--systems", "fair,lifo"}, `bench drain: system "lifo"`},
 		{"unknown enqueue system", []string{"bench", "enqueue", "--systems", "fair,lifo"}, `bench enqueue: system "lifo": must be fair, fifo or river`},
 		{"river-default enqueue", []string{"bench", "enqueue", "--systems", "fair,river-default"}, `bench enqueue: system "river-default": River inserts the same whatever its fetch settings; use river`},
+
+		// 0 is refused, not taken for the scenario's default.
+		{"drain jobs 0", []string{"bench", "drain", "--jobs", "0"}, "batchq: bench drain: --jobs: must be at least 1 (got 0)\n"},
+		{"drain tenants 0", []string{"bench", "drain", "--tenants", "0"}, "batchq: bench drain: --tenants: must be at least 1 (got 0)\n"},
+		{"drain max-cost 0", []string{"bench", "drain", "--max-cost", "0"}, "batchq: bench drain: --max-cost: must be in 1..1000000000 (got 0)\n"},
+		{"drain workers 0", []string{"bench", "drain", "--workers", "0"}, "batchq: bench drain: --workers: must be in 1..64 (got 0)\n"},
+		{"flood backlog 0", []string{"bench", "flood", "--backlog", "0"}, "batchq: bench flood: --backlog: must be at least 2 (got 0)\n"},
+		{"flood small-jobs 0", []string{"bench", "flood", "--small-jobs", "0"}, "batchq: bench flood: --small-jobs: must be at least 1 (got 0)\n"},
+		{"flood window-rounds 0", []string{"bench", "flood", "--window-rounds", "0"}, "batchq: bench flood: --window-rounds: must be at least 1 (got 0)\n"},
+		{"enqueue bulk-jobs 0", []string{"bench", "enqueue", "--bulk-jobs", "0"}, "batchq: bench enqueue: --bulk-jobs: must be at least 1 (got 0)\n"},
+		{"enqueue txn-size 0", []string{"bench", "enqueue", "--txn-size", "0"}, "batchq: bench enqueue: --txn-size: must be at least 1 (got 0)\n"},
+
+		// Negative and too large values name their flag, up front.
+		{"drain jobs negative", []string{"bench", "drain", "--jobs", "-5"}, "batchq: bench drain: --jobs: must be at least 1 (got -5)\n"},
+		{"drain max-cost too large", []string{"bench", "drain", "--max-cost", "99999999999"}, "batchq: bench drain: --max-cost: must be in 1..1000000000 (got 99999999999)\n"},
+		{"flood quantum too large", []string{"bench", "flood", "--quantum", "99999999999"}, "batchq: bench flood: --quantum: must be in 1..1000000000 (got 99999999999)\n"},
+		{"flood workers negative", []string{"bench", "flood", "--workers", "-1"}, "batchq: bench flood: --workers: must be in 1..32 (got -1)\n"},
+		{"flood processes above workers", []string{"bench", "flood", "--workers", "2", "--processes", "3"}, "batchq: bench flood: --processes: must be at most --workers (got 3, --workers 2)\n"},
+		{"flood arrive-after", []string{"bench", "flood", "--backlog", "100", "--arrive-after", "100"}, "batchq: bench flood: --arrive-after: must be below --backlog (got 100, --backlog 100)\n"},
+		{"enqueue tenants negative", []string{"bench", "enqueue", "--tenants", "-1"}, "batchq: bench enqueue: --tenants: must be at least 1 (got -1)\n"},
+
+		// Claimers are bounded: each holds a connection.
+		{"drain workers too many", []string{"bench", "drain", "--workers", "1000"}, "batchq: bench drain: --workers: must be in 1..64 (got 1000)\n"},
+		{"drain processes above workers", []string{"bench", "drain", "--workers", "2", "--processes", "1,4"}, "batchq: bench drain: --processes: must be at most --workers (got 4, --workers 2)\n"},
+		{"enqueue concurrency too many", []string{"bench", "enqueue", "--concurrency", "1,33"}, `batchq: bench enqueue: --concurrency "1,33": 33: must be in 1..32` + "\n"},
+
+		// A value named twice would be measured twice.
+		{"system twice", []string{"bench", "drain", "--systems", "fair,fifo,fair,river,river"}, `batchq: bench drain: --systems "fair,fifo,fair,river,river": fair is named twice` + "\n"},
+		{"enqueue system twice", []string{"bench", "enqueue", "--systems", "fifo, fifo"}, `batchq: bench enqueue: --systems "fifo, fifo": fifo is named twice` + "\n"},
+		{"processes twice", []string{"bench", "drain", "--processes", "1,2,1"}, `batchq: bench drain: --processes "1,2,1": 1 is named twice` + "\n"},
+		{"batch twice", []string{"bench", "drain", "--batch", "100,100"}, `batchq: bench drain: --batch "100,100": 100 is named twice` + "\n"},
+		{"concurrency twice", []string{"bench", "enqueue", "--concurrency", "8,8"}, `batchq: bench enqueue: --concurrency "8,8": 8 is named twice` + "\n"},
+
+		// A call larger than its measurement's jobs.
+		{"bulk-size above bulk-jobs", []string{"bench", "enqueue", "--bulk-size", "100000", "--bulk-jobs", "1000"},
+			"batchq: bench enqueue: --bulk-size: must be at most --bulk-jobs (got 100000, --bulk-jobs 1000)\n"},
+		{"txn-size above txn-jobs", []string{"bench", "enqueue", "--txn-size", "500", "--txn-jobs", "200"},
+			"batchq: bench enqueue: --txn-size: must be at most --txn-jobs (got 500, --txn-jobs 200)\n"},
+
+		// The river program: what was looked for, and what is wrong with it.
 		{"river without its program", []string{"bench", "enqueue", "--systems", "fair,river", "--river-bin", "/nonexistent/batchq-river"},
-			"the river systems need the batchq-river program: build it with `make bench-river`"},
+			"batchq: bench enqueue: --river-bin /nonexistent/batchq-river: no such file: build it with `make bench-river`"},
 		{"river drain without its program", []string{"bench", "drain", "--systems", "pool,river", "--river-bin", "/nonexistent/batchq-river"},
-			"the river systems need the batchq-river program"},
+			"batchq: bench drain: --river-bin /nonexistent/batchq-river: no such file"},
+		{"river-bin not executable", []string{"bench", "enqueue", "--systems", "fair,river", "--river-bin", notExecutable},
+			"batchq: bench enqueue: --river-bin " + notExecutable + ": not executable (mode -rw-r--r--)\n"},
+		{"river-bin a directory", []string{"bench", "drain", "--systems", "river", "--river-bin", os.TempDir()},
+			"batchq: bench drain: --river-bin " + os.TempDir() + ": a directory, not the batchq-river program\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCLI(t, server, tc.args...)
@@ -131,6 +177,19 @@ func TestBenchUsageErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A river program that fails without a word says so, rather than ending
+// its error with a colon.
+func TestBenchRiverBinThatFailsSilently(t *testing.T) {
+	t.Parallel()
+	server := pgtest.ServerURL(t)
+	river := filepath.Join(t.TempDir(), "batchq-river")
+	require.NoError(t, os.WriteFile(river, []byte("#!/bin/sh\nexit 3\n"), 0o755))
+	res := runCLI(t, server, "bench", "enqueue", "--systems", "fair,river", "--river-bin", river)
+	require.Equal(t, 1, res.code, res.stderr)
+	require.Contains(t, res.stderr, "batchq: benchkit: "+river+" prepare: exit status 3 (nothing on stderr)\n")
+	requireDropped(t, server, res.stderr)
 }
 
 // River side by side, through the CLI: batchq-river is built from its own
@@ -192,13 +251,22 @@ func TestBenchBesideRiver(t *testing.T) {
 	require.Contains(t, b, "enqueue: one job per transaction, one enqueuer, fair vs river")
 	require.Positive(t, b["enqueue: bulk in calls of 100, one enqueuer, fair vs river"])
 
-	rep = parse(runCLI(t, server, "bench", "drain", "--systems", "pool,river", "--river-bin", river, "--jobs", "300",
+	// River has no batch: its row shows none, and no ratio to FIFO at a
+	// batch it did not use.
+	rep = parse(runCLI(t, server, "bench", "drain", "--systems", "pool,fifo,river", "--river-bin", river, "--jobs", "300",
 		"--tenants", "5", "--processes", "1", "--batch", "100", "--workers", "2", "--reps", "1", "--no-warmup", "--json"))
 	systems := map[string]bool{}
 	for _, row := range rep.Tables[0].Rows {
 		systems[row["system"].(string)] = true
 		require.Positive(t, row["jobs_per_s"].(map[string]any)["median"], "%v", row)
+		if row["system"] == "river" {
+			require.Nil(t, row["batch"], "%v", row)
+			require.Nil(t, row["vs_fifo"], "%v", row)
+		} else {
+			require.Equal(t, 100.0, row["batch"], "%v", row)
+			require.Positive(t, row["vs_fifo"], "%v", row)
+		}
 	}
-	require.Equal(t, map[string]bool{"pool": true, "river": true}, systems)
+	require.Equal(t, map[string]bool{"pool": true, "fifo": true, "river": true}, systems)
 	require.Positive(t, bars(rep)["drain pool vs River tuned, batch 100, 1 process(es)"])
 }

@@ -127,3 +127,58 @@ func checkReport(t *testing.T, r *benchkit.Report, scenario string) string {
 	t.Log("\n" + out)
 	return out
 }
+
+// Settings out of range are refused before anything runs, naming the
+// setting: a negative one, one above the queue's limits, a call larger than
+// its measurement's jobs.
+func TestBenchConfigErrorsNameTheSetting(t *testing.T) {
+	t.Parallel()
+	env := &benchkit.Env{}
+	spawn := func(context.Context, string, []string) *exec.Cmd { return nil }
+	for _, tc := range []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"drain max cost", func() error {
+			_, err := benchkit.Drain(context.Background(), env, benchkit.DrainConfig{MaxCost: 99_999_999_999, Spawn: spawn})
+			return err
+		}, "drain: max-cost 99999999999: must be in 1..1000000000"},
+		{"drain workers", func() error {
+			_, err := benchkit.Drain(context.Background(), env, benchkit.DrainConfig{Workers: 1000, Spawn: spawn})
+			return err
+		}, "drain: workers 1000: must be in 1..64"},
+		{"drain tenants", func() error {
+			_, err := benchkit.Drain(context.Background(), env, benchkit.DrainConfig{Tenants: -1, Spawn: spawn})
+			return err
+		}, "drain: tenants -1: must be at least 1"},
+		{"flood workers", func() error {
+			_, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{Workers: -1})
+			return err
+		}, "flood: workers -1: must be in 1..32"},
+		{"flood quantum", func() error {
+			_, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{Quantum: 99_999_999_999})
+			return err
+		}, "flood: quantum 99999999999: must be in 1..1000000000"},
+		{"flood arrive-after", func() error {
+			_, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{Backlog: 100, ArriveAfter: 100})
+			return err
+		}, "flood: arrive-after 100: must be below the backlog (100)"},
+		{"enqueue bulk size", func() error {
+			_, err := benchkit.Enqueue(context.Background(), env, benchkit.EnqueueConfig{BulkJobs: 1000, BulkSize: 100_000})
+			return err
+		}, "enqueue: bulk-size 100000: must be in 1..1000"},
+		{"enqueue txn size", func() error {
+			_, err := benchkit.Enqueue(context.Background(), env, benchkit.EnqueueConfig{TxnJobs: 200, TxnSize: 500})
+			return err
+		}, "enqueue: txn-size 500: must be in 1..200"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.run()
+			var ce *benchkit.ConfigError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, tc.want, ce.Msg)
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,24 +162,35 @@ type PeerProgram struct {
 	Systems []string
 }
 
-// FindRiver returns the batchq-river program: exe when it is given, else
-// batchq-river beside the running program, else on PATH. The error says how
-// to build it.
+// FindRiver returns the batchq-river program: exe when it is given (the
+// --river-bin of batchq bench), else batchq-river beside the running
+// program, else on PATH. The error says which was looked for and how to
+// build it.
 func FindRiver(exe string) (*PeerProgram, error) {
-	if exe == "" {
-		if self, err := os.Executable(); err == nil {
-			if p := filepath.Join(filepath.Dir(self), "batchq-river"); isFile(p) {
-				exe = p
-			}
+	const build = "build it with `make bench-river` (it is written to bin/, beside bin/batchq)"
+	if exe != "" {
+		st, err := os.Stat(exe)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, configErrorf("--river-bin %s: no such file: %s", exe, build)
+		case err != nil:
+			return nil, configErrorf("--river-bin %s: %v", exe, err)
+		case st.IsDir():
+			return nil, configErrorf("--river-bin %s: a directory, not the batchq-river program", exe)
+		case st.Mode().Perm()&0o111 == 0:
+			return nil, configErrorf("--river-bin %s: not executable (mode %v)", exe, st.Mode().Perm())
+		}
+		return &PeerProgram{Exe: exe, Systems: RiverSystems}, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(self), "batchq-river"); isFile(p) {
+			return &PeerProgram{Exe: p, Systems: RiverSystems}, nil
 		}
 	}
-	if exe == "" {
-		exe, _ = exec.LookPath("batchq-river")
+	if p, err := exec.LookPath("batchq-river"); err == nil {
+		return &PeerProgram{Exe: p, Systems: RiverSystems}, nil
 	}
-	if exe == "" || !isFile(exe) {
-		return nil, configErrorf("the river systems need the batchq-river program: build it with `make bench-river` (it is written to bin/, beside bin/batchq) or name it with --river-bin")
-	}
-	return &PeerProgram{Exe: exe, Systems: RiverSystems}, nil
+	return nil, configErrorf("the river systems need the batchq-river program, and it is neither beside this program nor on PATH: %s, or name it with --river-bin", build)
 }
 
 func isFile(p string) bool {
@@ -199,11 +211,14 @@ func (p *PeerProgram) run(ctx context.Context, dbURL string, args ...string) (pe
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return peerLine{}, fmt.Errorf("benchkit: %s %s: %v: %s", filepath.Base(p.Exe), args[0], err, strings.TrimSpace(stderr.String()))
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return peerLine{}, fmt.Errorf("benchkit: %s %s: %v: %s", p.Exe, args[0], err, msg)
+		}
+		return peerLine{}, fmt.Errorf("benchkit: %s %s: %v (nothing on stderr)", p.Exe, args[0], err)
 	}
 	var l peerLine
 	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &l); err != nil {
-		return peerLine{}, fmt.Errorf("benchkit: %s %s printed %q: %w", filepath.Base(p.Exe), args[0], stdout.String(), err)
+		return peerLine{}, fmt.Errorf("benchkit: %s %s printed %q: %w", p.Exe, args[0], stdout.String(), err)
 	}
 	return l, nil
 }

@@ -96,7 +96,10 @@ func (t *Table) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Bar is one of the issue's bars, measured as a ratio in one run.
+// Bar is one of the issue's bars, measured as a ratio in one run. A bar
+// that could not be measured (nothing to compare, such as no window with
+// every tenant backlogged) has a NaN Value and is neither met nor missed:
+// Met is false, and JSON shows its value and met as null.
 type Bar struct {
 	Name   string  `json:"name"`
 	Value  float64 `json:"value"`
@@ -108,14 +111,35 @@ type Bar struct {
 }
 
 func newBar(name string, value, target float64, atMost bool, detail string) Bar {
+	if math.IsNaN(value) || math.IsInf(value, 0) {
+		return Bar{Name: name, Value: math.NaN(), Target: target, AtMost: atMost, Detail: detail}
+	}
 	met := value >= target
 	if atMost {
 		met = value <= target
 	}
-	if math.IsNaN(value) || math.IsInf(value, 0) {
-		value, met, detail = 0, false, "not measured: "+detail
-	}
 	return Bar{Name: name, Value: round(value, 4), Target: target, AtMost: atMost, Met: met, Detail: detail}
+}
+
+// Measured reports whether the bar has a value to hold against its target.
+func (b Bar) Measured() bool { return !math.IsNaN(b.Value) }
+
+// MarshalJSON writes a bar that was not measured with null for its value
+// and its verdict: 0 and false would read as a measurement that missed.
+func (b Bar) MarshalJSON() ([]byte, error) {
+	var value *float64
+	var met *bool
+	if b.Measured() {
+		value, met = &b.Value, &b.Met
+	}
+	return json.Marshal(struct {
+		Name   string   `json:"name"`
+		Value  *float64 `json:"value"`
+		Target float64  `json:"target"`
+		AtMost bool     `json:"at_most"`
+		Met    *bool    `json:"met"`
+		Detail string   `json:"detail"`
+	}{b.Name, value, b.Target, b.AtMost, met, b.Detail})
 }
 
 // Sample is a measurement repeated Reps times. It marshals as its median,
@@ -157,31 +181,32 @@ func (s Sample) Spread() float64 {
 	return d / math.Abs(m)
 }
 
-// MarshalJSON writes the sample's summary and values.
+// MarshalJSON writes the sample's summary and values; a sample with no
+// values (nothing measured) has null for its summary.
 func (s Sample) MarshalJSON() ([]byte, error) {
 	vals := make([]float64, len(s.Values))
 	for i, v := range s.Values {
 		vals[i] = round(v, 6)
 	}
-	lo, hi := math.NaN(), math.NaN()
+	lo, hi, spread := math.NaN(), math.NaN(), math.NaN()
 	if len(vals) > 0 {
-		lo, hi = slices.Min(vals), slices.Max(vals)
+		lo, hi, spread = slices.Min(vals), slices.Max(vals), round(s.Spread(), 4)
 	}
 	return json.Marshal(struct {
-		Median float64   `json:"median"`
-		Min    float64   `json:"min"`
-		Max    float64   `json:"max"`
-		Spread float64   `json:"spread"`
+		Median *float64  `json:"median"`
+		Min    *float64  `json:"min"`
+		Max    *float64  `json:"max"`
+		Spread *float64  `json:"spread"`
 		Values []float64 `json:"values"`
-	}{jsonNum(round(s.Median(), 6)), jsonNum(lo), jsonNum(hi), round(s.Spread(), 4), vals})
+	}{jsonNum(round(s.Median(), 6)), jsonNum(lo), jsonNum(hi), jsonNum(spread), vals})
 }
 
-// jsonNum turns NaN (no values) into 0, which JSON can carry.
-func jsonNum(v float64) float64 {
+// jsonNum is v for JSON: nil (null) when it is NaN, nothing measured.
+func jsonNum(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
+		return nil
 	}
-	return v
+	return &v
 }
 
 func round(v float64, digits int) float64 {
@@ -253,14 +278,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Bars) > 0 {
 		fmt.Fprintf(&b, "\nbars (measured in this run)\n")
 		for _, bar := range r.Bars {
-			verdict, op := "MISSED", "≥"
-			if bar.Met {
+			verdict, value, op := "MISSED", fmtFloat(bar.Value, 3), "≥"
+			switch {
+			case !bar.Measured():
+				verdict, value = "-", "not measured"
+			case bar.Met:
 				verdict = "met"
 			}
 			if bar.AtMost {
 				op = "≤"
 			}
-			fmt.Fprintf(&b, "  %-6s %s: %s (bar %s %s); %s\n", verdict, bar.Name, fmtFloat(bar.Value, 3), op, fmtFloat(bar.Target, 2), bar.Detail)
+			fmt.Fprintf(&b, "  %-6s %s: %s (bar %s %s); %s\n", verdict, bar.Name, value, op, fmtFloat(bar.Target, 2), bar.Detail)
 		}
 	}
 	for _, n := range r.Notes {

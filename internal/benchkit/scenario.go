@@ -23,6 +23,46 @@ func configErrorf(format string, args ...any) error {
 	return &ConfigError{Msg: fmt.Sprintf(format, args...)}
 }
 
+// Limits of the scenarios' settings beyond the queue package's (a cost and
+// a quantum are at most queue.MaxCost, a claim at most queue.MaxClaim).
+const (
+	// MaxDrainWorkers bounds a drain's claimers in all. Each holds a
+	// connection, and each worker process 4 more: a drain the server cannot
+	// connect fails partway with "too many clients".
+	MaxDrainWorkers   = 64
+	MaxDrainProcesses = 64
+	MaxDrainBatch     = 10_000
+	// MaxFloodWorkers and MaxEnqueueConcurrency bound the goroutines that
+	// claim or insert in this process. They share the Env's pool (48
+	// connections in batchq bench): more would wait for a connection
+	// rather than run at once.
+	MaxFloodWorkers       = 32
+	MaxEnqueueConcurrency = 32
+)
+
+// unbounded is the upper end of a setting with no limit of its own.
+const unbounded = math.MaxInt64
+
+// setting is an integer setting of a scenario, for inRange.
+type setting struct {
+	name      string
+	v, lo, hi int64
+}
+
+// inRange returns a ConfigError naming the first setting outside its range.
+func inRange(scenario string, settings ...setting) error {
+	for _, s := range settings {
+		switch {
+		case s.v >= s.lo && s.v <= s.hi:
+		case s.hi == unbounded:
+			return configErrorf("%s: %s %d: must be at least %d", scenario, s.name, s.v, s.lo)
+		default:
+			return configErrorf("%s: %s %d: must be in %d..%d", scenario, s.name, s.v, s.lo, s.hi)
+		}
+	}
+	return nil
+}
+
 // Runs holds what every scenario shares.
 type Runs struct {
 	// Reps is how many timed repetitions each measurement gets. 0: 3.
@@ -64,6 +104,7 @@ func newReport(ctx context.Context, env *Env, scenario string, r Runs) (*Report,
 		Reps:     r.reps(),
 		WarmUp:   !r.NoWarmUp,
 		Params:   []Param{{"schema_version", schema}},
+		Bars:     []Bar{}, // JSON [], not null, when a run has none
 	}, nil
 }
 
@@ -82,11 +123,12 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// ratioCell is a ratio for a table: a float64, or "-" when undefined.
+// ratioCell is a ratio for a table: a float64, or nil (JSON null, "-" in
+// text) when undefined.
 func ratioCell(a, b float64) any {
 	r := ratio(a, b)
 	if math.IsNaN(r) {
-		return "-"
+		return nil
 	}
 	return round(r, 3)
 }

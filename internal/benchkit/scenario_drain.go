@@ -25,9 +25,10 @@ type DrainConfig struct {
 	Processes []int
 	// Batches lists the claim batch sizes to measure.
 	Batches []int
-	// Workers is the claimers of each measurement in all, split as evenly as
-	// possible over its processes (at least one each), so rows with more
-	// processes do the same work with the same concurrency.
+	// Workers is the claimers of each measurement in all, at most
+	// MaxDrainWorkers, split as evenly as possible over its processes (at
+	// least one each), so rows with more processes do the same work with
+	// the same concurrency.
 	Workers int
 	// Systems lists what to drain: SystemFair, SystemPool, SystemFIFO,
 	// SystemLean, and the River systems (the Env must have a Peer that
@@ -79,21 +80,20 @@ func (c DrainConfig) withDefaults() (DrainConfig, error) {
 	if len(c.Systems) == 0 {
 		c.Systems = d.Systems
 	}
-	switch {
-	case c.Spawn == nil:
+	if c.Spawn == nil {
 		return c, configErrorf("drain: Spawn is required")
-	case c.Jobs < 1 || c.Tenants < 1 || c.MaxCost < 1:
-		return c, configErrorf("drain: jobs, tenants and max cost must be positive")
-	case c.Workers < 1:
-		return c, configErrorf("drain: workers must be positive")
-	case c.Scheduled < 0:
-		return c, configErrorf("drain: scheduled must not be negative")
-	case c.Scheduled > 0 && slices.ContainsFunc(c.Systems, func(s string) bool { return s != SystemFair && s != SystemFIFO && s != SystemLean }):
+	}
+	if err := inRange("drain", setting{"jobs", int64(c.Jobs), 1, unbounded}, setting{"tenants", int64(c.Tenants), 1, unbounded},
+		setting{"max-cost", c.MaxCost, 1, queue.MaxCost}, setting{"workers", int64(c.Workers), 1, MaxDrainWorkers},
+		setting{"scheduled", int64(c.Scheduled), 0, unbounded}); err != nil {
+		return c, err
+	}
+	if c.Scheduled > 0 && slices.ContainsFunc(c.Systems, func(s string) bool { return s != SystemFair && s != SystemFIFO && s != SystemLean }) {
 		return c, configErrorf("drain: scheduled jobs are measured with the fair system and the FIFO baselines only (a worker pool's drain waits for scheduled jobs)")
 	}
 	for _, p := range c.Processes {
-		if p < 1 || p > 64 {
-			return c, configErrorf("drain: processes %d: must be in 1..64", p)
+		if p < 1 || p > MaxDrainProcesses {
+			return c, configErrorf("drain: processes %d: must be in 1..%d", p, MaxDrainProcesses)
 		}
 		if p > c.Workers {
 			// Every process claims: fewer claimers than processes would
@@ -102,8 +102,8 @@ func (c DrainConfig) withDefaults() (DrainConfig, error) {
 		}
 	}
 	for _, b := range c.Batches {
-		if b < 1 || b > 10000 {
-			return c, configErrorf("drain: batch %d: must be in 1..10000", b)
+		if b < 1 || b > MaxDrainBatch {
+			return c, configErrorf("drain: batch %d: must be in 1..%d", b, MaxDrainBatch)
 		}
 	}
 	for _, s := range c.Systems {
@@ -218,16 +218,14 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 					continue
 				}
 				k := drainKey{s, p, b}
-				fifoMedian := median(results[drainKey{SystemFIFO, p, b}])
-				vs := any("-")
-				if slices.Contains(cfg.Systems, SystemFIFO) {
-					vs = ratioCell(median(results[k]), fifoMedian)
-				}
-				claimers := claimersLabel(cfg.Workers, p)
+				batch, claimers := any(b), claimersLabel(cfg.Workers, p)
+				vs := ratioCell(median(results[k]), median(results[drainKey{SystemFIFO, p, b}]))
 				if slices.Contains(RiverSystems, s) {
-					claimers = "100 (MaxWorkers)"
+					// River fetches as many jobs as it has free slots: it
+					// has no batch, and no FIFO row ran as it did.
+					batch, claimers, vs = nil, "100 (MaxWorkers)", nil
 				}
-				t.Add(s, p, claimers, b, NewSample(0, results[k]...), NewSample(2, secs[k]...), vs)
+				t.Add(s, p, claimers, batch, NewSample(0, results[k]...), NewSample(2, secs[k]...), vs)
 			}
 		}
 	}

@@ -41,12 +41,16 @@ type EnqueueConfig struct {
 	Runs
 	// Jobs is the jobs each single-row measurement inserts.
 	Jobs int
-	// BulkJobs is the jobs each bulk measurement inserts, BulkSize per call.
+	// BulkJobs is the jobs each bulk measurement inserts, BulkSize (at most
+	// BulkJobs) per call.
 	BulkJobs int
 	BulkSize int
-	// Concurrency lists the numbers of goroutines inserting at once.
+	// Concurrency lists the numbers of goroutines inserting at once, each
+	// at most MaxEnqueueConcurrency. ModeTxn and the bars against the other
+	// systems are measured with 1 only; without it a note says so.
 	Concurrency []int
-	// TxnJobs is the jobs ModeTxn inserts, TxnSize per transaction.
+	// TxnJobs is the jobs ModeTxn inserts, TxnSize (at most TxnJobs) per
+	// transaction.
 	TxnJobs int
 	TxnSize int
 	// Tenants the jobs are spread over, round robin (in ModeBulkApart, each
@@ -92,12 +96,17 @@ func (c EnqueueConfig) withDefaults() (EnqueueConfig, error) {
 			return c, configErrorf("enqueue: system %q: must be fair, fifo or river", s)
 		}
 	}
-	if c.Jobs < 1 || c.BulkJobs < 1 || c.BulkSize < 1 || c.Tenants < 1 || c.TxnJobs < 1 || c.TxnSize < 1 {
-		return c, configErrorf("enqueue: sizes must be positive")
+	// A call larger than its measurement's jobs would make one call of
+	// fewer jobs than the report says.
+	if err := inRange("enqueue", setting{"jobs", int64(c.Jobs), 1, unbounded},
+		setting{"bulk-jobs", int64(c.BulkJobs), 1, unbounded}, setting{"bulk-size", int64(c.BulkSize), 1, int64(c.BulkJobs)},
+		setting{"txn-jobs", int64(c.TxnJobs), 1, unbounded}, setting{"txn-size", int64(c.TxnSize), 1, int64(c.TxnJobs)},
+		setting{"tenants", int64(c.Tenants), 1, unbounded}); err != nil {
+		return c, err
 	}
 	for _, n := range c.Concurrency {
-		if n < 1 || n > 32 {
-			return c, configErrorf("enqueue: concurrency %d: must be in 1..32", n)
+		if n < 1 || n > MaxEnqueueConcurrency {
+			return c, configErrorf("enqueue: concurrency %d: must be in 1..%d", n, MaxEnqueueConcurrency)
 		}
 	}
 	return c, nil
@@ -178,9 +187,13 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 	if withRiver {
 		cols = append(cols, "vs_river")
 	}
-	t := NewTable("enqueue", fmt.Sprintf("enqueue: %s jobs one per transaction, %s in calls of %s, %s in transactions of %s jobs of one tenant; over %d tenants (bulk-apart: %[7]d per enqueuer)",
-		group(fmt.Sprint(cfg.Jobs)), group(fmt.Sprint(cfg.BulkJobs)), group(fmt.Sprint(cfg.BulkSize)),
-		group(fmt.Sprint(cfg.TxnJobs)), group(fmt.Sprint(cfg.TxnSize)), cfg.Tenants, cfg.Tenants), cols...)
+	oneEnqueuer := slices.Contains(cfg.Concurrency, 1)
+	txn := ""
+	if oneEnqueuer {
+		txn = fmt.Sprintf(", %s in transactions of %s jobs of one tenant", group(fmt.Sprint(cfg.TxnJobs)), group(fmt.Sprint(cfg.TxnSize)))
+	}
+	t := NewTable("enqueue", fmt.Sprintf("enqueue: %s jobs one per transaction, %s in calls of %s%s; over %d tenants (bulk-apart: %[5]d per enqueuer)",
+		group(fmt.Sprint(cfg.Jobs)), group(fmt.Sprint(cfg.BulkJobs)), group(fmt.Sprint(cfg.BulkSize)), txn, cfg.Tenants), cols...)
 	for _, k := range keys {
 		per := 1.0
 		switch k.mode {
@@ -227,8 +240,11 @@ func Enqueue(ctx context.Context, env *Env, cfg EnqueueConfig) (*Report, error) 
 			fmt.Sprintf("fair %s jobs/s, %s with %d enqueuer(s)%s; fifo %s jobs/s",
 				group(fmt.Sprintf("%.0f", bestRate)), best.mode, best.conc, one, group(fmt.Sprintf("%.0f", fifoBest)))))
 	}
+	if !oneEnqueuer {
+		rep.Notes = append(rep.Notes, "concurrency has no 1: transactions of one tenant (txn) and the bars against the other systems are measured with one enqueuer only, so they were not measured")
+	}
 	// The bars against the peers, with one enqueuer.
-	if slices.Contains(systems, SystemFair) && slices.Contains(cfg.Concurrency, 1) {
+	if slices.Contains(systems, SystemFair) && oneEnqueuer {
 		vs := func(mode, other string, target float64, label string) {
 			if !slices.Contains(systems, other) {
 				return

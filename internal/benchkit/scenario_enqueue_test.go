@@ -2,6 +2,8 @@ package benchkit_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,4 +79,46 @@ func TestBenchEnqueue(t *testing.T) {
 	var ce *benchkit.ConfigError
 	require.ErrorAs(t, err, &ce)
 	require.Contains(t, ce.Msg, "make bench-river")
+}
+
+// Without one enqueuer, the txn mode and the bars with one enqueuer are not
+// measured: the title does not announce txn and a note says why they are
+// missing. With no FIFO measured, vs_fifo is null, not "-".
+func TestBenchEnqueueWithoutOneEnqueuer(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	r, err := benchkit.Enqueue(context.Background(), env, benchkit.EnqueueConfig{
+		Runs: quiet(t), Jobs: 20, BulkJobs: 40, BulkSize: 10, TxnJobs: 20, TxnSize: 10, Concurrency: []int{2}, Tenants: 3,
+		Systems: []string{benchkit.SystemFair},
+	})
+	require.NoError(t, err)
+	tb := table(t, r, "enqueue")
+	require.NotContains(t, tb.Title, "transactions of")
+	for _, row := range rows(t, tb) {
+		require.NotEqual(t, "txn", row["mode"], "%v", row)
+		require.Contains(t, row, "vs_fifo")
+		require.Nil(t, row["vs_fifo"], "%v", row)
+	}
+	require.Len(t, r.Bars, 1, "only the absolute bar: %v", r.Bars)
+	require.Len(t, r.Notes, 1)
+	require.Contains(t, r.Notes[0], "concurrency has no 1: transactions of one tenant (txn) and the bars against the other systems")
+	var text strings.Builder
+	require.NoError(t, r.WriteText(&text))
+	require.Contains(t, text.String(), "note: concurrency has no 1")
+}
+
+// A run with no bars has an empty list of them in JSON, not null.
+func TestBenchReportWithoutBars(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	r, err := benchkit.Enqueue(context.Background(), env, benchkit.EnqueueConfig{
+		Runs: benchkit.Runs{Reps: 1, NoWarmUp: true}, Jobs: 5, BulkJobs: 10, BulkSize: 5, TxnJobs: 5, TxnSize: 5,
+		Concurrency: []int{1}, Tenants: 2, Systems: []string{benchkit.SystemFIFO},
+	})
+	require.NoError(t, err)
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	require.Equal(t, []any{}, got["bars"])
 }

@@ -28,7 +28,8 @@ type FloodConfig struct {
 	ArriveAfter  int
 	// MaxCost: every job costs 1..MaxCost tokens, uniformly.
 	MaxCost int64
-	// Workers claimers take Batch jobs per claim and complete them together.
+	// Workers claimers (at most MaxFloodWorkers) take Batch jobs per claim
+	// and complete them together.
 	Workers int
 	Batch   int
 	// Quantum is the queue's quantum.
@@ -88,15 +89,23 @@ func (c FloodConfig) withDefaults() (FloodConfig, error) {
 	if c.Processes == 0 {
 		c.Processes = 1
 	}
+	// The backlog is at least 2: the small tenants arrive after at least
+	// one of its jobs is claimed, and before the last.
+	if err := inRange("flood", setting{"backlog", int64(c.Backlog), 2, unbounded},
+		setting{"small-tenants", int64(c.SmallTenants), 1, unbounded}, setting{"small-jobs", int64(c.SmallJobs), 1, unbounded},
+		setting{"max-cost", c.MaxCost, 1, queue.MaxCost}, setting{"workers", int64(c.Workers), 1, MaxFloodWorkers},
+		setting{"batch", int64(c.Batch), 1, queue.MaxClaim}, setting{"quantum", c.Quantum, 1, queue.MaxCost},
+		setting{"window-rounds", int64(c.WindowRounds), 1, unbounded}); err != nil {
+		return c, err
+	}
+	if c.ArriveAfter < 0 || c.ArriveAfter >= c.Backlog {
+		return c, configErrorf("flood: arrive-after %d: must be below the backlog (%d)", c.ArriveAfter, c.Backlog)
+	}
 	if c.Processes < 1 || c.Processes > c.Workers {
-		return c, configErrorf("flood: processes must be in 1..workers (got %d, %d workers)", c.Processes, c.Workers)
+		return c, configErrorf("flood: processes %d: must be in 1..workers (%d)", c.Processes, c.Workers)
 	}
 	if c.Processes > 1 && c.Spawn == nil {
 		return c, configErrorf("flood: Spawn is required with more than one process")
-	}
-	if c.Backlog < 1 || c.SmallTenants < 1 || c.SmallJobs < 1 || c.MaxCost < 1 || c.Workers < 1 ||
-		c.Batch < 1 || c.Quantum < 1 || c.WindowRounds < 1 || c.ArriveAfter < 0 || c.ArriveAfter >= c.Backlog {
-		return c, configErrorf("flood: sizes must be positive, and arrive-after below the backlog")
 	}
 	return c, nil
 }
@@ -169,8 +178,12 @@ func Flood(ctx context.Context, env *Env, cfg FloodConfig) (*Report, error) {
 				return nil, err
 			}
 			res[k] = append(res[k], got)
-			cfg.progress("flood rep %d/%d %s backlog=%v: small wait p99 %.1f ms, position p99 %.0f, Jain min %.4f over %d windows",
-				r+1, cfg.reps(), k.system, k.backlog, got.waitP99, got.posP99, got.jainMin, got.windows)
+			jain := "no window with every tenant backlogged"
+			if got.windows > 0 {
+				jain = fmt.Sprintf("Jain min %.4f over %d windows", got.jainMin, got.windows)
+			}
+			cfg.progress("flood rep %d/%d %s backlog=%v: small wait p99 %.1f ms, position p99 %.0f, %s",
+				r+1, cfg.reps(), k.system, k.backlog, got.waitP99, got.posP99, jain)
 		}
 	}
 

@@ -2,6 +2,7 @@ package benchkit_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"math"
 	"os/exec"
@@ -101,7 +102,7 @@ func TestBenchFloodAcrossProcesses(t *testing.T) {
 		procs int
 		spawn benchkit.Spawner
 		want  string
-	}{{3, counting, "processes must be in 1..workers"}, {2, nil, "Spawn is required"}} {
+	}{{3, counting, "processes 3: must be in 1..workers (2)"}, {2, nil, "Spawn is required"}} {
 		cfg.Processes, cfg.Spawn = bad.procs, bad.spawn
 		_, err := benchkit.Flood(context.Background(), env, cfg)
 		require.ErrorContains(t, err, bad.want)
@@ -125,7 +126,9 @@ func TestBenchFloodShowsItsLowWindows(t *testing.T) {
 	for _, row := range rows(t, table(t, r, "flood")) {
 		if row["system"] == "fair" {
 			backlog := row["backlog"].(float64) > 0
-			minOf[backlog], windows[backlog] = median(t, row, "jain_min"), median(t, row, "windows")
+			if windows[backlog] = median(t, row, "windows"); windows[backlog] > 0 {
+				minOf[backlog] = median(t, row, "jain_min")
+			}
 		}
 	}
 	require.Positive(t, windows[true], "the run behind the backlog has windows to show")
@@ -157,4 +160,47 @@ func TestBenchFloodShowsItsLowWindows(t *testing.T) {
 		require.InDelta(t, minOf[backlog], slices.Min(shown[backlog]), 1e-4, "backlog=%v", backlog)
 	}
 	require.NotContains(t, out.String(), "fifo backlog=true: window", "FIFO's windows are not shown")
+}
+
+// A flood with no window in which every tenant is backlogged cannot measure
+// Jain's index: its bar is not measured (not missed), the Jain cells are
+// null in JSON, and the progress says there was no window (not "NaN").
+func TestBenchFloodWithoutAWindowIsNotMeasured(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	var progress strings.Builder
+	r, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{
+		Runs:    benchkit.Runs{Reps: 1, NoWarmUp: true, Progress: io.MultiWriter(&progress, testLog{t})},
+		Backlog: 100, SmallTenants: 2, SmallJobs: 2, MaxCost: 10, Workers: 1, Batch: 5, Quantum: 100, WindowRounds: 100,
+	})
+	require.NoError(t, err)
+	require.NotContains(t, progress.String(), "NaN")
+	require.Contains(t, progress.String(), "fair backlog=true: small wait p99")
+	require.Contains(t, progress.String(), "no window with every tenant backlogged")
+
+	var jainBar benchkit.Bar
+	for _, b := range r.Bars {
+		if strings.HasPrefix(b.Name, "flood: Jain's index") {
+			jainBar = b
+		}
+	}
+	require.False(t, jainBar.Measured(), "%+v", jainBar)
+	var text strings.Builder
+	require.NoError(t, r.WriteText(&text))
+	require.Contains(t, text.String(), "  -      flood: Jain's index in every window while all tenants are backlogged (the lowest): not measured (bar ≥ 0.99)")
+	require.NotContains(t, text.String(), "MISSED flood: Jain")
+
+	for _, row := range rows(t, table(t, r, "flood")) {
+		require.Equal(t, 0.0, median(t, row, "windows"), "%v", row)
+		for _, col := range []string{"jain_min", "jain_median"} {
+			require.Nil(t, row[col].(map[string]any)["median"], "%s %v", col, row)
+		}
+	}
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	var back struct{ Bars []map[string]any }
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Len(t, back.Bars, 2)
+	require.Nil(t, back.Bars[1]["value"])
+	require.Nil(t, back.Bars[1]["met"])
 }
