@@ -112,6 +112,11 @@ func scheduleUpdate(c *cli.Context) (queue.ScheduleUpdate, int, error) {
 	str("timezone", &u.Timezone)
 	str("kind", &u.Kind)
 	str("missed", &u.Missed)
+	// An empty --missed would read as the API's zero value, one: say so
+	// rather than take it.
+	if u.Missed != nil && *u.Missed == "" {
+		return u, n, usagef("batchq: --missed: must be %s or %s (got \"\")", queue.MissedSkip, queue.MissedOne)
+	}
 	if c.IsSet("cost") {
 		v := c.Int64("cost")
 		u.Cost, n = &v, n+1
@@ -172,7 +177,7 @@ func schedulesCreate(c *cli.Context, client *queue.Client) error {
 	if err := client.CreateSchedule(c.Context, s); err != nil {
 		return scheduleUsage(err)
 	}
-	return writeSchedule(c, client, args[0], "created")
+	return writeSchedule(c, client, args[0], "created schedule "+args[0])
 }
 
 func schedulesSet(c *cli.Context, client *queue.Client) error {
@@ -190,7 +195,7 @@ func schedulesSet(c *cli.Context, client *queue.Client) error {
 	if err := client.SetSchedule(c.Context, args[0], u); err != nil {
 		return scheduleUsage(err)
 	}
-	return writeSchedule(c, client, args[0], "updated")
+	return writeSchedule(c, client, args[0], "updated schedule "+args[0])
 }
 
 func schedulesPause(c *cli.Context, client *queue.Client) error {
@@ -198,10 +203,28 @@ func schedulesPause(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
+	done, err := pausedOrNot(c, client, args[0], true, "paused", "was paused already")
+	if err != nil {
+		return err
+	}
 	if err := client.PauseSchedule(c.Context, args[0]); err != nil {
 		return scheduleUsage(err)
 	}
-	return writeSchedule(c, client, args[0], "paused")
+	return writeSchedule(c, client, args[0], done)
+}
+
+// pausedOrNot is what pausing (pause true) or resuming the schedule name
+// will have done: done, or, when it is in that state already, how to say
+// so. Asked before the change, so a second operator's command reads true.
+func pausedOrNot(c *cli.Context, client *queue.Client, name string, pause bool, done, already string) (string, error) {
+	s, err := client.GetSchedule(c.Context, name)
+	if err != nil {
+		return "", scheduleUsage(err)
+	}
+	if s.Paused == pause {
+		return "schedule " + name + " " + already + "; nothing changed", nil
+	}
+	return done + " schedule " + name, nil
 }
 
 func schedulesResume(c *cli.Context, client *queue.Client) error {
@@ -209,10 +232,14 @@ func schedulesResume(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
+	done, err := pausedOrNot(c, client, args[0], false, "resumed", "was not paused")
+	if err != nil {
+		return err
+	}
 	if err := client.ResumeSchedule(c.Context, args[0]); err != nil {
 		return scheduleUsage(err)
 	}
-	return writeSchedule(c, client, args[0], "resumed")
+	return writeSchedule(c, client, args[0], done)
 }
 
 func schedulesDelete(c *cli.Context, client *queue.Client) error {
@@ -242,12 +269,14 @@ func schedulesList(c *cli.Context, client *queue.Client) error {
 	return writeList(c, scheduleDataset(ss...))
 }
 
+// writeSchedule writes the schedule name as it is now, after done (what
+// the command did, naming it).
 func writeSchedule(c *cli.Context, client *queue.Client, name, done string) error {
 	s, err := client.GetSchedule(c.Context, name)
 	if err != nil {
 		return err
 	}
-	sentence := fmt.Sprintf("%s schedule %s: %q in %s, a job of cost %d for tenant %s in queue %s", done, s.Name, s.Cron,
+	sentence := fmt.Sprintf("%s: %q in %s, a job of cost %d for tenant %s in queue %s", done, s.Cron,
 		s.Timezone, s.Cost, s.Tenant, s.Queue)
 	if s.Paused {
 		sentence += "; paused"

@@ -120,3 +120,39 @@ func TestDelayedJobAndScheduleRunOnTimeOnceEach(t *testing.T) {
 		require.Equal(t, 2*time.Second, ticks[i].Sub(ticks[i-1]), "ticks %v: one job each, none missed", ticks)
 	}
 }
+
+// Pausing a paused schedule, or resuming one that runs, says so and keeps
+// its due tick; an empty --missed is refused by name, not read as one.
+func TestSchedulesPauseAndResumeSayWhenNothingChanged(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	r := runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "0 2 * * *", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	db.exec(t, `UPDATE batchq.schedules SET next_run_at = '2026-01-01T00:00:00Z' WHERE name = 's'`)
+
+	r = runCLI(t, db.url, "schedules", "resume", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stdout, "schedule s was not paused; nothing changed: "), r.stdout)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules
+		WHERE name = 's' AND next_run_at = '2026-01-01T00:00:00Z' AND paused_at IS NULL`), "its due tick is kept")
+
+	r = runCLI(t, db.url, "schedules", "pause", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stdout, "paused schedule s: "), r.stdout)
+	r = runCLI(t, db.url, "schedules", "pause", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stdout, "schedule s was paused already; nothing changed: "), r.stdout)
+	r = runCLI(t, db.url, "schedules", "resume", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stdout, "resumed schedule s: "), r.stdout)
+
+	for _, args := range [][]string{
+		{"schedules", "set", "s", "--missed", ""},
+		{"schedules", "create", "s2", "--queue", "q", "--tenant", "t", "--cron", "@hourly", "--cost", "1", "--missed", ""},
+	} {
+		r = runCLI(t, db.url, args...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, `batchq: --missed: must be skip or one (got "")`)
+	}
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules`))
+}
