@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -167,11 +166,12 @@ func intList(c *cli.Context, name string, lo, hi int) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(c.String(name), ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
+		rule := benchkit.RangeRule(int64(n), int64(lo), int64(hi))
 		switch {
 		case err != nil || n < 1:
 			return nil, usagef("batchq: bench %s: --%s %q: must be a comma-separated list of positive integers", c.Command.Name, name, c.String(name))
-		case n < lo || n > hi:
-			return nil, usagef("batchq: bench %s: --%s %q: %d: must be in %d..%d", c.Command.Name, name, c.String(name), n, lo, hi)
+		case rule != "":
+			return nil, usagef("batchq: bench %s: --%s %q: %d: %s", c.Command.Name, name, c.String(name), n, rule)
 		case slices.Contains(out, n):
 			return nil, usagef("batchq: bench %s: --%s %q: %d is named twice", c.Command.Name, name, c.String(name), n)
 		}
@@ -181,7 +181,7 @@ func intList(c *cli.Context, name string, lo, hi int) ([]int, error) {
 }
 
 // unbounded is the upper end of a flag with no limit of its own.
-const unbounded = math.MaxInt
+const unbounded = benchkit.Unbounded
 
 // intRange is the values an integer flag of a scenario takes.
 type intRange struct {
@@ -194,12 +194,9 @@ type intRange struct {
 // command line must be refused here, not passed on.
 func checkInts(c *cli.Context, ranges ...intRange) error {
 	for _, r := range ranges {
-		switch n := c.Int(r.name); {
-		case n >= r.lo && n <= r.hi:
-		case r.hi == unbounded:
-			return usagef("batchq: bench %s: --%s: must be at least %d (got %d)", c.Command.Name, r.name, r.lo, n)
-		default:
-			return usagef("batchq: bench %s: --%s: must be in %d..%d (got %d)", c.Command.Name, r.name, r.lo, r.hi, n)
+		n := c.Int(r.name)
+		if rule := benchkit.RangeRule(int64(n), int64(r.lo), int64(r.hi)); rule != "" {
+			return usagef("batchq: bench %s: --%s: %s (got %d)", c.Command.Name, r.name, rule, n)
 		}
 	}
 	return nil

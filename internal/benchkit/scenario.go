@@ -40,8 +40,22 @@ const (
 	MaxEnqueueConcurrency = 32
 )
 
-// unbounded is the upper end of a setting with no limit of its own.
-const unbounded = math.MaxInt64
+// Unbounded is the upper end of a setting with no limit of its own.
+const Unbounded = math.MaxInt64
+
+// RangeRule is the rule v breaks when it is outside lo..hi ("must be at
+// least lo", or "must be in lo..hi"), "" when it keeps it: one wording for
+// the scenarios' settings and batchq bench's flags.
+func RangeRule(v, lo, hi int64) string {
+	switch {
+	case v >= lo && v <= hi:
+		return ""
+	case hi == Unbounded:
+		return fmt.Sprintf("must be at least %d", lo)
+	default:
+		return fmt.Sprintf("must be in %d..%d", lo, hi)
+	}
+}
 
 // setting is an integer setting of a scenario, for inRange.
 type setting struct {
@@ -52,12 +66,8 @@ type setting struct {
 // inRange returns a ConfigError naming the first setting outside its range.
 func inRange(scenario string, settings ...setting) error {
 	for _, s := range settings {
-		switch {
-		case s.v >= s.lo && s.v <= s.hi:
-		case s.hi == unbounded:
-			return configErrorf("%s: %s %d: must be at least %d", scenario, s.name, s.v, s.lo)
-		default:
-			return configErrorf("%s: %s %d: must be in %d..%d", scenario, s.name, s.v, s.lo, s.hi)
+		if rule := RangeRule(s.v, s.lo, s.hi); rule != "" {
+			return configErrorf("%s: %s %d: %s", scenario, s.name, s.v, rule)
 		}
 	}
 	return nil

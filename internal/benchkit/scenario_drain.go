@@ -83,9 +83,9 @@ func (c DrainConfig) withDefaults() (DrainConfig, error) {
 	if c.Spawn == nil {
 		return c, configErrorf("drain: Spawn is required")
 	}
-	if err := inRange("drain", setting{"jobs", int64(c.Jobs), 1, unbounded}, setting{"tenants", int64(c.Tenants), 1, unbounded},
+	if err := inRange("drain", setting{"jobs", int64(c.Jobs), 1, Unbounded}, setting{"tenants", int64(c.Tenants), 1, Unbounded},
 		setting{"max-cost", c.MaxCost, 1, queue.MaxCost}, setting{"workers", int64(c.Workers), 1, MaxDrainWorkers},
-		setting{"scheduled", int64(c.Scheduled), 0, unbounded}); err != nil {
+		setting{"scheduled", int64(c.Scheduled), 0, Unbounded}); err != nil {
 		return c, err
 	}
 	if c.Scheduled > 0 && slices.ContainsFunc(c.Systems, func(s string) bool { return s != SystemFair && s != SystemFIFO && s != SystemLean }) {

@@ -98,10 +98,10 @@ func (c EnqueueConfig) withDefaults() (EnqueueConfig, error) {
 	}
 	// A call larger than its measurement's jobs would make one call of
 	// fewer jobs than the report says.
-	if err := inRange("enqueue", setting{"jobs", int64(c.Jobs), 1, unbounded},
-		setting{"bulk-jobs", int64(c.BulkJobs), 1, unbounded}, setting{"bulk-size", int64(c.BulkSize), 1, int64(c.BulkJobs)},
-		setting{"txn-jobs", int64(c.TxnJobs), 1, unbounded}, setting{"txn-size", int64(c.TxnSize), 1, int64(c.TxnJobs)},
-		setting{"tenants", int64(c.Tenants), 1, unbounded}); err != nil {
+	if err := inRange("enqueue", setting{"jobs", int64(c.Jobs), 1, Unbounded},
+		setting{"bulk-jobs", int64(c.BulkJobs), 1, Unbounded}, setting{"bulk-size", int64(c.BulkSize), 1, int64(c.BulkJobs)},
+		setting{"txn-jobs", int64(c.TxnJobs), 1, Unbounded}, setting{"txn-size", int64(c.TxnSize), 1, int64(c.TxnJobs)},
+		setting{"tenants", int64(c.Tenants), 1, Unbounded}); err != nil {
 		return c, err
 	}
 	for _, n := range c.Concurrency {

@@ -91,11 +91,11 @@ func (c FloodConfig) withDefaults() (FloodConfig, error) {
 	}
 	// The backlog is at least 2: the small tenants arrive after at least
 	// one of its jobs is claimed, and before the last.
-	if err := inRange("flood", setting{"backlog", int64(c.Backlog), 2, unbounded},
-		setting{"small-tenants", int64(c.SmallTenants), 1, unbounded}, setting{"small-jobs", int64(c.SmallJobs), 1, unbounded},
+	if err := inRange("flood", setting{"backlog", int64(c.Backlog), 2, Unbounded},
+		setting{"small-tenants", int64(c.SmallTenants), 1, Unbounded}, setting{"small-jobs", int64(c.SmallJobs), 1, Unbounded},
 		setting{"max-cost", c.MaxCost, 1, queue.MaxCost}, setting{"workers", int64(c.Workers), 1, MaxFloodWorkers},
 		setting{"batch", int64(c.Batch), 1, queue.MaxClaim}, setting{"quantum", c.Quantum, 1, queue.MaxCost},
-		setting{"window-rounds", int64(c.WindowRounds), 1, unbounded}); err != nil {
+		setting{"window-rounds", int64(c.WindowRounds), 1, Unbounded}); err != nil {
 		return c, err
 	}
 	if c.ArriveAfter < 0 || c.ArriveAfter >= c.Backlog {
