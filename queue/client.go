@@ -49,8 +49,12 @@ const (
 	// limit.
 	DefaultMaxResultBytes = 64 << 10
 	MaxResultBytes        = 1 << 20
-	maxNameBytes          = 256
-	maxAttemptsLimit      = 1000
+	// MaxReasonBytes bounds a cancel's reason, recorded as the outcome's
+	// error: Cancel and CancelJobs cut a longer one, the SQL functions
+	// refuse it.
+	MaxReasonBytes   = 4096
+	maxNameBytes     = 256
+	maxAttemptsLimit = 1000
 )
 
 // Config configures a Client. The zero value is ready to use.

@@ -615,7 +615,7 @@ func (c *Client) CancelJob(ctx context.Context, id int64, reason string) (Cancel
 	if reason == "" {
 		reason = "cancelled"
 	}
-	r, err := c.q.Cancel(ctx, c.pool, dbsqlc.CancelParams{ID: id, Reason: cleanText(reason, 4096)})
+	r, err := c.q.Cancel(ctx, c.pool, dbsqlc.CancelParams{ID: id, Reason: cleanText(reason, MaxReasonBytes)})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CancelStats{}, fmt.Errorf("%w: no unfinished job %d", ErrNotFound, id)
 	}

@@ -194,7 +194,7 @@ func (c *Client) CancelJobs(ctx context.Context, f JobFilter, reason string) (Ca
 	tenant, kind, before, after := f.params()
 	p := dbsqlc.CancelJobsParams{
 		Queue: f.Queue, Tenant: tenant, Kind: kind, EnqueuedBefore: before, EnqueuedAfter: after,
-		MaxJobs: cancelBatch, Reason: cleanText(reason, 4096),
+		MaxJobs: cancelBatch, Reason: cleanText(reason, MaxReasonBytes),
 	}
 	for {
 		r, err := c.q.CancelJobs(ctx, c.pool, p)

@@ -103,17 +103,14 @@ func jobNote(j queue.JobInfo) string {
 // bulkCancelFlags are the flags of a cancel by filter.
 var bulkCancelFlags = []string{"tenant", "kind", "before", "after", "yes"}
 
-// maxReasonBytes is the longest reason batchq.cancel_jobs records, as its
-// SQL refuses a longer one.
-const maxReasonBytes = 4096
-
 func jobsCancel(c *cli.Context, client *queue.Client) error {
 	args, err := commandArgsAtLeast(c, 0, "ID")
 	if err != nil {
 		return err
 	}
-	if n := len(c.String("reason")); n > maxReasonBytes {
-		return usagef("batchq: jobs cancel: --reason: must be at most %d bytes (got %d)", maxReasonBytes, n)
+	// Refused as the SQL functions refuse it, where the Go API cuts it.
+	if n := len(c.String("reason")); n > queue.MaxReasonBytes {
+		return usagef("batchq: jobs cancel: --reason: must be at most %d bytes (got %d)", queue.MaxReasonBytes, n)
 	}
 	if len(args) == 0 {
 		if !c.IsSet("queue") {
