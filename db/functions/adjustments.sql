@@ -24,9 +24,11 @@ DECLARE
     v_deltas bigint[];
     v_total  bigint;
     v_next   bigint := p_next; -- the first queued job left as it is; NULL: none
+    v_refund boolean;  -- a correction downwards among them
     v_head   record;
     v_shift  bigint;
     v_floor  numeric;
+    v_drop   bigint;
 BEGIN
     WITH consumed AS (
         DELETE FROM batchq.ledger_adjustments a
@@ -34,8 +36,8 @@ BEGIN
           AND (v_next IS NULL OR a.pos <> p_pos OR a.after_seq < v_next - 1)
         RETURNING a.pos, a.after_seq, a.delta
     )
-    SELECT array_agg(c.after_seq), array_agg(c.delta), coalesce(sum(c.delta), 0)
-    INTO v_seqs, v_deltas, v_total
+    SELECT array_agg(c.after_seq), array_agg(c.delta), coalesce(sum(c.delta), 0), bool_or(c.delta < 0)
+    INTO v_seqs, v_deltas, v_total, v_refund
     FROM consumed c WHERE c.pos = p_pos;
     -- Deltas that sum to nothing still move the jobs between them.
     IF v_seqs IS NULL THEN
@@ -46,21 +48,24 @@ BEGIN
     -- estimates; credit past the current round would let it take every
     -- claim from tenants that join now, as DRR never lets a deficit grow
     -- past a visit. The rest is dropped: one more correction, about the
-    -- jobs from the head on.
-    SELECT j.seq, j.cum INTO v_head FROM batchq.jobs j
-    WHERE j.queue = p_queue AND j.pos = p_pos AND j.state = 'queued'
-    ORDER BY j.seq LIMIT 1;
-    IF FOUND THEN
-        SELECT coalesce(sum(u.delta), 0) INTO v_shift
-        FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta) WHERE u.after_seq < v_head.seq;
+    -- jobs from the head on. Only a refund can move the head earlier.
+    IF v_refund THEN
+        SELECT j.seq, j.cum INTO v_head FROM batchq.jobs j
+        WHERE j.queue = p_queue AND j.pos = p_pos AND j.state = 'queued'
+        ORDER BY j.seq LIMIT 1;
+        IF FOUND THEN
+            SELECT coalesce(sum(u.delta), 0) INTO v_shift
+            FROM unnest(v_seqs, v_deltas) AS u (after_seq, delta) WHERE u.after_seq < v_head.seq;
+        END IF;
         IF v_shift < 0 THEN
             -- The least ledger whose round is the cursor's (batchq.drr_round).
             SELECT (coalesce(max(c.round), 0) - p_join_round)::numeric * p_share + 1 INTO v_floor
             FROM batchq.queue_cursors c WHERE c.queue = p_queue;
-            IF v_head.cum + v_shift < v_floor THEN
+            v_drop := least(v_floor, v_head.cum) - (v_head.cum + v_shift);
+            IF v_drop > 0 THEN
                 v_seqs := v_seqs || (v_head.seq - 1);
-                v_deltas := v_deltas || (least(v_floor, v_head.cum) - (v_head.cum + v_shift))::bigint;
-                v_total := v_total + (least(v_floor, v_head.cum) - (v_head.cum + v_shift))::bigint;
+                v_deltas := v_deltas || v_drop;
+                v_total := v_total + v_drop;
             END IF;
         END IF;
     END IF;
