@@ -273,9 +273,26 @@ func batchError(err error, jobs []queue.NewJob, lineNos []int, first int) error 
 			}
 		}
 	}
-	last := lineNos[len(lineNos)-1]
-	return fmt.Errorf("batchq: lines %d-%d: %s; %s", first, last, strings.TrimPrefix(err.Error(), "batchq: "), notWritten(first))
+	lines := fmt.Sprintf("lines %d-%d", first, lineNos[len(lineNos)-1])
+	if first == lineNos[len(lineNos)-1] {
+		lines = fmt.Sprintf("line %d", first)
+	}
+	return &batchFailure{
+		msg:   fmt.Sprintf("batchq: %s: %s; %s", lines, strings.TrimPrefix(err.Error(), "batchq: "), notWritten(first)),
+		cause: err,
+	}
 }
+
+// batchFailure says which lines a batch the database refused held, and keeps
+// why: a database nobody migrated is still named as such.
+type batchFailure struct {
+	msg   string
+	cause error
+}
+
+func (e *batchFailure) Error() string { return e.msg }
+
+func (e *batchFailure) Unwrap() error { return e.cause }
 
 func notWritten(first int) string {
 	if first == 1 {

@@ -197,3 +197,16 @@ func TestEnqueueFileQueueFullNamesTheBatch(t *testing.T) {
 	require.Contains(t, r.stderr, "lines before 3 were enqueued")
 	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.jobs`))
 }
+
+// A batch the database refuses for a cause of its own says so as a single
+// job does: on a database nobody migrated, what to run. A batch of one line
+// is named as one line.
+func TestEnqueueFileOnAnUnmigratedDatabaseSaysToMigrate(t *testing.T) {
+	t.Parallel()
+	url := pgtest.EmptyURL(t)
+	r := runCLIInput(t, url, `{"queue":"q","tenant":"t","cost":1}`+"\n", "enqueue", "--file", "-")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stderr, `batchq: line 1: enqueue into "q": `), r.stderr)
+	require.Contains(t, r.stderr, "nothing was enqueued; is the database migrated? run 'batchq migrate up'\n")
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+}
