@@ -158,7 +158,10 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 
 // enqueueTally counts what an enqueue file did.
 type enqueueTally struct {
-	lines      int // lines read, blank ones included
+	// lines read, blank ones included; after an error, the lines of the
+	// batches written, so the first line not written is lines+1 whatever
+	// the batch size.
+	lines      int
 	enqueued   int
 	duplicates int
 }
@@ -202,6 +205,10 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 	var lineNos []int
 	var size int64 // bytes of the lines in jobs
 	first := 1     // the first line after the batches written
+	fail := func(err error) (enqueueTally, error) {
+		tally.lines = first - 1
+		return tally, err
+	}
 	flush := func() error {
 		if len(jobs) == 0 {
 			return nil
@@ -233,29 +240,32 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 		// one, whether or not it parses, as the line after batchSize does.
 		if size+int64(len(line)) > batchBytes {
 			if err := flush(); err != nil {
-				return tally, err
+				return fail(err)
 			}
 		}
 		j, err := parseJobLine(line)
 		if err != nil {
-			return tally, fmt.Errorf("batchq: line %d: %w; %s", tally.lines, err, notWritten(first))
+			return fail(fmt.Errorf("batchq: line %d: %w; %s", tally.lines, err, notWritten(first)))
 		}
 		jobs = append(jobs, j)
 		lineNos = append(lineNos, tally.lines)
 		size += int64(len(line))
 		if len(jobs) == batchSize || size >= batchBytes {
 			if err := flush(); err != nil {
-				return tally, err
+				return fail(err)
 			}
 		}
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return tally, fmt.Errorf("batchq: line %d: longer than %d bytes; %s", tally.lines+1, maxLineBytes, notWritten(first))
+			return fail(fmt.Errorf("batchq: line %d: longer than %d bytes; %s", tally.lines+1, maxLineBytes, notWritten(first)))
 		}
-		return tally, fmt.Errorf("batchq: reading line %d: %w; %s", tally.lines+1, err, notWritten(first))
+		return fail(fmt.Errorf("batchq: reading line %d: %w; %s", tally.lines+1, err, notWritten(first)))
 	}
-	return tally, flush()
+	if err := flush(); err != nil {
+		return fail(err)
+	}
+	return tally, nil
 }
 
 // batchError says which line of a batch the queue refused, and why.

@@ -210,3 +210,35 @@ func TestEnqueueFileOnAnUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 	require.Contains(t, r.stderr, "nothing was enqueued; is the database migrated? run 'batchq migrate up'\n")
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 }
+
+// After a bad line, `lines` in JSON counts the lines of the batches written,
+// whatever the batch size, so a script goes on from lines+1, the line the
+// error names as the first not written.
+func TestEnqueueFileLinesAfterAnErrorAreTheLinesWritten(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	good := `{"queue":"imports","tenant":"t","cost":1}`
+	in := strings.Join([]string{good, "", good, good, `{"queue":"imports","tenant":"t","cost":0}`, good}, "\n") + "\n"
+	for _, tc := range []struct {
+		batch    string
+		enqueued int
+		lines    int
+	}{
+		{"1", 3, 4}, // lines 1-4 written, line 5 refused
+		{"2", 2, 3}, // lines 1 and 3 (with the blank 2), then 4-5 refused
+		{"4", 0, 0}, // lines 1-5 in the first batch
+	} {
+		t.Run(tc.batch, func(t *testing.T) {
+			db.exec(t, `DELETE FROM batchq.jobs`)
+			r := runCLIInput(t, db.url, in, "enqueue", "--file", "-", "--batch-size", tc.batch, "--format", "json")
+			require.Equal(t, 1, r.code, r.stderr)
+			require.JSONEq(t, fmt.Sprintf(`{"enqueued": %d, "duplicates": 0, "lines": %d}`, tc.enqueued, tc.lines), r.stdout)
+			if tc.lines == 0 {
+				require.Contains(t, r.stderr, "nothing was enqueued")
+			} else {
+				require.Contains(t, r.stderr, fmt.Sprintf("nothing from line %d on", tc.lines+1))
+			}
+			require.Equal(t, int64(tc.enqueued), db.count(t, `SELECT count(*) FROM batchq.jobs`))
+		})
+	}
+}
