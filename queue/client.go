@@ -148,6 +148,9 @@ type QueueConfig struct {
 
 var queueName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
+// queueNameRule is what queueName accepts, in words.
+const queueNameRule = "1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
+
 func (qc *QueueConfig) withDefaults() {
 	if qc.Quantum == 0 {
 		qc.Quantum = DefaultQuantum
@@ -169,7 +172,7 @@ func (qc *QueueConfig) withDefaults() {
 func (qc QueueConfig) validate() error {
 	switch {
 	case !queueName.MatchString(qc.Name):
-		return &SettingError{"name", fmt.Sprintf("must be 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit (got %s)", quote(qc.Name))}
+		return &SettingError{"name", fmt.Sprintf("must be %s (got %s)", queueNameRule, quote(qc.Name))}
 	case qc.Quantum <= 0 || qc.Quantum > MaxCost:
 		return &SettingError{"quantum", fmt.Sprintf("must be in 1..%d (got %d)", MaxCost, qc.Quantum)}
 	case qc.MaxPerTenant <= 0 || qc.MaxPerTenant > math.MaxInt32:

@@ -26,7 +26,8 @@ var (
 	// tenant setting breaks a rule. Nothing was written.
 	ErrInvalidSettings = errors.New("batchq: invalid settings")
 
-	// ErrUnknownQueue is returned when a call names a queue that does not exist.
+	// ErrUnknownQueue is returned when a call names a queue that does not
+	// exist. For a name no queue could have, the error says the naming rule.
 	ErrUnknownQueue = errors.New("batchq: unknown queue")
 
 	// ErrQueueExists is returned by CreateQueue when the name is taken.
@@ -121,6 +122,10 @@ func (e *SettingError) Error() string {
 func (e *SettingError) Unwrap() error { return ErrInvalidSettings }
 
 func unknownQueue(name string) error {
+	if !queueName.MatchString(name) {
+		// The SQL API refuses such a name with the rule (BQ100); say it too.
+		return fmt.Errorf("%w: %s is not a queue name: %s", ErrUnknownQueue, quote(name), queueNameRule)
+	}
 	return fmt.Errorf("%w: %s", ErrUnknownQueue, quote(name))
 }
 

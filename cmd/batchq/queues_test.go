@@ -177,3 +177,21 @@ func TestQueuesPauseResumeDelete(t *testing.T) {
 		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 	}
 }
+
+// A name no queue could have is refused with the naming rule, which the SQL
+// API raises for it (BQ100), and still as an unknown queue (exit 2), by every
+// command that names a queue.
+func TestInvalidQueueNameSaysTheRule(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	for _, args := range [][]string{
+		{"queues", "pause", "Bad Name!"}, {"queues", "resume", "Bad Name!"}, {"queues", "delete", "Bad Name!"},
+		{"queues", "set", "Bad Name!", "--quantum", "5"}, {"tenants", "set", "acme", "--queue", "Bad Name!", "--weight", "2"},
+		{"jobs", "cancel", "--queue", "bad name"}, {"report", "backlog", "--queue", "bad name"},
+	} {
+		r := runCLI(t, db.url, args...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Regexp(t, `^batchq: unknown queue: "(Bad Name!|bad name)" is not a queue name: 1-128 characters of A-Z a-z 0-9 _ \. : - starting with a letter or digit\n$`,
+			r.stderr, args)
+	}
+}

@@ -217,7 +217,8 @@ func TestReportUnknownQueue(t *testing.T) {
 	for _, report := range []string{"backlog", "tenants", "outcomes"} {
 		r := runCLI(t, db.url, "report", report, "--queue", "q\xff")
 		require.Equal(t, 2, r.code, "%s: %s", report, r.stderr)
-		require.Equal(t, "batchq: unknown queue: \"q\\xff\"\n", r.stderr, report)
+		require.Equal(t, "batchq: unknown queue: \"q\\xff\" is not a queue name: "+
+			"1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit\n", r.stderr, report)
 	}
 	r := runCLI(t, db.url, "enqueue", "--queue", "nosuch", "--tenant", "a", "--cost", "1")
 	require.Equal(t, 2, r.code, r.stderr)
