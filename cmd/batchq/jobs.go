@@ -260,6 +260,12 @@ func jobsRetry(c *cli.Context, client *queue.Client) error {
 		return writeResult(c, fmt.Sprintf("job %d is due now; a worker's next maintenance pass requeues it", id), d)
 	}
 	res, err := client.Resubmit(c.Context, id)
+	if errors.Is(err, queue.ErrUnknownQueue) {
+		// The command line named a job, not a queue: nothing to correct
+		// in it, so not a usage error.
+		return fmt.Errorf("batchq: job %d cannot be resubmitted: its queue %s no longer exists; "+
+			"create it again (batchq queues create %s) to resubmit it", id, j.Queue, j.Queue)
+	}
 	if err != nil {
 		return err
 	}

@@ -275,3 +275,23 @@ func TestRetryTwiceMakesOneCopyOnlyWithinTheUniqueWindow(t *testing.T) {
 		})
 	}
 }
+
+// Resubmitting a job whose queue was deleted says so, and is not a usage
+// error: the command line named a job that exists.
+func TestRetryOfAJobWhoseQueueWasDeleted(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	for _, args := range [][]string{
+		{"enqueue", "--queue", "imports", "--tenant", "t", "--cost", "1"},
+		{"jobs", "cancel", "1"},
+		{"queues", "delete", "imports"},
+	} {
+		r := runCLI(t, db.url, args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+	}
+	r := runCLI(t, db.url, "jobs", "retry", "1")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, "batchq: job 1 cannot be resubmitted: its queue imports no longer exists; "+
+		"create it again (batchq queues create imports) to resubmit it\n", r.stderr)
+	require.Zero(t, db.count(t, `SELECT count(*) FROM batchq.jobs`))
+}
