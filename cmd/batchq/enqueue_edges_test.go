@@ -187,6 +187,9 @@ func TestEnqueueTTLInDays(t *testing.T) {
 			WHERE deadline - enqueued_at BETWEEN make_interval(days => $1) - interval '1 minute'
 			                             AND make_interval(days => $1) + interval '1 minute'`, days), "%dd", days)
 	}
-	require.Regexp(t, regexp.MustCompile(`--ttl value +the deadline as a duration from now, instead of --deadline: Go's, like 90m or 36h, or whole days, like 2d`),
-		runCLI(t, noServer, "enqueue", "--help").stdout)
+	// From the run-at, as the command's description says and as it is
+	// computed, not from now.
+	help := runCLI(t, noServer, "enqueue", "--help").stdout
+	require.Regexp(t, regexp.MustCompile(`--ttl value +the deadline as a duration from the run-at \(now, without one\), instead of --deadline: Go's, like 90m or 36h, or whole days, like 2d`), help)
+	require.Regexp(t, regexp.MustCompile(`--deadline value +when the job stops being worth running, RFC 3339; after the run-at \(default: the run-at \+ --ttl, or \+ the queue's default TTL\)`), help)
 }
