@@ -294,16 +294,36 @@ func (c *Client) UpdateQueueTenant(ctx context.Context, queue, tenant string, u 
 
 // ClearQueueTenant removes a tenant's settings for one queue: its settings
 // for every queue apply there again, from its next round. It reports
-// whether there were any.
+// whether there were any, and returns ErrUnknownQueue for no such queue and
+// a *SettingError for a tenant name no tenant could have, as
+// UpdateQueueTenant does.
 func (c *Client) ClearQueueTenant(ctx context.Context, queue, tenant string) (bool, error) {
+	if !queueName.MatchString(queue) {
+		return false, unknownQueue(queue)
+	}
+	if err := checkName("name", tenant); err != nil {
+		return false, &SettingError{err.Field, err.Rule}
+	}
 	var n int64
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		var err error
 		if n, err = c.q.DeleteQueueTenant(ctx, tx, dbsqlc.DeleteQueueTenantParams{Queue: queue, Tenant: tenant}); err != nil {
 			return err
 		}
+		if n == 0 {
+			// Nothing to clear: say so only of a queue that exists.
+			if _, err := c.q.GetQueue(ctx, tx, queue); errors.Is(err, pgx.ErrNoRows) {
+				return unknownQueue(queue)
+			} else if err != nil {
+				return err
+			}
+			return nil
+		}
 		return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queue: queue, Tenants: []string{tenant}})
 	})
+	if errors.Is(err, ErrUnknownQueue) {
+		return false, err
+	}
 	if err != nil {
 		return false, fmt.Errorf("batchq: clear tenant %s in queue %s: %w", quote(tenant), quote(queue), err)
 	}

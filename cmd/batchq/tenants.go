@@ -97,7 +97,7 @@ func tenantsUnset(c *cli.Context, client *queue.Client) error {
 	}
 	had, err := client.ClearQueueTenant(c.Context, c.String("queue"), args[0])
 	if err != nil {
-		return err
+		return settingUsage(err, "tenant name")
 	}
 	sentence := fmt.Sprintf("tenant %s had no settings of its own in queue %s", args[0], c.String("queue"))
 	if had {

@@ -124,6 +124,13 @@ func TestTenantsSettingsForOneQueue(t *testing.T) {
 		{[]string{"set", "acme", "--queue", "imports", "--weight", "2e6"}, "batchq: --weight: must be in 0.001..1000000 (got 2e+06)"},
 		{[]string{"set", "acme", "--queue", "imports", "--max-queued", "-1"}, "--max-queued: must be in 0..2147483647"},
 		{[]string{"unset", "acme"}, "--queue is required"},
+		// Nothing to unset in a queue that does not exist, or for a tenant
+		// no tenant could be, is a mistake, not "no settings of its own".
+		{[]string{"unset", "acme", "--queue", "nope"}, `batchq: unknown queue: "nope"`},
+		{[]string{"unset", "acme", "--queue", "Bad Name!"}, `batchq: unknown queue: "Bad Name!" is not a queue name`},
+		{[]string{"unset", "acme", "--queue", ""}, `batchq: unknown queue: "" is not a queue name`},
+		{[]string{"unset", "", "--queue", "imports"}, "batchq: tenant name: must not be empty"},
+		{[]string{"unset", "a\tb", "--queue", "imports"}, "batchq: tenant name: must not contain control characters"},
 	} {
 		r := runCLI(t, db.url, append([]string{"tenants"}, tc.args...)...)
 		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
