@@ -206,7 +206,7 @@ func (c *Client) enqueue(ctx context.Context, tx pgx.Tx, jobs []NewJob, many boo
 // settings.
 func (c *Client) validate(j *NewJob, now time.Time, queueChecked bool) *InvalidJobError {
 	if !queueChecked && !queueName.MatchString(j.Queue) {
-		return &InvalidJobError{Field: "queue", Rule: "must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - (got " + quote(j.Queue) + ")"}
+		return &InvalidJobError{Field: "queue", Rule: "must name a queue: " + queueNameRule + " (got " + quote(j.Queue) + ")"}
 	}
 	if err := checkName("tenant", j.Tenant); err != nil {
 		return err

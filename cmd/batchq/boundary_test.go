@@ -65,7 +65,9 @@ func TestEnqueueRulesAreOneAcrossGoCLIAndSQL(t *testing.T) {
 		rule  string // a regexp of the rule's text, or of the whole error when field is ""
 	}{
 		{"queue name", func(j *queue.NewJob) { j.Queue = "no such!" }, "queue", "BQ100",
-			regexp.QuoteMeta(`must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - (got "no such!")`)},
+			regexp.QuoteMeta(`must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit (got "no such!")`)},
+		{"queue name starting with _", func(j *queue.NewJob) { j.Queue = "_docs" }, "queue", "BQ100",
+			regexp.QuoteMeta(`must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit (got "_docs")`)},
 		{"empty tenant", func(j *queue.NewJob) { j.Tenant = "" }, "tenant", "BQ100", "must not be empty"},
 		{"tenant too long", func(j *queue.NewJob) { j.Tenant = strings.Repeat("t", 300) }, "tenant", "BQ100",
 			regexp.QuoteMeta("must be at most 256 bytes (got 300)")},

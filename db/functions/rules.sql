@@ -86,7 +86,8 @@ CREATE OR REPLACE FUNCTION batchq.name_error(field text, s text) RETURNS text[]
 CREATE OR REPLACE FUNCTION batchq.queue_name_error(s text) RETURNS text[]
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN CASE WHEN s IS NULL OR s !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$' THEN
-        ARRAY['BQ100', 'queue', format('must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - (got %s)', batchq.quote(s))]
+        ARRAY['BQ100', 'queue', format('must name a queue: 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit (got %s)',
+                                  batchq.quote(s))]
     END;
 
 -- job_error is NULL for a job that keeps every rule, else {sqlstate, field,
