@@ -149,7 +149,7 @@ func reportTenants(c *cli.Context, client *queue.Client) error {
 		d.add(r.Queue, r.Tenant, r.Jobs, r.Succeeded, r.Failed, r.Expired, r.Cancelled, r.Discarded,
 			r.SucceededTokens, r.FailedTokens, r.ExpiredTokens, r.CancelledTokens, r.DiscardedTokens,
 			r.ActualTokens, r.ServedTokens,
-			r.TokenShare, r.Weight, r.WeightShare, r.WaitP50, r.WaitP95)
+			r.TokenShare, weightCell(r.Weight), r.WeightShare, r.WaitP50, r.WaitP95)
 	}
 	return writeList(c, d)
 }

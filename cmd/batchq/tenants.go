@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 
@@ -84,7 +85,7 @@ func tenantsSet(c *cli.Context, client *queue.Client) error {
 	if t.MaxQueued > 0 {
 		bound = fmt.Sprintf("at most %d queued per queue", t.MaxQueued)
 	}
-	return writeResult(c, fmt.Sprintf("set tenant %s: weight %v, %s", t.Name, t.Weight, bound), tenantDataset(t))
+	return writeResult(c, fmt.Sprintf("set tenant %s: weight %s, %s", t.Name, weightCell(t.Weight), bound), tenantDataset(t))
 }
 
 func tenantsUnset(c *cli.Context, client *queue.Client) error {
@@ -130,7 +131,7 @@ func tenantsList(c *cli.Context, client *queue.Client) error {
 func describeQueueTenant(qt queue.QueueTenant) string {
 	weight, bound := "its weight for every queue", "its bound for every queue"
 	if qt.Weight != 0 {
-		weight = fmt.Sprintf("weight %v", qt.Weight)
+		weight = fmt.Sprintf("weight %s", weightCell(qt.Weight))
 	}
 	if qt.MaxQueued != 0 {
 		bound = fmt.Sprintf("at most %d queued", qt.MaxQueued)
@@ -149,10 +150,10 @@ func queueTenantDataset(qts ...queue.QueueTenant) *dataset {
 // addQueueTenant lists a tenant's settings for one queue; weight and
 // max_queued are empty where its settings for every queue apply.
 func addQueueTenant(d *dataset, qt queue.QueueTenant) {
-	var weight *float64
+	var weight any = (*float64)(nil)
 	var bound *int64
 	if qt.Weight != 0 {
-		weight = &qt.Weight
+		weight = weightCell(qt.Weight)
 	}
 	if qt.MaxQueued > 0 {
 		b := int64(qt.MaxQueued)
@@ -172,7 +173,15 @@ func tenantDataset(ts ...queue.Tenant) *dataset {
 			b := int64(t.MaxQueued)
 			bound = &b
 		}
-		d.add(t.Name, t.Weight, bound, (*string)(nil))
+		d.add(t.Name, weightCell(t.Weight), bound, (*string)(nil))
 	}
 	return d
 }
+
+// weightCell is a tenant's weight as a cell and in sentences: whole, in
+// every format. A table rounds other numbers to three decimals, which would
+// show a weight of 0.0015 as 0.002 (and JSON as 0.0015), and %v writes
+// 1000000 as 1e+06.
+type weightCell float64
+
+func (w weightCell) String() string { return strconv.FormatFloat(float64(w), 'f', -1, 64) }

@@ -34,6 +34,44 @@ func TestTenantsSetAndList(t *testing.T) {
 	require.JSONEq(t, `[{"name":"big","weight":3,"max_queued":500,"queue":null},{"name":"small","weight":0.5,"max_queued":null,"queue":null}]`, r.stdout)
 }
 
+// A weight prints whole, the same in every format and in the sentence:
+// tables round other numbers to three decimals, and 0.0015 is not 0.002.
+func TestTenantsWeightsPrintWhole(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+
+	r := runCLI(t, db.url, "tenants", "set", "tiny", "--weight", "0.0015")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "set tenant tiny: weight 0.0015, each queue's bound\n", r.stdout)
+	r = runCLI(t, db.url, "tenants", "set", "huge", "--weight", "1000000")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "set tenant huge: weight 1000000, each queue's bound\n", r.stdout)
+	r = runCLI(t, db.url, "tenants", "set", "odd", "--queue", "imports", "--weight", "1.2345")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "set tenant odd in queue imports: weight 1.2345, its bound for every queue\n", r.stdout)
+
+	r = runCLI(t, db.url, "tenants", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "NAME  WEIGHT   MAX QUEUED  QUEUE\nhuge  1000000  -           -\ntiny  0.0015   -           -\nodd   1.2345   -           imports\n", r.stdout)
+	r = runCLI(t, db.url, "tenants", "list", "--format", "csv")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "name,weight,max_queued,queue\nhuge,1000000,,\ntiny,0.0015,,\nodd,1.2345,,imports\n", r.stdout)
+	r = runCLI(t, db.url, "tenants", "list", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `[{"name":"huge","weight":1000000,"max_queued":null,"queue":null},`+
+		`{"name":"tiny","weight":0.0015,"max_queued":null,"queue":null},`+
+		`{"name":"odd","weight":1.2345,"max_queued":null,"queue":"imports"}]`, r.stdout)
+
+	// The usage report shows the weight as tenants list does.
+	r = runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "tiny", "--cost", "5")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "jobs", "cancel", "--queue", "imports", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "report", "tenants")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^imports\s+tiny\s+1\s.*\s0\.0015\s+1\s`, r.stdout)
+}
+
 func TestTenantsErrors(t *testing.T) {
 	t.Parallel()
 	db := newCLIDB(t)
