@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strings"
 
 	"github.com/pressly/goose/v3"
@@ -44,21 +45,24 @@ func Up(ctx context.Context, db *sql.DB) (*Result, error) {
 // the database is at the latest version: they are written for it.
 func UpTo(ctx context.Context, db *sql.DB, version int64) (*Result, error) {
 	return locked(ctx, db, func(conn *sql.Conn, p *goose.Provider) (*Result, error) {
-		res := &Result{}
+		if err := checkCanMigrate(ctx, conn); err != nil {
+			return nil, err
+		}
 		granted, err := functionGrants(ctx, conn)
 		if err != nil {
-			return res, err
+			return nil, err
 		}
+		res := &Result{}
 		if version == goose.MaxVersion {
 			res.Migrations, err = p.Up(ctx)
 		} else {
 			res.Migrations, err = p.UpTo(ctx, version)
 		}
 		if err != nil && !errors.Is(err, goose.ErrNoNextVersion) {
-			return res, fmt.Errorf("batchq: migrate up: %w", err)
+			return partial(ctx, p, res, "migrate up", err)
 		}
 		if res.Version, err = p.GetDBVersion(ctx); err != nil {
-			return res, fmt.Errorf("batchq: schema version: %w", err)
+			return nil, fmt.Errorf("batchq: schema version: %w", err)
 		}
 		if res.Version == latest(p) {
 			if res.Functions, err = applyFunctions(ctx, conn); err != nil {
@@ -144,10 +148,10 @@ func DownTo(ctx context.Context, db *sql.DB, version int64) (*Result, error) {
 		var err error
 		res.Migrations, err = p.DownTo(ctx, version)
 		if err != nil && !errors.Is(err, goose.ErrNoNextVersion) {
-			return res, fmt.Errorf("batchq: migrate down: %w", err)
+			return partial(ctx, p, res, "migrate down", err)
 		}
 		if res.Version, err = p.GetDBVersion(ctx); err != nil {
-			return res, fmt.Errorf("batchq: schema version: %w", err)
+			return nil, fmt.Errorf("batchq: schema version: %w", err)
 		}
 		if res.Version >= FunctionsSince && len(res.Migrations) > 0 {
 			if _, err := conn.ExecContext(ctx, forgetFunctionsSQL); err != nil {
@@ -156,6 +160,85 @@ func DownTo(ctx context.Context, db *sql.DB, version int64) (*Result, error) {
 		}
 		return res, nil
 	})
+}
+
+// partial returns what a run that failed with err did: the migrations goose
+// applied or reverted before the one that failed, each in its own
+// transaction, and the version that left, when it can be read; nil when
+// nothing is known. The error names the migration that failed, in words.
+func partial(ctx context.Context, p *goose.Provider, res *Result, what string, err error) (*Result, error) {
+	var pe *goose.PartialError
+	if !errors.As(err, &pe) {
+		return nil, fmt.Errorf("batchq: %s: %w", what, err)
+	}
+	res.Migrations = pe.Applied
+	err = fmt.Errorf("batchq: %s: %s: %w", what, path.Base(pe.Failed.Source.Path), pe.Err)
+	v, verr := p.GetDBVersion(ctx)
+	if verr != nil {
+		res.Migrations, res.Version = nil, 0
+		return nil, err
+	}
+	res.Version = v
+	return res, err
+}
+
+// objectsSQL says whether schema batchq holds a table, view, sequence,
+// function or type; versionSQL whether batchq's version table records a
+// migration (false when there is no such table).
+const (
+	objectsSQL = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = to_regnamespace('batchq'))
+    OR EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE pronamespace = to_regnamespace('batchq'))
+    OR EXISTS (SELECT 1 FROM pg_catalog.pg_type WHERE typnamespace = to_regnamespace('batchq'))`
+	versionTableSQL = `SELECT to_regclass($1) IS NOT NULL`
+	recordedSQL     = `SELECT EXISTS (SELECT 1 FROM ` + TableName + ` WHERE version_id > 0)`
+	// Whether the role may create batchq's schema (when it is missing) and
+	// the version table (when it is missing, in the schema it would go to).
+	rightsSQL = `SELECT current_user::text, coalesce(current_schema()::text, ''),
+    to_regnamespace('batchq') IS NOT NULL OR has_database_privilege(current_database(), 'CREATE'),
+    to_regclass($1) IS NOT NULL OR (current_schema() IS NOT NULL AND has_schema_privilege(current_schema(), 'CREATE'))`
+)
+
+// checkCanMigrate refuses, before anything is written, a database that
+// migrate up would break or fail on half-way: one whose schema batchq holds
+// objects none of batchq's recorded migrations made (another program's
+// schema of that name: the first migration would be recorded as applied to
+// it, and reverting it drops the schema), and a role that may not create
+// the schema or the version table.
+func checkCanMigrate(ctx context.Context, conn *sql.Conn) error {
+	var hasObjects, hasTable, recorded bool
+	if err := conn.QueryRowContext(ctx, objectsSQL).Scan(&hasObjects); err != nil {
+		return fmt.Errorf("batchq: migrate up: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, versionTableSQL, TableName).Scan(&hasTable); err != nil {
+		return fmt.Errorf("batchq: migrate up: %w", err)
+	}
+	if hasTable {
+		if err := conn.QueryRowContext(ctx, recordedSQL).Scan(&recorded); err != nil {
+			return fmt.Errorf("batchq: migrate up: %s: %w", TableName, err)
+		}
+	}
+	if hasObjects && !recorded {
+		return fmt.Errorf("batchq: migrate up: schema batchq already holds tables or functions, and %s records no "+
+			"batchq migration: it belongs to another program, or was migrated by another tool with a version table of "+
+			"its own; nothing was changed", TableName)
+	}
+	var role, schema string
+	var mayCreateSchema, mayCreateTable bool
+	if err := conn.QueryRowContext(ctx, rightsSQL, TableName).Scan(&role, &schema, &mayCreateSchema, &mayCreateTable); err != nil {
+		return fmt.Errorf("batchq: migrate up: %w", err)
+	}
+	switch {
+	case schema == "" && !hasTable:
+		return fmt.Errorf("batchq: migrate up: role %s has no schema on its search_path to keep the version table %s in; "+
+			"nothing was changed", role, TableName)
+	case !mayCreateTable:
+		return fmt.Errorf("batchq: migrate up: role %s may not create the version table %s in schema %s (it lacks CREATE "+
+			"there): grant it, or migrate as the database's owner; nothing was changed", role, TableName, schema)
+	case !mayCreateSchema:
+		return fmt.Errorf("batchq: migrate up: role %s may not create schema batchq (it lacks CREATE on the database): "+
+			"grant it, or migrate as the database's owner; nothing was changed", role)
+	}
+	return nil
 }
 
 // ApplyFunctions applies the function files when their text differs from

@@ -46,7 +46,7 @@ func migrateCommand() *cli.Command {
 				Name:   "status",
 				Usage:  "list migrations and whether each is applied",
 				Flags:  []cli.Flag{commandFormatFlag()},
-				Action: withProvider(migrateStatus),
+				Action: withDB(migrateStatus),
 			},
 			{
 				Name:  "get",
@@ -62,16 +62,6 @@ func migrateCommand() *cli.Command {
 			migrateGrantsCommand(),
 		},
 	}
-}
-
-func withProvider(run func(*cli.Context, *goose.Provider) error) cli.ActionFunc {
-	return withDB(func(c *cli.Context, db *sql.DB) error {
-		p, err := migrations.NewProvider(db)
-		if err != nil {
-			return err
-		}
-		return run(c, p)
-	})
 }
 
 // withDB opens --database-url for run and closes it after.
@@ -104,6 +94,9 @@ func checkTo(c *cli.Context) error {
 	v := c.Int64("to")
 	if v < 0 {
 		return usagef("batchq: --to %d: must be a version, 0 or more", v)
+	}
+	if v == 0 && c.Command.Name == "up" {
+		return usagef("batchq: --to 0: must be a version to apply, 1 or more")
 	}
 	last, err := lastMigration()
 	if err != nil {
@@ -335,13 +328,29 @@ func printResult(c *cli.Context, res *migrations.Result, verb string) {
 	fmt.Fprintf(c.App.Writer, "schema version %d\n", res.Version)
 }
 
-func migrateStatus(c *cli.Context, p *goose.Provider) error {
+func migrateStatus(c *cli.Context, db *sql.DB) error {
 	if _, err := commandArgs(c); err != nil {
 		return err
 	}
-	st, err := p.Status(c.Context)
+	p, err := migrations.NewProvider(db)
 	if err != nil {
+		return err
+	}
+	// goose would create its version table to read it: status only reads,
+	// and a database without the table has every migration pending.
+	var versioned bool
+	if err := db.QueryRowContext(c.Context, `SELECT to_regclass($1) IS NOT NULL`, migrations.TableName).Scan(&versioned); err != nil {
 		return fmt.Errorf("batchq: migrate status: %w", err)
+	}
+	var st []*goose.MigrationStatus
+	if versioned {
+		if st, err = p.Status(c.Context); err != nil {
+			return fmt.Errorf("batchq: migrate status: %w", err)
+		}
+	} else {
+		for _, src := range p.ListSources() {
+			st = append(st, &goose.MigrationStatus{Source: src, State: goose.StatePending})
+		}
 	}
 	d := newDataset("version", "state", "applied_at", "file")
 	for _, s := range st {

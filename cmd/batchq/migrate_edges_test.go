@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batchq/batchq/internal/pgtest"
 	"github.com/batchq/batchq/migrations"
 )
 
@@ -173,4 +174,76 @@ func TestMigrateDownCountsTheSchedules(t *testing.T) {
 	require.Equal(t, 2, r.code, r.stderr)
 	require.Contains(t, r.stdout, "1 schedule")
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules`), "nothing was dropped without --yes")
+}
+
+// A schema batchq that another program made is left alone: migrate up would
+// record its first migration as applied to it (and migrate down would then
+// drop that schema) before failing on the second. Nothing is written, not
+// even the version table, and migrate status writes nothing either.
+func TestMigrateUpLeavesAnotherProgramsSchemaAlone(t *testing.T) {
+	t.Parallel()
+	url := pgtest.EmptyURL(t)
+	pool := pgtest.Connect(t, url)
+	_, err := pool.Exec(t.Context(), `CREATE SCHEMA batchq; CREATE TABLE batchq.jobs (id int)`)
+	require.NoError(t, err)
+	versionTable := func() bool {
+		var ok bool
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT to_regclass($1) IS NOT NULL`, migrations.TableName).Scan(&ok))
+		return ok
+	}
+
+	r := runCLI(t, url, "migrate", "status")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^1\s+pending\s+-\s+00001_schema.sql$`, r.stdout)
+	require.False(t, versionTable(), "migrate status created the version table")
+
+	r = runCLI(t, url, "migrate", "up")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, "batchq: migrate up: schema batchq already holds tables or functions, and batchq_goose_db_version "+
+		"records no batchq migration: it belongs to another program, or was migrated by another tool with a version "+
+		"table of its own; nothing was changed\n", r.stderr)
+	require.Empty(t, r.stdout)
+	require.False(t, versionTable(), "migrate up wrote before refusing")
+
+	// An empty schema batchq, made ahead for batchq, is batchq's to fill.
+	_, err = pool.Exec(t.Context(), `DROP TABLE batchq.jobs`)
+	require.NoError(t, err)
+	r = runCLI(t, url, "migrate", "up")
+	require.Equal(t, 0, r.code, r.stderr)
+}
+
+// A migration that fails leaves those before it applied, each in its own
+// transaction: migrate up says which, the version they left, and which
+// migration failed, in its own words rather than goose's.
+func TestMigrateUpSaysWhatItAppliedBeforeAFailure(t *testing.T) {
+	t.Parallel()
+	url := pgtest.EmptyURL(t)
+	r := runCLI(t, url, "migrate", "up", "--to", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	pool := pgtest.Connect(t, url)
+	_, err := pool.Exec(t.Context(), `CREATE TABLE batchq.quota (x int)`)
+	require.NoError(t, err)
+
+	r = runCLI(t, url, "migrate", "up")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Regexp(t, `^applied 00002_queue.sql \(\d+ms\)\nschema version 2\n$`, r.stdout)
+	require.Equal(t, `batchq: migrate up: 00003_quota.sql: ERROR: relation "quota" already exists (SQLSTATE 42P07)`+"\n", r.stderr)
+
+	r = runCLI(t, url, "migrate", "up", "--to", "0")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: --to 0: must be a version to apply, 1 or more\n", r.stderr)
+}
+
+// A role that may not create the version table is told so before anything
+// is written, not with goose's "failed to initialize".
+func TestMigrateUpSaysTheRightItLacks(t *testing.T) {
+	t.Parallel()
+	// With only pg_catalog on its search_path, the version table would go
+	// there, where no role of the tests may create anything.
+	url := pgtest.EmptyURL(t) + "&search_path=pg_catalog"
+	r := runCLI(t, url, "migrate", "up")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Regexp(t, `^batchq: migrate up: role \S+ may not create the version table batchq_goose_db_version in schema `+
+		`pg_catalog \(it lacks CREATE there\): grant it, or migrate as the database's owner; nothing was changed\n$`, r.stderr)
+	require.Empty(t, r.stdout)
 }
