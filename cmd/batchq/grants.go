@@ -6,10 +6,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 
 	"github.com/batchq/batchq/migrations"
@@ -100,7 +103,7 @@ func migrateGrants(c *cli.Context) error {
 	}
 	defer conn.Close(c.Context)
 	if _, err := conn.Exec(c.Context, sql); err != nil {
-		return fmt.Errorf("batchq: migrate grants: %w", err)
+		return grantsRefusal(err, map[string]string{"app-role": app, "worker-role": worker, "operator-role": operator})
 	}
 	fmt.Fprintf(c.App.Writer, "granted: role %s may enqueue and read reports; role %s may claim and finish jobs; "+
 		"role %s may pause, resume and delete queues, cancel jobs and read them\n", app, worker, operator)
@@ -116,6 +119,23 @@ func migrateGrants(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "set the password of role %s\n", p.role)
 	}
 	return nil
+}
+
+// grantsRefusal says a role the grants script refused (the schema's owner,
+// a superuser) as the usage error it is, naming the flag that gave it;
+// other errors are the database's.
+func grantsRefusal(err error, roles map[string]string) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "P0001" || !strings.HasPrefix(pe.Message, "batchq: grants: ") {
+		return fmt.Errorf("batchq: migrate grants: %w", err)
+	}
+	msg := strings.TrimPrefix(pe.Message, "batchq: grants: ")
+	for _, flag := range []string{"app-role", "worker-role", "operator-role"} {
+		if rule, ok := strings.CutPrefix(msg, roles[flag]+" "); ok {
+			return usagef("batchq: migrate grants: --%s %s: %s", flag, roles[flag], rule)
+		}
+	}
+	return usagef("batchq: migrate grants: %s", msg)
 }
 
 // requireMigrated fails unless every migration is applied: the grants name
