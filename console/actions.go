@@ -49,7 +49,16 @@ func queuePath(name string) string { return "/queues/" + pathEscape(name) }
 
 func tenantPath(q, t string) string { return queuePath(q) + "/tenants/" + pathEscape(t) }
 
-func pathEscape(s string) string { return url.PathEscape(s) }
+// pathEscape escapes s as one segment of a path. A tenant may be named "."
+// or "..", which url.PathEscape leaves as they are and which a browser, and
+// the server's path cleaning, would resolve against the segments before
+// them: their dots are escaped, so the link still names the tenant.
+func pathEscape(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
+}
 
 func (s *server) pause(r *http.Request) (string, string, error) {
 	name := r.PathValue("queue")

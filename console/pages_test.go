@@ -3,6 +3,7 @@ package console_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -231,6 +232,31 @@ func TestConsoleEscapesNames(t *testing.T) {
 	require.Contains(t, res.body, "Tenant team a/b?c")
 	require.Contains(t, res.body, `data-src="/queues/docs/tenants/team%20a%2Fb%3Fc"`)
 	require.Contains(t, res.body, `<span data-field="queued-jobs">1</span>`)
+}
+
+// A tenant named "." or ".." has links that reach its page: a browser
+// resolves the dots of a bare segment against the path before them.
+func TestConsoleLinksTenantsNamedWithDots(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, name := range []string{".", ".."} {
+		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "empty", Tenant: name, Cost: 10})
+		require.NoError(t, err)
+	}
+	page := b.get(t, "/queues/empty")
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	base, err := url.Parse("http://127.0.0.1:8080/queues/empty")
+	require.NoError(t, err)
+	for _, name := range []string{".", ".."} {
+		m := regexp.MustCompile(`<a href="([^"]*)">` + regexp.QuoteMeta(name) + `</a>`).FindStringSubmatch(page.body)
+		require.NotNil(t, m, "no link to tenant %q in:\n%s", name, page.body)
+		link, err := base.Parse(m[1])
+		require.NoError(t, err)
+		res := b.get(t, link.RequestURI())
+		require.Equal(t, http.StatusOK, res.status, "tenant %q: %s: %s", name, link.RequestURI(), res.body)
+		require.Contains(t, res.body, "Tenant "+name+" <span")
+		require.Contains(t, res.body, `<span data-field="queued-jobs">1</span>`)
+	}
 }
 
 // A job that runs later, and a retry waiting out its backoff, are scheduled:

@@ -63,7 +63,7 @@ func parsePages() (map[string]*template.Template, error) {
 		},
 		"at":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 		"weight":  func(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) },
-		"pathseg": url.PathEscape,
+		"pathseg": pathEscape,
 		"int64p": func(p *int64) string {
 			if p == nil {
 				return "–"
