@@ -197,10 +197,9 @@ func enqueueFile(c *cli.Context, client *queue.Client) error {
 // most batchSize lines, and at most batchBytes bytes of lines unless one line
 // alone is longer. It stops at the first line or batch that fails, with
 // nothing of that batch written, and returns what the batches before it did.
+// An interrupt (c.Context done) stops it too, even while it waits for input.
 func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize int, batchBytes int64) (enqueueTally, error) {
 	var tally enqueueTally
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
 	var jobs []queue.NewJob
 	var lineNos []int
 	var size int64 // bytes of the lines in jobs
@@ -209,11 +208,17 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 		tally.lines = first - 1
 		return tally, err
 	}
+	interrupted := func() error {
+		return fmt.Errorf("batchq: interrupted; %s", notWritten(first))
+	}
 	flush := func() error {
 		if len(jobs) == 0 {
 			return nil
 		}
 		res, err := client.EnqueueMany(c.Context, jobs)
+		if err != nil && c.Context.Err() != nil {
+			return interrupted()
+		}
 		if err != nil {
 			return batchError(err, jobs, lineNos, first)
 		}
@@ -230,9 +235,21 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 		jobs, lineNos, size = nil, nil, 0
 		return nil
 	}
-	for sc.Scan() {
+	stop := make(chan struct{})
+	defer close(stop)
+	in := readLines(r, stop)
+	for {
+		var line []byte
+		var more bool
+		select {
+		case line, more = <-in.lines:
+		case <-c.Context.Done():
+			return fail(interrupted())
+		}
+		if !more {
+			break
+		}
 		tally.lines++
-		line := sc.Bytes()
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -256,7 +273,7 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := in.err; err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
 			return fail(fmt.Errorf("batchq: line %d: longer than %d bytes; %s", tally.lines+1, maxLineBytes, notWritten(first)))
 		}
@@ -266,6 +283,35 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 		return fail(err)
 	}
 	return tally, nil
+}
+
+// lineReader hands over the lines of an input one by one.
+type lineReader struct {
+	lines chan []byte
+	err   error // why reading stopped, once lines is closed; nil at the end
+}
+
+// readLines reads r's lines on a goroutine of its own until r ends or stop
+// is closed. A read cannot be cancelled, and the signals that cancel a
+// command no longer end the process: read inline, an interrupt would wait
+// for standard input's next line.
+func readLines(r io.Reader, stop <-chan struct{}) *lineReader {
+	in := &lineReader{lines: make(chan []byte)}
+	go func() {
+		defer close(in.lines)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+		for sc.Scan() {
+			select {
+			// The scanner reuses its buffer for the next line.
+			case in.lines <- bytes.Clone(sc.Bytes()):
+			case <-stop:
+				return
+			}
+		}
+		in.err = sc.Err()
+	}()
+	return in
 }
 
 // batchError says which line of a batch the queue refused, and why.

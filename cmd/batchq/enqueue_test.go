@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -241,4 +243,41 @@ func TestEnqueueFileLinesAfterAnErrorAreTheLinesWritten(t *testing.T) {
 			require.Equal(t, int64(tc.enqueued), db.count(t, `SELECT count(*) FROM batchq.jobs`))
 		})
 	}
+}
+
+// An interrupt stops enqueue --file while it waits for standard input, not
+// at the next line, and the summary says what was written: the batches
+// before it, not the lines read since.
+func TestEnqueueFileStopsWhenInterruptedWaitingForInput(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	// Three lines, then the writer goes quiet without closing.
+	go fmt.Fprint(pw, strings.Repeat(`{"queue":"imports","tenant":"t","cost":1}`+"\n", 3))
+
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	var out, errOut bytes.Buffer
+	app := newApp(&out, &errOut)
+	app.Reader = pr
+	exited := make(chan int, 1)
+	go func() {
+		cliMu.Lock()
+		err := app.RunContext(ctx, []string{"batchq", "--database-url", db.url, "enqueue", "--file", "-", "--batch-size", "2"})
+		cliMu.Unlock()
+		exited <- exitCode(err, &errOut)
+	}()
+	require.Eventually(t, func() bool { return db.count(t, `SELECT count(*) FROM batchq.jobs`) == 2 },
+		10*time.Second, 10*time.Millisecond, "the first batch")
+	interrupt()
+	select {
+	case code := <-exited:
+		require.Equal(t, 1, code, errOut.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("enqueue --file did not stop when interrupted")
+	}
+	require.Equal(t, "batchq: interrupted; lines before 3 were enqueued, nothing from line 3 on\n", errOut.String())
+	require.Equal(t, "enqueued 2 jobs, 0 duplicates, before the error\n", out.String())
+	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.jobs`))
 }
