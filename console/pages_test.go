@@ -1,6 +1,9 @@
 package console_test
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,9 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/console"
+	"github.com/batchq/batchq/internal/pgtest"
+	"github.com/batchq/batchq/migrations"
 	"github.com/batchq/batchq/queue"
 )
 
@@ -314,6 +321,54 @@ func TestConsoleRefusesPathsNoNameCanHave(t *testing.T) {
 	for _, p := range []string{"/queues/docs/tenants/a%00b", "/queues/docs/tenants/%FF%FE", "/queues/a%00b"} {
 		require.Equal(t, http.StatusBadRequest, b.get(t, p).status, p)
 	}
+}
+
+// A database the console cannot read (not migrated, migrated by an older
+// release, out of reach) is a 503 that says what to do, on every page; the
+// database's and the driver's own words, which name hosts, users and
+// tables, go to the log only.
+func TestConsoleSaysWhyItCannotReadTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	older := pgtest.EmptyURL(t)
+	db := stdlib.OpenDB(*pgxConfig(t, older))
+	defer db.Close()
+	_, err := migrations.UpTo(ctx, db, 5)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, url, want string
+	}{
+		{"not migrated", pgtest.EmptyURL(t), "run &#39;batchq migrate up&#39;"},
+		{"an older schema", older, "run &#39;batchq migrate up&#39;"},
+		{"out of reach", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", "the console cannot reach its database"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, err := queue.NewClient(pgtest.Connect(t, tc.url), queue.Config{})
+			require.NoError(t, err)
+			var log bytes.Buffer
+			h, err := console.Handler(client, &console.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			require.NoError(t, err)
+			for _, p := range []string{"/", "/queues/docs", "/queues/docs/chart.svg", "/queues/docs/tenants/acme", "/jobs/1"} {
+				r := httptest.NewRequest(http.MethodGet, p, nil)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				require.Equal(t, http.StatusServiceUnavailable, w.Code, "%s: %s", p, w.Body)
+				require.Contains(t, w.Body.String(), tc.want, p)
+				for _, raw := range []string{"SQLSTATE", "does not exist", "dial", "nobody", "batchq: "} {
+					require.NotContains(t, w.Body.String(), raw, p)
+				}
+			}
+			require.Regexp(t, `SQLSTATE|failed to connect`, log.String(), "the log has the database's error")
+		})
+	}
+}
+
+// pgxConfig parses a database URL.
+func pgxConfig(t *testing.T, url string) *pgx.ConnConfig {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	return cfg
 }
 
 // Bound to loopback, the console answers only to a loopback Host: a page

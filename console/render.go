@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -213,7 +215,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.render(w, status, "error", "layout", v)
 }
 
-// classify maps an error to a status and a message for the page.
+// classify maps an error to a status and a message for the page. A server
+// error's message says what went wrong in the console's words; the
+// database's or the driver's own, which name hosts, users and SQL, go to
+// the log (fail).
 func classify(err error) (int, string) {
 	var he *httpError
 	var pe *pgconn.PgError
@@ -227,8 +232,41 @@ func classify(err error) (int, string) {
 	case errors.As(err, &pe) && pe.Code == "42501":
 		return http.StatusForbidden, "refused by the database: the console's database role may not do this (" +
 			pe.Message + "); see docs/sql-api.md#roles"
+	case errors.As(err, &pe) && schemaMissing(pe.Code):
+		return http.StatusServiceUnavailable, "the database does not hold the batchq schema this console reads, " +
+			"or holds an older version of it: run 'batchq migrate up' (the console's log has the database's error)"
+	case unreachable(err):
+		return http.StatusServiceUnavailable, "the console cannot reach its database; " +
+			"each request tries again (the console's log has the error)"
 	}
-	return http.StatusInternalServerError, err.Error()
+	return http.StatusInternalServerError, "the console could not read the database (the console's log has the error)"
+}
+
+// schemaMissing reports whether code is the server not knowing a schema,
+// table, column, function or type. The console reads only batchq's, so the
+// database was not migrated, or not to this version.
+func schemaMissing(code string) bool {
+	switch code {
+	case "3F000", "42P01", "42703", "42883", "42704":
+		return true
+	}
+	return false
+}
+
+// unreachable reports whether err is the database out of reach: a
+// connection that could not be made, that broke, or that the server ended.
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	case errors.As(err, &pe):
+		// connection_exception, operator_intervention (a shutdown, say)
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	}
+	return false
 }
 
 func (s *server) cookiePath() string { return s.o.BasePath + "/" }
