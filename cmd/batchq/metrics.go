@@ -85,9 +85,7 @@ func startMetrics(c *cli.Context, client *queue.Client, wc *queue.WorkerConfig, 
 	if err != nil {
 		return nil, fmt.Errorf("batchq: --metrics-addr: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: metricsHandler(reg), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics server stopped", "err", err)
@@ -99,6 +97,14 @@ func startMetrics(c *cli.Context, client *queue.Client, wc *queue.WorkerConfig, 
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// metricsHandler serves reg's metrics at GET /metrics (and HEAD); another
+// method there is refused with 405, another path is a 404.
+func metricsHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
 }
 
 // metricsListenAddr is where --metrics-addr listens: as given, except that

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/internal/pgtest"
@@ -105,6 +107,38 @@ func TestWorkServesMetricsOnLoopback(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1", host)
 	require.NotEqual(t, "0", port, "the log names the port the kernel chose")
+}
+
+// The endpoint answers GET and HEAD; a scrape is never a POST or a DELETE.
+func TestMetricsHandlerMethods(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "batchq_test_gauge", Help: "a gauge"}))
+	h := metricsHandler(reg)
+	for _, tc := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodGet, "/metrics", http.StatusOK},
+		{http.MethodHead, "/metrics", http.StatusOK},
+		{http.MethodPost, "/metrics", http.StatusMethodNotAllowed},
+		{http.MethodPut, "/metrics", http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/metrics", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/", http.StatusNotFound},
+		{http.MethodGet, "/metrics/x", http.StatusNotFound},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(tc.method, tc.path, nil))
+		require.Equal(t, tc.want, w.Code, "%s %s", tc.method, tc.path)
+		switch tc.want {
+		case http.StatusOK:
+			if tc.method == http.MethodGet {
+				require.Contains(t, w.Body.String(), "batchq_test_gauge 0")
+			}
+		case http.StatusMethodNotAllowed:
+			require.Equal(t, "GET, HEAD", w.Header().Get("Allow"), "%s %s", tc.method, tc.path)
+		}
+	}
 }
 
 func TestWorkRejectsBadMetricsFlags(t *testing.T) {
