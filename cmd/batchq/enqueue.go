@@ -45,7 +45,8 @@ in a string: Go's, like "90m" or "36h", or whole days, like "7d"), run_at (RFC 3
 transaction: a batch ends after --batch-size lines, or before the line that would take its
 lines past --batch-bytes (a longer line goes in a batch of its own). Every line of a batch is
 parsed and checked before the batch is written; a bad line stops the command with its line
-number and why, and nothing of its batch (or after it) is written. Blank lines are skipped.`,
+number and why, and nothing of its batch (or after it) is written. Blank lines are skipped, and a
+UTF-8 byte order mark at the start of the file.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "queue", Usage: "required unless --file: the queue to enqueue into"},
 			&cli.StringFlag{Name: "tenant", Usage: "required unless --file: the tenant the job belongs to"},
@@ -250,6 +251,11 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 			break
 		}
 		tally.lines++
+		if tally.lines == 1 {
+			// Editors on Windows start UTF-8 files with a byte order mark;
+			// JSON parsers may skip it (RFC 8259, section 8.1).
+			line = bytes.TrimPrefix(line, []byte("\uFEFF"))
+		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}

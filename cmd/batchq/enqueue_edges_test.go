@@ -193,3 +193,17 @@ func TestEnqueueTTLInDays(t *testing.T) {
 	require.Regexp(t, regexp.MustCompile(`--ttl value +the deadline as a duration from the run-at \(now, without one\), instead of --deadline: Go's, like 90m or 36h, or whole days, like 2d`), help)
 	require.Regexp(t, regexp.MustCompile(`--deadline value +when the job stops being worth running, RFC 3339; after the run-at \(default: the run-at \+ --ttl, or \+ the queue's default TTL\)`), help)
 }
+
+// A file saved with a UTF-8 byte order mark, as Windows editors save it,
+// is read as without one; one anywhere else is not JSON.
+func TestEnqueueFileSkipsAByteOrderMark(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	line := `{"queue":"imports","tenant":"t","cost":1}`
+	r := runCLIInput(t, db.url, "\uFEFF"+line+"\n"+line+"\n", "enqueue", "--file", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "enqueued 2 jobs, 0 duplicates, from 2 lines\n", r.stdout)
+	r = runCLIInput(t, db.url, line+"\n\uFEFF"+line+"\n", "enqueue", "--file", "-")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "batchq: line 2: not JSON")
+}
