@@ -78,6 +78,9 @@ func enqueueAction(c *cli.Context, client *queue.Client) error {
 		return err
 	}
 	if c.IsSet("file") {
+		if c.String("file") == "" {
+			return usagef("batchq: enqueue: --file: must name a file, or - for standard input")
+		}
 		for _, f := range jobFlags {
 			if c.IsSet(f) {
 				return usagef("batchq: enqueue: --%s describes one job; with --file each line does", f)

@@ -106,6 +106,7 @@ func TestEnqueueFlagErrors(t *testing.T) {
 		{"batch size alone", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--batch-size", "5"}, 2, "--batch-size goes with --file"},
 		{"batch size zero", []string{"--file", "-", "--batch-size", "0"}, 2, "--batch-size 0: must be in 1..100000"},
 		{"missing file", []string{"--file", filepath.Join(t.TempDir(), "none.jsonl")}, 1, "--file: open"},
+		{"empty file name", []string{"--file", ""}, 2, "batchq: enqueue: --file: must name a file, or - for standard input"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runCLI(t, db.url, append([]string{"enqueue"}, tc.args...)...)
