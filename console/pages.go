@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -274,7 +275,7 @@ func (s *server) jobPage(r *http.Request) (string, any, error) {
 func jobID(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
-		return 0, errorf(http.StatusBadRequest, "job id %q: must be a positive whole number", r.PathValue("id"))
+		return 0, errorf(http.StatusBadRequest, "job id %q: must be a whole number from 1 to %d", r.PathValue("id"), int64(math.MaxInt64))
 	}
 	return id, nil
 }

@@ -158,9 +158,13 @@ func TestConsoleJobPage(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, b.get(t, "/jobs/999999").status)
 	})
 	t.Run("a bad id", func(t *testing.T) {
-		res := b.get(t, "/jobs/x1")
-		require.Equal(t, http.StatusBadRequest, res.status)
-		require.Contains(t, res.body, "job id &#34;x1&#34;: must be a positive whole number")
+		// One past the largest id is a whole number too: the rule names the
+		// range.
+		for _, id := range []string{"x1", "0", "-1", "9223372036854775808"} {
+			res := b.get(t, "/jobs/"+id)
+			require.Equal(t, http.StatusBadRequest, res.status, id)
+			require.Contains(t, res.body, "job id &#34;"+id+"&#34;: must be a whole number from 1 to 9223372036854775807", id)
+		}
 	})
 }
 
