@@ -32,16 +32,18 @@
 //	batchq_quota_long_pauses_total{key}                           429s that paused the fleet for over a minute
 //	batchq_worker_errors_total{queue}
 //
-// outcome is that of queue.EventFinished: succeeded, failed and discarded
-// end a job (failed also counts a job whose lease ran out with no attempts
-// left, as the pool whose maintenance found it reports; discarded, one given
-// up on a Permanent error); retrying, released (handed back: after a 429,
-// or unstarted because its deadline passed while it was claimed ahead, the
+// outcome is that of queue.EventFinished: succeeded, failed, discarded and
+// cancelled end a job (failed also counts a job whose lease ran out with no
+// attempts left, as the pool whose maintenance found it reports; discarded,
+// one given up on a Permanent error; cancelled, one an operator cancelled
+// after it was claimed); retrying, released (handed back: after a 429, or
+// unstarted because its deadline passed while it was claimed ahead, the
 // quota had no room for it, or the pool shut down) and lease_lost end an
-// attempt. key is the quota key (empty for a pool without a throttle);
-// priority is batch or interactive. Wait seconds and paused
-// seconds count the union of the waits announced, so ten workers told of
-// the same pause add it once.
+// attempt; unrecorded is an outcome the pool could not write, whose job runs
+// again once its lease expires. key is the quota key (empty for a pool
+// without a throttle); priority is batch or interactive. Wait seconds and
+// paused seconds count the union of the waits announced, so ten workers
+// told of the same pause add it once.
 //
 // # From the database
 //

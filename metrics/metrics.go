@@ -159,7 +159,7 @@ func New(cfg Config) (*Collector, error) {
 	c.wait = histogram("batchq_job_wait_seconds",
 		"Time from a job's enqueue to its claim, for each job claimed and started.", waitBuckets, "queue", "tenant")
 	c.finishedJobs = counter("batchq_finished_jobs_total",
-		"Job attempts that ended, by outcome: succeeded, failed and discarded end the job; retrying, released and lease_lost end the attempt; unrecorded could not be written, and the job will run again.",
+		"Job attempts that ended, by outcome: succeeded, failed, discarded and cancelled end the job; retrying, released and lease_lost end the attempt; unrecorded could not be written, and the job will run again.",
 		"queue", "tenant", "outcome")
 	c.finishedEst = counter("batchq_finished_estimated_tokens_total",
 		"Estimated tokens of the job attempts that ended, by outcome.", "queue", "tenant", "outcome")
