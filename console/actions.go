@@ -26,6 +26,10 @@ func (s *server) action(fn actionFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		if err := r.ParseForm(); err != nil {
+			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+				s.fail(w, r, errorf(http.StatusRequestEntityTooLarge, "the form is larger than %d KiB, the most an action takes", maxForm>>10))
+				return
+			}
 			s.fail(w, r, errorf(http.StatusBadRequest, "the form does not parse: %v", err))
 			return
 		}

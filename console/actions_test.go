@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,6 +32,19 @@ func TestConsoleActionsNeedTheToken(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, res.status)
 	page := b.get(t, "/queues/docs")
 	require.NotContains(t, page.body, `id="pause"`, "a read-only console shows no action")
+}
+
+// A form past the limit is refused as too large, with the limit, and
+// changes nothing.
+func TestConsoleRefusesAFormTooLarge(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &console.Options{Token: testToken})
+	res := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{"reason": {strings.Repeat("a", 70<<10)}},
+		http.Header{"Authorization": {"Bearer " + testToken}})
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.status, res.body)
+	require.Contains(t, res.body, "the form is larger than 64 KiB, the most an action takes")
+	require.NotContains(t, res.body, "http: ")
+	require.False(t, b.paused(t, "docs"))
 }
 
 func TestConsolePauseAndResume(t *testing.T) {
