@@ -44,41 +44,65 @@ func (c *Client) pauseOrResume(ctx context.Context, name string, fn func(context
 }
 
 // QueueNotEmptyError is returned by DeleteQueue for a queue that still holds
-// unfinished jobs.
+// unfinished jobs. Schedules is how many schedules the queue has: they may
+// enqueue more jobs, and would be deleted with it.
 type QueueNotEmptyError struct {
 	Queue                                string
 	Queued, Running, Retrying, Scheduled int64
+	Schedules                            int64
 }
 
 func (e *QueueNotEmptyError) Error() string {
-	return fmt.Sprintf("batchq: queue %s holds %d unfinished jobs (%d queued, %d running, %d retrying, %d scheduled): "+
-		"cancel them (batchq jobs cancel --queue %s) or let them finish first",
-		quote(e.Queue), e.Queued+e.Running+e.Retrying+e.Scheduled, e.Queued, e.Running, e.Retrying, e.Scheduled, e.Queue)
+	// batchq.delete_queue (db/functions/operate.sql) words it the same.
+	n := e.Queued + e.Running + e.Retrying + e.Scheduled
+	jobs, them := "unfinished jobs", "them"
+	if n == 1 {
+		jobs, them = "unfinished job", "it"
+	}
+	msg := fmt.Sprintf("batchq: queue %s holds %d %s (%d queued, %d running, %d retrying, %d scheduled): "+
+		"cancel %s (batchq jobs cancel --queue %s) or let %s finish first",
+		quote(e.Queue), n, jobs, e.Queued, e.Running, e.Retrying, e.Scheduled, them, e.Queue, them)
+	if e.Schedules > 0 {
+		schedules := "schedules"
+		if e.Schedules == 1 {
+			schedules = "schedule"
+		}
+		msg += fmt.Sprintf("; it also has %d %s, which may enqueue more and are deleted with it (batchq schedules list --queue %s)",
+			e.Schedules, schedules, e.Queue)
+	}
+	return msg
+}
+
+// DeletedQueue says what went with a queue DeleteQueue deleted.
+type DeletedQueue struct {
+	// Schedules is how many of the queue's schedules were deleted with it.
+	Schedules int64
 }
 
 // DeleteQueue deletes a queue that holds no unfinished job, with its
-// settings and its fair order's state; its outcomes stay, as history. It
-// returns a *QueueNotEmptyError, which says how many jobs the queue holds,
-// for one that holds any, and ErrUnknownQueue for no such queue.
-func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+// settings, its fair order's state and its schedules, and says how many
+// schedules went; its outcomes stay, as history. It returns a
+// *QueueNotEmptyError, which says how many jobs and schedules the queue
+// holds, for one that holds any job, and ErrUnknownQueue for no such queue.
+func (c *Client) DeleteQueue(ctx context.Context, name string) (DeletedQueue, error) {
 	if !queueName.MatchString(name) {
-		return unknownQueue(name)
+		return DeletedQueue{}, unknownQueue(name)
 	}
-	err := c.q.DeleteQueue(ctx, c.pool, name)
+	n, err := c.q.DeleteQueue(ctx, c.pool, name)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "BQ203" {
-		var d struct{ Queued, Running, Retrying, Scheduled int64 }
+		var d struct{ Queued, Running, Retrying, Scheduled, Schedules int64 }
 		_ = json.Unmarshal([]byte(pe.Detail), &d)
-		return &QueueNotEmptyError{Queue: name, Queued: d.Queued, Running: d.Running, Retrying: d.Retrying,
-			Scheduled: d.Scheduled}
+		return DeletedQueue{}, &QueueNotEmptyError{Queue: name, Queued: d.Queued, Running: d.Running, Retrying: d.Retrying,
+			Scheduled: d.Scheduled, Schedules: d.Schedules}
 	}
 	if r := refusal(err); r != nil {
-		return r
+		return DeletedQueue{}, r
 	}
 	if err != nil {
-		return fmt.Errorf("batchq: delete queue %s: %w", quote(name), err)
+		return DeletedQueue{}, fmt.Errorf("batchq: delete queue %s: %w", quote(name), err)
 	}
-	return nil
+	return DeletedQueue{Schedules: n}, nil
 }
 
 // JobFilter picks the unfinished jobs of a queue by what they are. Empty

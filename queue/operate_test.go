@@ -299,8 +299,9 @@ func TestCancelJobsFilters(t *testing.T) {
 	require.Equal(t, "tenant", bad.Field)
 }
 
-// A queue that holds jobs is not deleted, and the error says how many; an
-// empty one is, with its settings, and its outcomes stay.
+// A queue that holds jobs is not deleted, and the error says how many, and
+// how many schedules it has; an empty one is, with its settings and its
+// schedules, which the result counts, and its outcomes stay.
 func TestDeleteQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
@@ -309,30 +310,44 @@ func TestDeleteQueue(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.client.UpdateQueueTenant(b.ctx, b.queue, "a", queue.TenantUpdate{Weight: ptr(2.0)})
 	require.NoError(t, err)
+	for _, name := range []string{"nightly", "hourly"} {
+		err = b.client.CreateSchedule(b.ctx, queue.Schedule{Name: name, Queue: b.queue, Tenant: "a", Cron: "@daily", Cost: 1})
+		require.NoError(t, err)
+	}
 
-	err = b.client.DeleteQueue(b.ctx, b.queue)
+	_, err = b.client.DeleteQueue(b.ctx, b.queue)
 	var full *queue.QueueNotEmptyError
 	require.ErrorAs(t, err, &full)
-	require.Equal(t, queue.QueueNotEmptyError{Queue: b.queue, Queued: 2, Running: 1}, *full)
-	require.Contains(t, err.Error(), `holds 3 unfinished jobs (2 queued, 1 running, 0 retrying, 0 scheduled)`)
+	require.Equal(t, queue.QueueNotEmptyError{Queue: b.queue, Queued: 2, Running: 1, Schedules: 2}, *full)
+	require.Contains(t, err.Error(), `holds 3 unfinished jobs (2 queued, 1 running, 0 retrying, 0 scheduled): cancel them`)
+	require.Contains(t, err.Error(), `; it also has 2 schedules, which may enqueue more and are deleted with it (batchq schedules list --queue `+b.queue+`)`)
 
 	_, err = b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue}, "")
 	require.NoError(t, err)
-	require.ErrorAs(t, b.client.DeleteQueue(b.ctx, b.queue), &full)
+	_, err = b.client.DeleteQueue(b.ctx, b.queue)
+	require.ErrorAs(t, err, &full)
 	require.Equal(t, int64(1), full.Running, "a running job holds the queue until it stops")
+	require.Contains(t, err.Error(), `holds 1 unfinished job (0 queued, 1 running, 0 retrying, 0 scheduled): cancel it `)
 	b.exec(t, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second'`)
 	_, err = b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)
 
-	require.NoError(t, b.client.DeleteQueue(b.ctx, b.queue))
+	del, err := b.client.DeleteQueue(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, queue.DeletedQueue{Schedules: 2}, del)
 	_, err = b.client.Queue(b.ctx, b.queue)
 	require.ErrorIs(t, err, queue.ErrUnknownQueue)
 	require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.outcomes`), "outcomes stay, as history")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queue_tenants`))
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.tenant_ring`))
-	require.ErrorIs(t, b.client.DeleteQueue(b.ctx, b.queue), queue.ErrUnknownQueue)
-	// The name can be used again.
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.schedules`))
+	_, err = b.client.DeleteQueue(b.ctx, b.queue)
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	// The name can be used again; a queue without schedules deletes none.
 	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: b.queue}))
+	del, err = b.client.DeleteQueue(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Zero(t, del.Schedules)
 }
 
 // A tenant's weight and bound for one queue apply there and nowhere else.

@@ -46,7 +46,7 @@ func queuesCommand() *cli.Command {
 			},
 			{
 				Name:      "delete",
-				Usage:     "delete a queue that holds no unfinished job (its outcomes stay)",
+				Usage:     "delete a queue that holds no unfinished job, with its schedules (its outcomes stay)",
 				ArgsUsage: "NAME",
 				Flags:     []cli.Flag{commandFormatFlag()},
 				Action:    withQueueClient(queuesDelete),
@@ -219,19 +219,18 @@ func queuesDelete(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
-	err = client.DeleteQueue(c.Context, args[0])
-	var full *queue.QueueNotEmptyError
-	switch {
-	case errors.Is(err, queue.ErrUnknownQueue):
-		return usageError{msg: err.Error()}
-	case errors.As(err, &full):
-		return err
-	case err != nil:
+	del, err := client.DeleteQueue(c.Context, args[0])
+	if err != nil {
+		// ErrUnknownQueue exits 2; a queue that holds jobs, 1.
 		return err
 	}
-	d := newDataset("deleted")
-	d.add(args[0])
-	return writeResult(c, "deleted queue "+args[0], d)
+	sentence := fmt.Sprintf("deleted queue %s and its %s", args[0], howMany(del.Schedules, "schedule", "schedules"))
+	if del.Schedules == 0 {
+		sentence = fmt.Sprintf("deleted queue %s; it had no schedules", args[0])
+	}
+	d := newDataset("deleted", "schedules_deleted")
+	d.add(args[0], del.Schedules)
+	return writeResult(c, sentence, d)
 }
 
 func queueDataset(qs ...queue.QueueConfig) *dataset {

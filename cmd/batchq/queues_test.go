@@ -154,14 +154,47 @@ func TestQueuesPauseResumeDelete(t *testing.T) {
 
 	r = runCLI(t, db.url, "queues", "delete", "imports")
 	require.Equal(t, 1, r.code)
-	require.Equal(t, `batchq: queue "imports" holds 1 unfinished jobs (1 queued, 0 running, 0 retrying, 0 scheduled): `+
-		"cancel them (batchq jobs cancel --queue imports) or let them finish first\n", r.stderr)
+	require.Equal(t, `batchq: queue "imports" holds 1 unfinished job (1 queued, 0 running, 0 retrying, 0 scheduled): `+
+		"cancel it (batchq jobs cancel --queue imports) or let it finish first\n", r.stderr)
 	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.queues`))
+
+	// Its schedules would go with it, and may enqueue more meanwhile: the
+	// refusal says so.
+	for _, name := range []string{"nightly", "hourly"} {
+		r = runCLI(t, db.url, "schedules", "create", name, "--queue", "imports", "--tenant", "acme", "--cost", "1", "--cron", "@daily")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r = runCLI(t, db.url, "queues", "delete", "imports")
+	require.Equal(t, 1, r.code)
+	require.Equal(t, `batchq: queue "imports" holds 1 unfinished job (1 queued, 0 running, 0 retrying, 0 scheduled): `+
+		"cancel it (batchq jobs cancel --queue imports) or let it finish first; it also has 2 schedules, which may "+
+		"enqueue more and are deleted with it (batchq schedules list --queue imports)\n", r.stderr)
+	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.schedules`))
 
 	r = runCLI(t, db.url, "queues", "delete", "spare", "--format", "json")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.JSONEq(t, `{"deleted":"spare"}`, r.stdout)
+	require.JSONEq(t, `{"deleted":"spare","schedules_deleted":0}`, r.stdout)
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.queues`))
+
+	// Deleting a queue deletes its schedules, and says how many.
+	r = runCLI(t, db.url, "jobs", "cancel", "--queue", "imports", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "queues", "delete", "imports")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "deleted queue imports and its 2 schedules\n", r.stdout)
+	require.Zero(t, db.count(t, `SELECT count(*) FROM batchq.schedules`))
+	for _, name := range []string{"imports", "spare"} {
+		r = runCLI(t, db.url, "queues", "create", name)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r = runCLI(t, db.url, "schedules", "create", "nightly", "--queue", "imports", "--tenant", "acme", "--cost", "1", "--cron", "@daily")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "queues", "delete", "imports", "--format", "csv")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "deleted,schedules_deleted\nimports,1\n", r.stdout)
+	r = runCLI(t, db.url, "queues", "delete", "spare")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "deleted queue spare; it had no schedules\n", r.stdout)
 
 	for _, args := range [][]string{
 		{"pause", "nope"}, {"resume", "nope"}, {"delete", "nope"}, {"delete", "spare"},

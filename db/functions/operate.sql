@@ -167,20 +167,23 @@ END
 $$;
 
 -- delete_queue deletes a queue that holds no unfinished job, with its ring,
--- cursor, pending corrections and per-queue tenant settings; its outcomes
--- stay, as history. A queue that holds jobs is refused (BQ203) with how
--- many, by state.
-CREATE OR REPLACE FUNCTION batchq.delete_queue(p_queue text) RETURNS void
+-- cursor, pending corrections, per-queue tenant settings and schedules, and
+-- returns how many schedules went with it; its outcomes stay, as history. A
+-- queue that holds jobs is refused (BQ203) with how many, by state, and how
+-- many schedules it has: they may enqueue more, and would go with it.
+CREATE OR REPLACE FUNCTION batchq.delete_queue(p_queue text) RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_counts jsonb;
-    v_total  bigint;
+    v_counts    jsonb;
+    v_total     bigint;
+    v_schedules bigint;
 BEGIN
     PERFORM batchq.check_queue_argument('delete queue', p_queue);
-    -- Held, so no enqueue adds a job meanwhile (enqueues hold it FOR KEY SHARE).
+    -- Held, so no enqueue adds a job and no schedule is made for the queue
+    -- meanwhile (both hold it FOR KEY SHARE).
     PERFORM 1 FROM batchq.queues q WHERE q.name = p_queue FOR UPDATE;
     IF NOT FOUND THEN
         PERFORM batchq.raise_unknown_queue(p_queue);
@@ -188,16 +191,30 @@ BEGIN
     SELECT coalesce(jsonb_object_agg(c.state, c.n), '{}'), coalesce(sum(c.n), 0) INTO v_counts, v_total
     FROM (SELECT j.state::text AS state, count(*) AS n FROM batchq.jobs j WHERE j.queue = p_queue GROUP BY j.state) c;
     IF v_total > 0 THEN
+        SELECT count(*) INTO v_schedules FROM batchq.schedules s WHERE s.queue = p_queue;
+        -- queue.QueueNotEmptyError words it the same.
         RAISE EXCEPTION USING
             ERRCODE = 'BQ203',
-            MESSAGE = format('batchq: queue %s holds %s unfinished jobs (%s queued, %s running, %s retrying, %s scheduled): '
-                             'cancel them (batchq jobs cancel --queue %s) or let them finish first',
-                             batchq.quote(p_queue), v_total, coalesce(v_counts->>'queued', '0'),
-                             coalesce(v_counts->>'running', '0'), coalesce(v_counts->>'retrying', '0'),
-                             coalesce(v_counts->>'scheduled', '0'), p_queue),
-            DETAIL = (jsonb_build_object('queue', p_queue, 'jobs', v_total) || v_counts)::text;
+            MESSAGE = format('batchq: queue %s holds %s %s (%s queued, %s running, %s retrying, %s scheduled): '
+                             'cancel %s (batchq jobs cancel --queue %s) or let %s finish first%s',
+                             batchq.quote(p_queue), v_total,
+                             CASE WHEN v_total = 1 THEN 'unfinished job' ELSE 'unfinished jobs' END,
+                             coalesce(v_counts->>'queued', '0'), coalesce(v_counts->>'running', '0'),
+                             coalesce(v_counts->>'retrying', '0'), coalesce(v_counts->>'scheduled', '0'),
+                             CASE WHEN v_total = 1 THEN 'it' ELSE 'them' END, p_queue,
+                             CASE WHEN v_total = 1 THEN 'it' ELSE 'them' END,
+                             CASE WHEN v_schedules = 0 THEN ''
+                                  ELSE format('; it also has %s %s, which may enqueue more and are deleted with it '
+                                              '(batchq schedules list --queue %s)', v_schedules,
+                                              CASE WHEN v_schedules = 1 THEN 'schedule' ELSE 'schedules' END, p_queue)
+                             END),
+            DETAIL = (jsonb_build_object('queue', p_queue, 'jobs', v_total, 'schedules', v_schedules) || v_counts)::text;
     END IF;
     DELETE FROM batchq.ledger_adjustments a WHERE a.queue = p_queue;
+    -- Deleting the queue would cascade to them; deleted here, they are counted.
+    DELETE FROM batchq.schedules s WHERE s.queue = p_queue;
+    GET DIAGNOSTICS v_schedules = ROW_COUNT;
     DELETE FROM batchq.queues q WHERE q.name = p_queue;
+    RETURN v_schedules;
 END
 $$;

@@ -7,9 +7,10 @@ SELECT batchq.pause_queue(@queue::text)::boolean AS paused;
 -- Lets a paused queue's workers claim again; false when it was not paused.
 SELECT batchq.resume_queue(@queue::text)::boolean AS resumed;
 
--- name: DeleteQueue :exec
--- Deletes a queue that holds no unfinished job.
-SELECT batchq.delete_queue(@queue::text);
+-- name: DeleteQueue :one
+-- Deletes a queue that holds no unfinished job, and says how many schedules
+-- went with it.
+SELECT batchq.delete_queue(@queue::text)::bigint AS schedules;
 
 -- name: MatchingJobs :many
 -- The unfinished jobs of a queue a bulk cancel with this filter would

@@ -52,14 +52,17 @@ func (q *Queries) CancelJobs(ctx context.Context, db DBTX, arg CancelJobsParams)
 	return i, err
 }
 
-const deleteQueue = `-- name: DeleteQueue :exec
-SELECT batchq.delete_queue($1::text)
+const deleteQueue = `-- name: DeleteQueue :one
+SELECT batchq.delete_queue($1::text)::bigint AS schedules
 `
 
-// Deletes a queue that holds no unfinished job.
-func (q *Queries) DeleteQueue(ctx context.Context, db DBTX, queue string) error {
-	_, err := db.Exec(ctx, deleteQueue, queue)
-	return err
+// Deletes a queue that holds no unfinished job, and says how many schedules
+// went with it.
+func (q *Queries) DeleteQueue(ctx context.Context, db DBTX, queue string) (int64, error) {
+	row := db.QueryRow(ctx, deleteQueue, queue)
+	var schedules int64
+	err := row.Scan(&schedules)
+	return schedules, err
 }
 
 const matchingJobs = `-- name: MatchingJobs :many
