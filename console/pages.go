@@ -209,7 +209,14 @@ func (s *server) tenantPage(r *http.Request) (string, any, error) {
 		},
 		func() (err error) { priv, err = s.c.Privileges(ctx); return err },
 	)
-	if err != nil {
+	var se *queue.SettingError
+	switch {
+	case errors.As(err, &se):
+		return "", nil, errorf(http.StatusBadRequest, "no tenant can be named so: a tenant's name %s", se.Rule)
+	case errors.Is(err, queue.ErrUnknownTenant):
+		return "", nil, errorf(http.StatusNotFound,
+			"no tenant %q in queue %q: it has no jobs, settings or outcomes of the last day there", tn, qn)
+	case err != nil:
 		return "", nil, err
 	}
 	p := tenantPage{Queue: qn, Tenant: tn, Backlog: b, Exact: exact, Settings: st, Outcomes: outs, Names: outcomeNames,

@@ -131,6 +131,75 @@ func TestConsoleTenantPage(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, unknown.status)
 }
 
+// A tenant page names a tenant the queue knows: one that enqueued there
+// (its jobs may all have finished, their outcomes pruned), has settings
+// there or for every queue, or finished jobs there in the last day. Any
+// other name is a 404, and a name no tenant can have a 400 with the rule.
+func TestConsoleTenantPageKnowsOnlyTenantsTheQueueKnows(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := b.ctx
+
+	// "empty" holds nothing: each tenant below is known there in one way.
+	// Enqueued there, all finished, and the outcomes pruned: its ring row.
+	_, err := b.client.Enqueue(ctx, queue.NewJob{Queue: "empty", Tenant: "finished", Cost: 10})
+	require.NoError(t, err)
+	claimed, err := b.client.Claim(ctx, "empty", nil)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NoError(t, b.client.Complete(ctx, claimed[0], queue.Result{}))
+	_, err = b.pool.Exec(ctx, `DELETE FROM batchq.outcomes WHERE tenant = 'finished'`)
+	require.NoError(t, err)
+	// Settings for this queue only, and for every queue.
+	_, err = b.client.UpdateQueueTenant(ctx, "empty", "planned", queue.TenantUpdate{Weight: ptr(2.0)})
+	require.NoError(t, err)
+	require.NoError(t, b.client.SetTenant(ctx, queue.Tenant{Name: "everywhere", Weight: 5}))
+	// Outcomes of the last day in a queue of that name that was deleted and
+	// made again, which took its ring with it: the queue page lists such a
+	// tenant in its window.
+	require.NoError(t, b.client.CreateQueue(ctx, queue.QueueConfig{Name: "again"}))
+	_, err = b.client.Enqueue(ctx, queue.NewJob{Queue: "again", Tenant: "before", Cost: 10})
+	require.NoError(t, err)
+	claimed, err = b.client.Claim(ctx, "again", nil)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NoError(t, b.client.Complete(ctx, claimed[0], queue.Result{}))
+	_, err = b.client.DeleteQueue(ctx, "again")
+	require.NoError(t, err)
+	require.NoError(t, b.client.CreateQueue(ctx, queue.QueueConfig{Name: "again"}))
+
+	for _, path := range []string{
+		"/queues/empty/tenants/finished", "/queues/empty/tenants/planned", "/queues/empty/tenants/everywhere",
+		"/queues/again/tenants/before", "/queues/docs/tenants/globex",
+	} {
+		res := b.get(t, path)
+		require.Equal(t, http.StatusOK, res.status, "%s: %s", path, res.body)
+	}
+
+	t.Run("a tenant the queue does not know", func(t *testing.T) {
+		// globex has jobs in docs only; nobody is nowhere.
+		for _, tc := range []struct{ queue, tenant string }{{"empty", "globex"}, {"docs", "nobody"}, {"empty", "before"}} {
+			res := b.get(t, "/queues/"+tc.queue+"/tenants/"+tc.tenant)
+			require.Equal(t, http.StatusNotFound, res.status, "%s in %s: %s", tc.tenant, tc.queue, res.body)
+			require.Contains(t, res.body, "no tenant &#34;"+tc.tenant+"&#34; in queue &#34;"+tc.queue+"&#34;")
+		}
+	})
+
+	t.Run("a name no tenant can have", func(t *testing.T) {
+		for _, tc := range []struct{ name, want string }{
+			{strings.Repeat("a", 257), "must be at most 256 bytes (got 257)"},
+			{"a%01b", `must not contain control characters (got &#34;a\u0001b&#34;)`},
+			{"a%7Fb", "must not contain control characters (got &#34;a\x7fb&#34;)"},
+		} {
+			res := b.get(t, "/queues/docs/tenants/"+tc.name)
+			require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", tc.name, res.body)
+			require.Contains(t, res.body, "no tenant can be named so: a tenant&#39;s name "+tc.want)
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
 func TestConsoleJobPage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

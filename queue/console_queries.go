@@ -445,14 +445,25 @@ func (t TenantInQueue) EffectiveBound() int {
 }
 
 // TenantInQueueSettings returns a tenant's settings as they apply in one
-// queue, and ErrUnknownQueue for no such queue.
+// queue. It returns ErrUnknownQueue for no such queue, a *SettingError for a
+// name no tenant could have (as UpdateQueueTenant does), and
+// ErrUnknownTenant for a tenant the queue knows nothing of.
 func (c *Client) TenantInQueueSettings(ctx context.Context, queue, tenant string) (TenantInQueue, error) {
+	if !queueName.MatchString(queue) {
+		return TenantInQueue{}, unknownQueue(queue)
+	}
+	if err := checkName("tenant", tenant); err != nil {
+		return TenantInQueue{}, &SettingError{err.Field, err.Rule}
+	}
 	r, err := c.q.ConsoleTenantSettings(ctx, c.pool, dbsqlc.ConsoleTenantSettingsParams{Queue: queue, Tenant: tenant})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return TenantInQueue{}, unknownQueue(queue)
 	}
 	if err != nil {
 		return TenantInQueue{}, fmt.Errorf("batchq: settings of %s in %s: %w", quote(tenant), quote(queue), err)
+	}
+	if !r.Known {
+		return TenantInQueue{}, fmt.Errorf("%w: %s in queue %s", ErrUnknownTenant, quote(tenant), quote(queue))
 	}
 	t := TenantInQueue{Weight: 1, QueueBound: int(r.MaxPerTenant)}
 	if r.QueueWeight.Valid {

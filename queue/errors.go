@@ -30,6 +30,12 @@ var (
 	// exist. For a name no queue could have, the error says the naming rule.
 	ErrUnknownQueue = errors.New("batchq: unknown queue")
 
+	// ErrUnknownTenant is returned by TenantInQueueSettings when the queue
+	// knows nothing of the tenant: no job of it was ever enqueued there (its
+	// ring row), it has no settings there or for every queue, and no outcome
+	// there of the last day (batchq.console_tenant_known).
+	ErrUnknownTenant = errors.New("batchq: unknown tenant")
+
 	// ErrQueueExists is returned by CreateQueue when the name is taken.
 	ErrQueueExists = errors.New("batchq: queue already exists")
 

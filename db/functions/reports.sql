@@ -121,3 +121,38 @@ SELECT r.tenant, (SELECT count(*) FROM (SELECT FROM batchq.jobs j WHERE j.pos = 
 FROM batchq.tenant_ring r
 WHERE r.queue = p_queue AND (p_tenants IS NULL OR r.tenant = ANY (p_tenants))
 $$;
+
+-- console_tenant_known: whether p_queue knows p_tenant, so that the web
+-- console answers 404 for a tenant page that names a tenant the queue never
+-- saw. A tenant is known where it has a ring row (every enqueue makes one,
+-- scheduled jobs too, and it stays when the jobs finish: only deleting the
+-- queue removes it, so it covers every unfinished job and every outcome
+-- since the queue was made), settings for that queue or for every queue, or
+-- outcomes there of the last day: a queue deleted and made again keeps the
+-- outcomes of its namesake, which the console's pages show for a day. Index
+-- probes: three primary keys, and, only for a queue made in the last day
+-- and a tenant they did not find, the tenant's outcomes from a day ago to
+-- the queue's making (outcomes_tenant), which is all a ring row does not
+-- cover.
+CREATE OR REPLACE FUNCTION batchq.console_tenant_known(p_queue text, p_tenant text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_created timestamptz;
+BEGIN
+    IF EXISTS (SELECT FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = p_tenant)
+       OR EXISTS (SELECT FROM batchq.queue_tenants qt WHERE qt.queue = p_queue AND qt.tenant = p_tenant)
+       OR EXISTS (SELECT FROM batchq.tenants t WHERE t.name = p_tenant) THEN
+        RETURN true;
+    END IF;
+    SELECT q.created_at INTO v_created FROM batchq.queues q WHERE q.name = p_queue;
+    IF v_created IS NULL OR v_created <= statement_timestamp() - interval '1 day' THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT FROM batchq.outcomes o
+                   WHERE o.tenant = p_tenant AND o.finished_at >= statement_timestamp() - interval '1 day'
+                     AND o.finished_at < v_created AND o.queue = p_queue);
+END
+$$;

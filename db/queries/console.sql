@@ -132,10 +132,12 @@ ORDER BY 1, 2;
 
 -- name: ConsoleTenantSettings :one
 -- A tenant's settings in one queue: its own for the queue, its own for
--- every queue, and the queue's bound.
+-- every queue, and the queue's bound; and whether the queue knows the
+-- tenant at all (batchq.console_tenant_known).
 SELECT q.max_per_tenant,
        qt.weight AS queue_weight, qt.max_queued AS queue_max_queued,
-       t.weight AS tenant_weight, t.max_queued AS tenant_max_queued
+       t.weight AS tenant_weight, t.max_queued AS tenant_max_queued,
+       batchq.console_tenant_known(q.name, @tenant::text)::boolean AS known
 FROM batchq.queues q
 LEFT JOIN batchq.queue_tenants qt ON qt.queue = q.name AND qt.tenant = @tenant::text
 LEFT JOIN batchq.tenants t ON t.name = @tenant::text

@@ -453,7 +453,8 @@ func (q *Queries) ConsoleTenantOutcomeCounts(ctx context.Context, db DBTX, arg C
 const consoleTenantSettings = `-- name: ConsoleTenantSettings :one
 SELECT q.max_per_tenant,
        qt.weight AS queue_weight, qt.max_queued AS queue_max_queued,
-       t.weight AS tenant_weight, t.max_queued AS tenant_max_queued
+       t.weight AS tenant_weight, t.max_queued AS tenant_max_queued,
+       batchq.console_tenant_known(q.name, $1::text)::boolean AS known
 FROM batchq.queues q
 LEFT JOIN batchq.queue_tenants qt ON qt.queue = q.name AND qt.tenant = $1::text
 LEFT JOIN batchq.tenants t ON t.name = $1::text
@@ -471,10 +472,12 @@ type ConsoleTenantSettingsRow struct {
 	QueueMaxQueued  *int32
 	TenantWeight    pgtype.Float8
 	TenantMaxQueued *int32
+	Known           bool
 }
 
 // A tenant's settings in one queue: its own for the queue, its own for
-// every queue, and the queue's bound.
+// every queue, and the queue's bound; and whether the queue knows the
+// tenant at all (batchq.console_tenant_known).
 func (q *Queries) ConsoleTenantSettings(ctx context.Context, db DBTX, arg ConsoleTenantSettingsParams) (ConsoleTenantSettingsRow, error) {
 	row := db.QueryRow(ctx, consoleTenantSettings, arg.Tenant, arg.Queue)
 	var i ConsoleTenantSettingsRow
@@ -484,6 +487,7 @@ func (q *Queries) ConsoleTenantSettings(ctx context.Context, db DBTX, arg Consol
 		&i.QueueMaxQueued,
 		&i.TenantWeight,
 		&i.TenantMaxQueued,
+		&i.Known,
 	)
 	return i, err
 }

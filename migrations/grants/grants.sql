@@ -82,7 +82,8 @@ TO :"app_role";
 -- Reports: the backlog and audit views, the unfinished jobs by queue (their
 -- queue, tenant, state, cost and times; no payload), the console's backlog
 -- by tenant (batchq.console_backlog and console_queued: counts and
--- tokens, no job), usage by tenant
+-- tokens, no job) and whether a queue knows a tenant
+-- (console_tenant_known), usage by tenant
 -- (batchq.tenant_usage reads the outcomes' columns below, never their
 -- payloads or results), the settings, the quota and its 429s.
 GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, batchq.tenants,
@@ -92,7 +93,8 @@ GRANT SELECT (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost,
               deadline, enqueued_at, first_claimed_at, finished_at, worker, error, unique_key)
     ON batchq.outcomes TO :"app_role";
 GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz),
-    batchq.console_backlog(text, text), batchq.console_queued(text, text[], bigint)
+    batchq.console_backlog(text, text), batchq.console_queued(text, text[], bigint),
+    batchq.console_tenant_known(text, text)
 TO :"app_role";
 
 -- Workers claim, heartbeat, complete, fail and release jobs, and maintain
@@ -150,7 +152,8 @@ GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, 
     batchq.queue_tenants, batchq.quota, batchq.quota_pauses, batchq.jobs, batchq.outcomes, batchq.schedules
 TO :"operator_role";
 GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz),
-    batchq.console_backlog(text, text), batchq.console_queued(text, text[], bigint)
+    batchq.console_backlog(text, text), batchq.console_queued(text, text[], bigint),
+    batchq.console_tenant_known(text, text)
 TO :"operator_role";
 \endif
 
