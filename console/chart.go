@@ -38,7 +38,7 @@ func (s *server) chart(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "image/svg+xml")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(showBidiControls(buf.Bytes()))
 }
 
 // drawChart draws each tenant's share of the tokens one queue served in

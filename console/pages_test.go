@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -312,6 +313,47 @@ func TestConsoleEscapesNames(t *testing.T) {
 	require.Contains(t, res.body, "Tenant team a/b?c")
 	require.Contains(t, res.body, `data-src="/queues/docs/tenants/team%20a%2Fb%3Fc"`)
 	require.Contains(t, res.body, `<span data-field="queued-jobs">1</span>`)
+}
+
+// A tenant, kind or error holding a bidirectional control (U+202E turns the
+// text after it around) shows it as \u202e on every page and in the chart,
+// so it cannot read as another name or reorder what follows it; its links
+// still reach its page.
+func TestConsoleShowsBidiControls(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	name := "acme\u202egnp.exe"
+	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "empty", Tenant: name, Kind: "sum\u2066mary", Cost: 10})
+	require.NoError(t, err)
+	claimed, err := b.client.Claim(b.ctx, "empty", nil)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	_, err = b.client.Fail(b.ctx, claimed[0], errors.New("said \u202bno\u202c"), &queue.FailOpts{Final: true})
+	require.NoError(t, err)
+	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: "empty", Tenant: name, Cost: 10})
+	require.NoError(t, err)
+
+	for _, path := range []string{
+		"/queues/empty", "/queues/empty/chart.svg",
+		"/queues/empty/tenants/" + url.PathEscape(name),
+		"/jobs/" + strconv.FormatInt(claimed[0].ID, 10),
+	} {
+		res := b.get(t, path)
+		require.Equal(t, http.StatusOK, res.status, "%s: %s", path, res.body)
+		require.Contains(t, res.body, `acme\u202egnp.exe`, path)
+		for _, c := range []string{"\u202e", "\u2066", "\u202b", "\u202c"} {
+			require.NotContains(t, res.body, c, path)
+		}
+	}
+	tenant := b.get(t, "/queues/empty/tenants/"+url.PathEscape(name))
+	require.Contains(t, tenant.body, "Tenant acme\\u202egnp.exe <span")
+	require.Contains(t, tenant.body, `<td>sum\u2066mary</td>`)
+	require.Contains(t, tenant.body, `said \u202bno\u202c`)
+	queuePage := b.get(t, "/queues/empty")
+	m := regexp.MustCompile(`<a href="([^"]*)">acme\\u202egnp\.exe</a>`).FindStringSubmatch(queuePage.body)
+	require.NotNil(t, m, queuePage.body)
+	res := b.get(t, m[1])
+	require.Equal(t, http.StatusOK, res.status, "%s: %s", m[1], res.body)
 }
 
 // A tenant named "." or ".." has links that reach its page: a browser

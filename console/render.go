@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -202,7 +204,31 @@ func (s *server) render(w http.ResponseWriter, status int, name, tmpl string, v 
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(showBidiControls(buf.Bytes()))
+}
+
+// showBidiControls writes the Unicode bidirectional controls (U+202E and its
+// kin) of a rendered page as the text \uNNNN, as the CLI's tables do. HTML
+// escaping leaves them be, so a tenant, kind or error holding one would
+// show itself, and the text after it, in another order than it holds. The
+// escape is plain ASCII, safe in text and attributes alike; links carry
+// names percent-encoded, so they still reach their pages.
+func showBidiControls(page []byte) []byte {
+	isBidi := func(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }
+	if !bytes.ContainsFunc(page, isBidi) {
+		return page
+	}
+	out := make([]byte, 0, len(page)+32)
+	for len(page) > 0 {
+		r, size := utf8.DecodeRune(page)
+		if isBidi(r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = append(out, page[:size]...)
+		}
+		page = page[size:]
+	}
+	return out
 }
 
 // fail answers err with an error page: its status, and the reason in words.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -312,11 +313,14 @@ func tableCell(v any) string {
 // oneLine keeps a table cell on its row and in its column, and the terminal
 // as it was: line breaks and tabs (in a provider's error body, say) are
 // written as \n and \t, other control characters (escape sequences, form
-// feeds) and bytes that are not UTF-8 as \xNN or \u00NN.
+// feeds) and bytes that are not UTF-8 as \xNN or \u00NN, and the
+// bidirectional controls (U+202E and its kin) as \uNNNN: a name that holds
+// one would otherwise show its row, or the cells after it, in another order
+// than the one it holds.
 func oneLine(s string) string {
 	clean := true
 	for _, r := range s {
-		if isControl(r) || r == utf8.RuneError {
+		if isControl(r) || r == utf8.RuneError || unicode.Is(unicode.Bidi_Control, r) {
 			clean = false
 			break
 		}
@@ -337,7 +341,7 @@ func oneLine(s string) string {
 			b.WriteString(`\t`)
 		case r == utf8.RuneError && size == 1, r < 0x80 && isControl(r):
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case isControl(r):
+		case isControl(r), unicode.Is(unicode.Bidi_Control, r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+size])

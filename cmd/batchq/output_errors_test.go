@@ -47,6 +47,27 @@ func TestTableEscapesControlCharacters(t *testing.T) {
 	require.Contains(t, out, `dup\x0bof\x0cjob 9 \x1b[2J\x1b]0;title\x07 \u0085 café`)
 }
 
+// A tenant named with a bidirectional control (U+202E turns the text after
+// it around) shows in a table as what it holds, and cannot reorder its row;
+// JSON and CSV keep its bytes.
+func TestTableEscapesBidiControls(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	name := "acme\u202egnp.exe\u2066"
+	r := runCLI(t, db.url, "tenants", "set", name, "--weight", "2")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "tenants", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^acme\\u202egnp\.exe\\u2066\s+2\s`, r.stdout)
+	require.NotContains(t, r.stdout, "\u202e")
+	require.NotContains(t, r.stdout, "\u2066")
+	for _, format := range []string{"json", "csv"} {
+		r = runCLI(t, db.url, "tenants", "list", "--format", format)
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stdout, name, format)
+	}
+}
+
 // outcomesTableWithError prints report outcomes of a database holding one
 // outcome, whose error is errText, and requires it on one row.
 func outcomesTableWithError(t *testing.T, errText string) string {
@@ -69,6 +90,9 @@ func TestOneLine(t *testing.T) {
 		"\x00\x7f\u009b":  `\x00\x7f\u009b`,
 		"bad \xff byte":   `bad \xff byte`,
 		"kept \ufffd 東":   "kept \ufffd 東",
+		// The bidirectional controls, every one of them.
+		"\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069": `\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069`,
+		"\u05d0\u05d1 stays": "\u05d0\u05d1 stays",
 	} {
 		require.Equal(t, want, oneLine(in), "%q", in)
 	}

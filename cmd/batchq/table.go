@@ -10,7 +10,7 @@ import (
 // table writes aligned columns for humans. Columns are padded by the width a
 // terminal gives each cell, not by its count of characters: a wide character
 // (東) takes two columns, a combining accent none. Cells hold no control
-// characters (tableCell escapes them).
+// characters or bidirectional controls (tableCell escapes them).
 type table struct {
 	w    io.Writer
 	rows [][]string
