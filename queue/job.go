@@ -603,7 +603,8 @@ func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost, stop []run, 
 // its tenant's ledger. A running one is asked to stop: its worker pool
 // cancels the handler's context at its next heartbeat (Heartbeat returns
 // ErrCancelRequested to others), and the run ends as 'cancelled' unless it
-// succeeds first. It returns ErrNotFound for an id of no unfinished job.
+// succeeds first; asked again, it keeps the first request's reason. It
+// returns ErrNotFound for an id of no unfinished job.
 func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
 	_, err := c.CancelJob(ctx, id, reason)
 	return err

@@ -194,7 +194,9 @@ func (c *Client) CountJobs(ctx context.Context, f JobFilter) (JobCount, error) {
 // CancelStats says what CancelJobs did.
 type CancelStats struct {
 	Cancelled int64 // waiting jobs finished as 'cancelled'
-	Stopping  int64 // running jobs asked to stop (see Cancel)
+	// Stopping counts the running jobs this call asked to stop (see Cancel).
+	// One asked already is not counted again, and keeps its first reason.
+	Stopping int64
 }
 
 // cancelBatch is how many jobs one transaction of CancelJobs takes.
@@ -203,7 +205,8 @@ const cancelBatch = 1000
 // CancelJobs cancels the unfinished jobs f matches, as Cancel cancels one:
 // waiting jobs are finished as 'cancelled' (their cost leaves their
 // tenant's ledger, and the fair order is re-keyed as for any removal),
-// running ones are asked to stop. It walks the queue once, in id order, a
+// running ones are asked to stop, unless they were asked already: those keep
+// the first request's time and reason. It walks the queue once, in id order, a
 // transaction per thousand jobs, so a large import is cancelled without one
 // long transaction; jobs enqueued while it walks may be left. What it did
 // before an error stays done.

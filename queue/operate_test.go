@@ -268,6 +268,49 @@ func TestCancelJobsInBulkRekeysTheFairOrder(t *testing.T) {
 	require.Equal(t, kept.ID, order[1].ID)
 }
 
+// A running job asked to stop is not asked again by a second bulk cancel
+// (the same command run again): it is not counted as newly asked, and it
+// keeps the first request's time and reason, which its outcome records. A
+// single cancel keeps them too.
+func TestCancelJobsAgainLeavesARunningJobsFirstRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "a", 2, 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	f := queue.JobFilter{Queue: b.queue}
+
+	st, err := b.client.CancelJobs(b.ctx, f, "bad import")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Cancelled: 1, Stopping: 1}, st)
+	requested := func() (at time.Time, reason string) {
+		t.Helper()
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT cancel_requested_at, last_error FROM batchq.jobs WHERE id = $1`,
+			jobs[0].ID).Scan(&at, &reason))
+		return at, reason
+	}
+	firstAt, reason := requested()
+	require.Equal(t, "bad import", reason)
+
+	st, err = b.client.CancelJobs(b.ctx, f, "")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{}, st, "the running job was asked already")
+	n, err := b.client.CountJobs(b.ctx, f)
+	require.NoError(t, err)
+	require.Equal(t, queue.JobCount{Running: 1, Tokens: 1}, n, "it still runs, and the count shows it")
+	st, err = b.client.CancelJob(b.ctx, jobs[0].ID, "another reason")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Stopping: 1}, st)
+	at, reason := requested()
+	require.Equal(t, "bad import", reason)
+	require.True(t, at.Equal(firstAt), "asked at %s, then at %s", firstAt, at)
+
+	_, err = b.client.Fail(b.ctx, jobs[0], errors.New("stopped"), nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1 AND outcome = 'cancelled' AND error = 'bad import'`, jobs[0].ID))
+}
+
 // A bulk cancel filters by kind and by when jobs were enqueued.
 func TestCancelJobsFilters(t *testing.T) {
 	t.Parallel()

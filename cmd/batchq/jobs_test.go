@@ -158,10 +158,13 @@ func TestJobsCancelInBulk(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "jobs of queue imports, tenant bulk, kind embed, enqueued before ", r.stdout[:len("jobs of queue imports, tenant bulk, kind embed, enqueued before ")])
 	require.True(t, strings.HasSuffix(r.stdout, ": none; nothing to cancel\n"), r.stdout)
+	// The running job was asked to stop already: it is not counted again,
+	// and keeps the first reason, not this run's default.
 	r = runCLI(t, db.url, "jobs", "cancel", "--queue", "imports", "--after", "1h", "--yes")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, ": cancelled 5, asked 1 running to stop\n")
+	require.Contains(t, r.stdout, ": cancelled 5, asked 0 running to stop\n")
 	require.Equal(t, int64(4+1), db.count(t, `SELECT count(*) FROM batchq.jobs`))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE id = 1 AND last_error = 'bad import'`))
 
 	for _, tc := range []struct {
 		args []string

@@ -345,8 +345,10 @@ $$;
 -- cancel cancels one job: a waiting one (queued or retrying) is finished as
 -- 'cancelled' now; a running one is asked to stop: its worker learns it at
 -- its next heartbeat and cancels the handler, and the run ends as
--- 'cancelled' unless it succeeds first. Returns the job, and whether it was
--- only asked to stop; nothing when no unfinished job has the id.
+-- 'cancelled' unless it succeeds first. A running job asked already keeps
+-- the first request's time and reason, as with cancel_jobs. Returns the
+-- job, and whether it was only asked to stop; nothing when no unfinished
+-- job has the id.
 CREATE OR REPLACE FUNCTION batchq.cancel(p_id bigint, p_reason text)
 RETURNS TABLE (id bigint, stopping boolean)
 LANGUAGE plpgsql
@@ -367,8 +369,8 @@ BEGIN
         RETURN;
     END IF;
     IF v_state = 'running' THEN
-        UPDATE batchq.jobs j SET cancel_requested_at = coalesce(j.cancel_requested_at, now()), last_error = v_reason
-        WHERE j.queue = v_queue AND j.id = p_id;
+        UPDATE batchq.jobs j SET cancel_requested_at = now(), last_error = v_reason
+        WHERE j.queue = v_queue AND j.id = p_id AND j.cancel_requested_at IS NULL;
         RETURN QUERY SELECT p_id, true;
         RETURN;
     END IF;

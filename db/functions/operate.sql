@@ -105,8 +105,8 @@ $$;
 -- up to p_limit of them with ids above p_after_id, in id order, in one
 -- transaction: a waiting job is finished as 'cancelled' (its cost leaves
 -- its tenant's ledger, and the fair order is re-keyed), a running one is
--- asked to stop (see batchq.cancel).
--- Returns how many it cancelled and asked to stop, and the last id it
+-- asked to stop (see batchq.cancel); one asked already is left as it is.
+-- Returns how many it cancelled and newly asked to stop, and the last id it
 -- reached, to pass as p_after_id to the next call: 0 when it reached the
 -- end. Calls in turn walk the queue once, whatever it holds.
 CREATE OR REPLACE FUNCTION batchq.cancel_jobs(p_queue text, p_tenant text DEFAULT NULL, p_kind text DEFAULT NULL,
@@ -139,11 +139,15 @@ BEGIN
     -- In id order, waiting for a claim or a finish that holds a row (claims
     -- never wait for this, and every statement that waits on job rows takes
     -- them in id order).
+    -- A running job asked to stop already keeps its request's time and
+    -- reason, and is not counted again: running this again (the same
+    -- command, with the default reason) must not pass for asking anew, nor
+    -- put its words over the first request's.
     SELECT array_agg(l.id ORDER BY l.id) FILTER (WHERE l.state <> 'running'),
-           array_agg(l.id ORDER BY l.id) FILTER (WHERE l.state = 'running'),
+           array_agg(l.id ORDER BY l.id) FILTER (WHERE l.state = 'running' AND l.cancel_requested_at IS NULL),
            max(l.id), count(*)
     INTO v_waiting, v_running, v_last, v_n
-    FROM (SELECT j.id, j.state FROM batchq.jobs j
+    FROM (SELECT j.id, j.state, j.cancel_requested_at FROM batchq.jobs j
           WHERE j.queue = p_queue AND j.id > coalesce(p_after_id, 0)
             AND (p_tenant IS NULL OR j.tenant = p_tenant) AND (p_kind IS NULL OR j.kind = p_kind)
             AND (p_enqueued_before IS NULL OR j.enqueued_at < p_enqueued_before)
@@ -152,7 +156,7 @@ BEGIN
           LIMIT p_limit
           FOR UPDATE OF j) l;
     IF v_running IS NOT NULL THEN
-        UPDATE batchq.jobs j SET cancel_requested_at = coalesce(j.cancel_requested_at, now()), last_error = v_reason
+        UPDATE batchq.jobs j SET cancel_requested_at = now(), last_error = v_reason
         WHERE j.queue = p_queue AND j.id = ANY (v_running);
     END IF;
     IF v_waiting IS NOT NULL THEN
