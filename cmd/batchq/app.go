@@ -73,7 +73,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		After: func(*cli.Context) error { return unknown },
 	}
 	for _, cmd := range app.Commands {
-		prepareCommand(cmd)
+		prepareCommand(cmd, cmd.Name)
 	}
 	// urfave/cli adds the app's --help only along with its own help command.
 	app.Commands = append(app.Commands, helpCommand())
@@ -99,7 +99,8 @@ func unknownCommand(c *cli.Context, name string) error {
 }
 
 // prepareCommand makes a flag parsing error of cmd or any of its
-// subcommands a usageError, and gives each the help it can have.
+// subcommands a usageError, makes the server's permission denied name the
+// command (path, like "queues create"), and gives each the help it can have.
 //
 // urfave/cli adds a help subcommand, "help" with the alias "h", to every
 // command. In a command that takes arguments it would take the argument's
@@ -111,12 +112,15 @@ func unknownCommand(c *cli.Context, name string) error {
 // `batchq queues create -- -x` and would leave "-x" to be taken for a flag.
 // Command groups and commands without arguments get batchq's own help
 // command, whose usage errors are one line like every other.
-func prepareCommand(cmd *cli.Command) {
+func prepareCommand(cmd *cli.Command, path string) {
 	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 		return usageError{msg: err.Error()}
 	}
+	if action := cmd.Action; action != nil {
+		cmd.Action = func(c *cli.Context) error { return deniedTo(path, action(c)) }
+	}
 	for _, sub := range cmd.Subcommands {
-		prepareCommand(sub)
+		prepareCommand(sub, path+" "+sub.Name)
 	}
 	if len(cmd.Subcommands) == 0 {
 		// With a help command of its own, urfave/cli would print a command
@@ -177,6 +181,74 @@ func notMigrated(err error) bool {
 	return false
 }
 
+// deniedError is a command's error that the server refused as permission
+// denied: the connected role lacks a right the command needs.
+type deniedError struct {
+	command string // like "queues create"
+	err     error
+}
+
+func (e *deniedError) Error() string { return e.err.Error() }
+
+func (e *deniedError) Unwrap() error { return e.err }
+
+// deniedTo marks err as command's if the server refused it with
+// insufficient_privilege; any other error is returned as it is.
+func deniedTo(command string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" {
+		return &deniedError{command: command, err: err}
+	}
+	return err
+}
+
+// commandRoles says who may run each command that reaches the database,
+// among the roles 'batchq migrate grants' makes and the schema's owner, as
+// docs/operating.md and sql-api.md#roles list them. A command missing here
+// (demo and bench make databases of their own) is named without a role.
+var commandRoles = map[string]string{
+	"migrate up":       "the schema's owner",
+	"migrate down":     "the schema's owner",
+	"migrate status":   "the schema's owner",
+	"migrate grants":   "the schema's owner, if it may create roles, or a superuser",
+	"queues create":    "the schema's owner",
+	"queues set":       "the schema's owner",
+	"queues pause":     "the operator role or the schema's owner",
+	"queues resume":    "the operator role or the schema's owner",
+	"queues delete":    "the operator role or the schema's owner",
+	"queues list":      "any of the app, worker and operator roles, or the schema's owner",
+	"tenants set":      "the schema's owner",
+	"tenants unset":    "the schema's owner",
+	"tenants list":     "the app or the operator role, or the schema's owner",
+	"schedules create": "the schema's owner",
+	"schedules set":    "the schema's owner",
+	"schedules pause":  "the schema's owner",
+	"schedules resume": "the schema's owner",
+	"schedules delete": "the schema's owner",
+	"schedules list":   "the operator role or the schema's owner",
+	"enqueue":          "the app role or the schema's owner",
+	"jobs show":        "the operator role or the schema's owner",
+	"jobs cancel":      "the operator role or the schema's owner",
+	"jobs retry":       "the schema's owner",
+	"report backlog":   "the app or the operator role, or the schema's owner",
+	"report tenants":   "the app or the operator role, or the schema's owner",
+	"report outcomes":  "the app or the operator role, or the schema's owner",
+	"report quota":     "any of the app, worker and operator roles, or the schema's owner",
+	"prune":            "the schema's owner",
+	"work":             "the worker role or the schema's owner",
+	"console":          "any of the app, worker and operator roles, or the schema's owner",
+}
+
+// deniedHint says, after the server's permission denied, which role may run
+// the command, and where the roles come from.
+func deniedHint(d *deniedError) string {
+	hint := "; the connected role lacks a right 'batchq " + d.command + "' needs"
+	if who := commandRoles[d.command]; who != "" {
+		hint += ": run it as " + who
+	}
+	return hint + " (see 'batchq migrate grants --help', and re-run grants after each 'batchq migrate up')"
+}
+
 // exitCode prints err on one line and maps it to the process exit code:
 // 0 success, 2 usage, 1 anything else.
 func exitCode(err error, stderr io.Writer) int {
@@ -187,8 +259,12 @@ func exitCode(err error, stderr io.Writer) int {
 	if !strings.HasPrefix(msg, "batchq") {
 		msg = "batchq: " + msg
 	}
-	if notMigrated(err) {
+	var denied *deniedError
+	switch {
+	case notMigrated(err):
 		msg += "; is the database migrated? run 'batchq migrate up'"
+	case errors.As(err, &denied):
+		msg += deniedHint(denied)
 	}
 	fmt.Fprintln(stderr, msg)
 	var u usageError

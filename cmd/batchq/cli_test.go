@@ -180,3 +180,73 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 		require.Contains(t, r.stderr, "is the database migrated? run 'batchq migrate up'", "%v", args)
 	}
 }
+
+// A role that lacks a right a command needs gets the server's refusal, which
+// names the table or function, and is told which role may run the command
+// and where the roles come from.
+func TestPermissionDeniedNamesTheRoleThatMay(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	// An outcome old enough to prune: reading it is allowed, deleting not.
+	db.exec(t, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, attempts,
+			max_attempts, deadline, enqueued_at, finished_at)
+		VALUES (1, 'imports', 't', 'k', 'succeeded', 1, 1, 1, now(), now(), now() - interval '2 hours')`)
+	super := withDatabase(t, pgtest.ServerURL(t), db.url)
+	app, worker, operator := uniqueRole(t, "app"), uniqueRole(t, "worker"), uniqueRole(t, "operator")
+	dropRolesAtEnd(t, super, app, worker, operator)
+	pw := randomHex(t, 16)
+	env := "BATCHQ_TEST_PW_" + strings.ToUpper(operator)
+	setenv(t, env, pw)
+	r := runCLI(t, super, "migrate", "grants", "--app-role", app, "--worker-role", worker, "--operator-role", operator,
+		"--apply", "--app-password-env", env, "--worker-password-env", env, "--operator-password-env", env)
+	require.Equal(t, 0, r.code, r.stderr)
+
+	const grants = " (see 'batchq migrate grants --help', and re-run grants after each 'batchq migrate up')\n"
+	for _, tc := range []struct {
+		role string
+		args []string
+		want string
+	}{
+		{operator, []string{"queues", "create", "zz"}, `batchq: create queue "zz": ERROR: permission denied for table queue_cursors (SQLSTATE 42501); ` +
+			"the connected role lacks a right 'batchq queues create' needs: run it as the schema's owner" + grants},
+		{operator, []string{"prune", "--older-than", "1h"}, "permission denied for table outcomes (SQLSTATE 42501) (0 outcomes were pruned before the error); " +
+			"the connected role lacks a right 'batchq prune' needs: run it as the schema's owner" + grants},
+		{app, []string{"jobs", "show", "1"}, "batchq: job 1: ERROR: permission denied for table jobs (SQLSTATE 42501); " +
+			"the connected role lacks a right 'batchq jobs show' needs: run it as the operator role or the schema's owner" + grants},
+		{worker, []string{"report", "backlog"}, "permission denied for view backlog (SQLSTATE 42501); " +
+			"the connected role lacks a right 'batchq report backlog' needs: run it as the app or the operator role, or the schema's owner" + grants},
+		{operator, []string{"enqueue", "--queue", "imports", "--tenant", "t", "--cost", "1"}, "permission denied for function enqueue (SQLSTATE 42501); " +
+			"the connected role lacks a right 'batchq enqueue' needs: run it as the app role or the schema's owner" + grants},
+	} {
+		r := runCLI(t, withUser(t, db.url, tc.role, pw), tc.args...)
+		require.Equal(t, 1, r.code, "%v: %s", tc.args, r.stderr)
+		require.True(t, strings.HasPrefix(r.stderr, "batchq: "), r.stderr)
+		require.True(t, strings.HasSuffix(r.stderr, tc.want), "%v:\n got %q\nwant %q", tc.args, r.stderr, tc.want)
+	}
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.outcomes`))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.queues`))
+}
+
+// Every command that reaches batchq's schema says who may run it when the
+// server denies it a right.
+func TestEveryCommandNamesWhoMayRunIt(t *testing.T) {
+	t.Parallel()
+	// These make databases of their own, or reach none.
+	none := map[string]bool{"migrate get": true, "demo": true, "bench": true, "bench-worker": true}
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			path := strings.TrimSpace(prefix + " " + c.Name)
+			switch {
+			case c.Name == "help":
+			case len(c.Subcommands) > 0:
+				walk(path, c.Subcommands)
+			case none[path]:
+				require.NotContains(t, commandRoles, path)
+			default:
+				require.Contains(t, commandRoles, path)
+			}
+		}
+	}
+	walk("", newApp(io.Discard, io.Discard).Commands)
+}
