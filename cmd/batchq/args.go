@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -185,17 +186,49 @@ func parseJobID(s string) (int64, error) {
 	return id, nil
 }
 
-// parseDuration reads a duration: Go syntax (90s, 36h) or whole days (30d).
+// maxDurationDays bounds a duration given on the command line or in an
+// enqueue file, in either form: 100 years, far past any deadline or window
+// batchq keeps, and well inside a time.Duration.
+const maxDurationDays = 100 * 365
+
+// errNotDuration is parseDuration's error for text that is no duration.
+var errNotDuration = errors.New("not a duration like 90m, 36h or 30d")
+
+// goDuration matches Go's duration syntax, so that one time.ParseDuration
+// refuses is known to be too large rather than mistyped.
+var goDuration = regexp.MustCompile(`^[-+]?(([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// parseDuration reads a duration: Go syntax (90s, 36h) or whole days (30d),
+// at most maxDurationDays either way. A negative one is returned for the
+// caller to refuse with its own rule; one too negative to hold is refused
+// here as negative, as every caller refuses negative durations.
 func parseDuration(s string) (time.Duration, error) {
+	tooLarge := func(negative bool) error {
+		if negative {
+			return errors.New("must not be negative")
+		}
+		return fmt.Errorf("must be at most %dd (%dh)", maxDurationDays, maxDurationDays*24)
+	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseInt(days, 10, 64)
-		if err == nil && n >= 0 && n <= 100*365 {
-			return time.Duration(n) * 24 * time.Hour, nil
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return 0, tooLarge(strings.HasPrefix(days, "-"))
+		case err != nil:
+			return 0, errNotDuration
+		case n > maxDurationDays || n < -maxDurationDays:
+			return 0, tooLarge(n < 0)
 		}
+		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, errors.New("not a duration like 90m, 36h or 30d")
+	switch {
+	case err != nil && goDuration.MatchString(s):
+		return 0, tooLarge(strings.HasPrefix(s, "-"))
+	case err != nil:
+		return 0, errNotDuration
+	case d > maxDurationDays*24*time.Hour || d < -maxDurationDays*24*time.Hour:
+		return 0, tooLarge(d < 0)
 	}
 	return d, nil
 }
@@ -236,8 +269,13 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	d, err := parseDuration(s)
-	if err != nil || d < 0 {
+	switch {
+	case errors.Is(err, errNotDuration):
 		return time.Time{}, usagef("batchq: --%s %q: not an RFC 3339 time (2026-01-02T15:04:05Z) or a duration before now (24h, 7d)", flag, s)
+	case err != nil:
+		return time.Time{}, usagef("batchq: --%s %q: %v", flag, s, err)
+	case d < 0:
+		return time.Time{}, usagef("batchq: --%s %q: must not be negative", flag, s)
 	}
 	return now.Add(-d), nil
 }

@@ -93,7 +93,7 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 		}
 		// As the command line's durations: Go's, or whole days.
 		if j.TTL, err = parseDuration(s); err != nil {
-			return queue.NewJob{}, fmt.Errorf("ttl: %q is not a duration like 90s, 2h or 7d", s)
+			return queue.NewJob{}, durationFieldError("ttl", s, err)
 		}
 		if j.TTL <= 0 {
 			return queue.NewJob{}, fmt.Errorf("ttl: must be > 0 (got %s)", s)
@@ -114,7 +114,7 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 			return queue.NewJob{}, fmt.Errorf("delay: must be a duration in a string, like \"90m\" (got %s)", clip(raw))
 		}
 		if j.Delay, err = parseDuration(s); err != nil {
-			return queue.NewJob{}, fmt.Errorf("delay: %q is not a duration like 90s, 2h or 7d", s)
+			return queue.NewJob{}, durationFieldError("delay", s, err)
 		}
 		if j.Delay < 0 {
 			return queue.NewJob{}, fmt.Errorf("delay: must be >= 0 (got %s)", s)
@@ -214,4 +214,13 @@ func clip(raw []byte) string {
 		return s
 	}
 	return string([]rune(s)[:max]) + "..."
+}
+
+// durationFieldError says why s, the value of a line's field, is not a
+// duration it takes.
+func durationFieldError(field, s string, err error) error {
+	if errors.Is(err, errNotDuration) {
+		return fmt.Errorf("%s: %q is not a duration like 90s, 2h or 7d", field, s)
+	}
+	return fmt.Errorf("%s: %q: %v", field, s, err)
 }

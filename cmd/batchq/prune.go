@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,8 +35,13 @@ func pruneAction(c *cli.Context, client *queue.Client) error {
 	}
 	s := c.String("older-than")
 	age, err := parseDuration(s)
-	if err != nil || age < 0 {
+	switch {
+	case errors.Is(err, errNotDuration):
 		return usagef("batchq: --older-than %q: not a duration like 720h or 30d", s)
+	case err != nil:
+		return usagef("batchq: --older-than %q: %v", s, err)
+	case age < 0:
+		return usagef("batchq: --older-than %q: must not be negative", s)
 	}
 	before := time.Now().Add(-age)
 	n, err := client.PruneBefore(c.Context, before)

@@ -45,5 +45,9 @@ func TestPruneErrors(t *testing.T) {
 
 	r = runCLI(t, db.url, "prune", "--older-than", "-1h")
 	require.Equal(t, 2, r.code)
-	require.Contains(t, r.stderr, `"-1h"`)
+	require.Equal(t, "batchq: --older-than \"-1h\": must not be negative\n", r.stderr)
+
+	r = runCLI(t, db.url, "prune", "--older-than", "9999999h")
+	require.Equal(t, 2, r.code)
+	require.Equal(t, "batchq: --older-than \"9999999h\": must be at most 36500d (876000h)\n", r.stderr)
 }

@@ -262,8 +262,13 @@ func TestReportTenantsHelpSaysWhatIsServed(t *testing.T) {
 
 var durationCases = map[string]time.Duration{
 	"90s": 90 * time.Second, "36h": 36 * time.Hour, "1h30m": 90 * time.Minute, "0s": 0, "-1h": -time.Hour,
-	"7d": 7 * 24 * time.Hour, "0d": 0, "36500d": 36500 * 24 * time.Hour,
+	"7d": 7 * 24 * time.Hour, "0d": 0, "36500d": 36500 * 24 * time.Hour, "-1d": -24 * time.Hour,
+	"876000h": 876000 * time.Hour,
 }
+
+// durationErrors are parseDuration's errors: what it says of text that is no
+// duration, of one too large and of one too negative to hold.
+var durationErrors = []string{"not a duration like 90m, 36h or 30d", "must be at most 36500d (876000h)", "must not be negative"}
 
 func TestParseDuration(t *testing.T) {
 	t.Parallel()
@@ -272,14 +277,23 @@ func TestParseDuration(t *testing.T) {
 		require.NoError(t, err, in)
 		require.Equal(t, want, got, in)
 	}
-	for _, in := range []string{"", "7", "1.5d", "-1d", "36501d", "1d12h", "d", "soon"} {
+	for _, in := range []string{"", "7", "1.5d", "1d12h", "d", "soon", "1x", "--1h"} {
 		_, err := parseDuration(in)
-		require.EqualError(t, err, "not a duration like 90m, 36h or 30d", in)
+		require.EqualError(t, err, durationErrors[0], in)
+	}
+	// Past the limit the error says the limit, in either form.
+	for _, in := range []string{"36501d", "876001h", "9999999h", "99999999999999999999d", "99999999999999999999h", "2562048h"} {
+		_, err := parseDuration(in)
+		require.EqualError(t, err, durationErrors[1], in)
+	}
+	for _, in := range []string{"-36501d", "-9999999h", "-99999999999999999999d"} {
+		_, err := parseDuration(in)
+		require.EqualError(t, err, durationErrors[2], in)
 	}
 }
 
 // FuzzParseDuration checks that what parses reads back the same from its
-// Go form, and that what does not gets the one error that says the rule.
+// Go form, and that what does not gets one of the errors that say the rule.
 func FuzzParseDuration(f *testing.F) {
 	for in := range durationCases {
 		f.Add(in)
@@ -287,7 +301,7 @@ func FuzzParseDuration(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		d, err := parseDuration(in)
 		if err != nil {
-			require.EqualError(t, err, "not a duration like 90m, 36h or 30d")
+			require.Contains(t, durationErrors, err.Error())
 			return
 		}
 		again, err := parseDuration(d.String())
