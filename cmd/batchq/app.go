@@ -64,19 +64,19 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		// Errors are printed once, by exitCode, not by the library.
 		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{msg: err.Error()}
-		},
 		CommandNotFound: func(c *cli.Context, name string) {
 			unknown = unknownCommand(c, name)
 		},
 		After: func(*cli.Context) error { return unknown },
 	}
+	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+		return flagError("", app.Flags, err)
+	}
 	for _, cmd := range app.Commands {
 		prepareCommand(cmd, cmd.Name)
 	}
 	// urfave/cli adds the app's --help only along with its own help command.
-	app.Commands = append(app.Commands, helpCommand())
+	app.Commands = append(app.Commands, helpCommand("help"))
 	app.Flags = append(app.Flags, cli.HelpFlag)
 	return app
 }
@@ -99,8 +99,9 @@ func unknownCommand(c *cli.Context, name string) error {
 }
 
 // prepareCommand makes a flag parsing error of cmd or any of its
-// subcommands a usageError, makes the server's permission denied name the
-// command (path, like "queues create"), and gives each the help it can have.
+// subcommands a usageError in batchq's words (flagError), makes the
+// server's permission denied name the command (path, like "queues
+// create"), and gives each the help it can have.
 //
 // urfave/cli adds a help subcommand, "help" with the alias "h", to every
 // command. In a command that takes arguments it would take the argument's
@@ -114,7 +115,7 @@ func unknownCommand(c *cli.Context, name string) error {
 // command, whose usage errors are one line like every other.
 func prepareCommand(cmd *cli.Command, path string) {
 	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		return usageError{msg: err.Error()}
+		return flagError(path, cmd.Flags, err)
 	}
 	if action := cmd.Action; action != nil {
 		cmd.Action = func(c *cli.Context) error { return deniedTo(path, action(c)) }
@@ -132,23 +133,24 @@ func prepareCommand(cmd *cli.Command, path string) {
 		cmd.SkipFlagParsing = true
 		return
 	}
-	cmd.Subcommands = append(cmd.Subcommands, helpCommand())
+	cmd.Subcommands = append(cmd.Subcommands, helpCommand(path+" help"))
 }
 
 // helpCommand stands in for urfave/cli's help command, which prints its
 // usage errors with the whole help after them, on standard output.
-func helpCommand() *cli.Command {
-	return &cli.Command{
+func helpCommand(path string) *cli.Command {
+	help := &cli.Command{
 		Name:            "help",
 		Aliases:         []string{"h"},
 		Usage:           "Shows a list of commands or help for one command",
 		ArgsUsage:       "[command]",
 		HideHelpCommand: true,
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{msg: err.Error()}
-		},
-		Action: showHelp,
+		Action:          showHelp,
 	}
+	help.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+		return flagError(path, help.Flags, err)
+	}
+	return help
 }
 
 // showHelp prints the help of the command help was given to, or of the

@@ -126,31 +126,132 @@ func setTrailingFlag(c *cli.Context, arg string, rest []string) ([]string, error
 	}
 	cmd := strings.TrimPrefix(c.Command.HelpName, "batchq ")
 	if flag == nil {
-		return nil, usagef("batchq: %s: flag provided but not defined: %s", cmd, arg)
+		return nil, flagNotDefined(cmd, name)
 	}
 	if _, isBool := flag.(*cli.BoolFlag); isBool && !hasValue {
 		value, hasValue = "true", true
 	}
 	if !hasValue {
 		if len(rest) == 0 {
-			return nil, usagef("batchq: %s: flag needs an argument: %s", cmd, arg)
+			return nil, flagNeedsValue(cmd, flag, name)
 		}
 		value, rest = rest[0], rest[1:]
 	}
 	if err := c.Set(flag.Names()[0], value); err != nil {
-		return nil, usagef("batchq: invalid value %q for flag %s: %v", value, arg, unwrapAll(err))
+		return nil, flagValueError(flag, name, value, err.Error())
 	}
 	return rest, nil
 }
 
-func unwrapAll(err error) error {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err
-		}
-		err = next
+// flagError says an error of the flag package, which urfave/cli returns as
+// it is ("invalid value "1.5" for flag -cost: parse error"), in the words
+// of setTrailingFlag, which reads the flags given after the arguments: the
+// flag with its two dashes, the value, and what the flag takes. command is
+// the command's path ("queues create", "" for batchq itself), flags its
+// flags. Other errors are usage errors as they are.
+func flagError(command string, flags []cli.Flag, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return flagNotDefined(command, name)
 	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return flagNeedsValue(command, findFlag(flags, name), name)
+	}
+	for _, form := range []string{"invalid value ", "invalid boolean value "} {
+		rest, ok := strings.CutPrefix(msg, form)
+		if !ok {
+			continue
+		}
+		quoted, qerr := strconv.QuotedPrefix(rest)
+		if qerr != nil {
+			break
+		}
+		value, _ := strconv.Unquote(quoted)
+		rest = strings.TrimPrefix(strings.TrimPrefix(rest[len(quoted):], " for flag -"), " for -")
+		if name, reason, ok := strings.Cut(rest, ": "); ok {
+			return flagValueError(findFlag(flags, name), name, value, reason)
+		}
+	}
+	return usageError{msg: msg}
+}
+
+// findFlag returns the flag of flags named name, or nil.
+func findFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// dashed is a flag's name as it is typed: --cost, and -h.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+func commandPrefix(command string) string {
+	if command == "" {
+		return "batchq: "
+	}
+	return "batchq: " + command + ": "
+}
+
+func flagNotDefined(command, name string) error {
+	return usagef("%sflag provided but not defined: %s", commandPrefix(command), dashed(name))
+}
+
+func flagNeedsValue(command string, f cli.Flag, name string) error {
+	if takes := flagTakes(f); takes != "" {
+		return usagef("%s%s needs a value: %s", commandPrefix(command), dashed(name), takes)
+	}
+	return usagef("%s%s needs a value", commandPrefix(command), dashed(name))
+}
+
+// flagTakes says what f's value is, or "" where its usage says it.
+func flagTakes(f cli.Flag) string {
+	switch f := f.(type) {
+	case *cli.IntFlag, *cli.Int64Flag, int64NoDefault:
+		return "a whole number"
+	case *cli.UintFlag, *cli.Uint64Flag:
+		return "a whole number, 0 or more"
+	case *cli.Float64Flag:
+		return "a number"
+	case *cli.DurationFlag:
+		return "a duration like 90s, 5m or 2h"
+	case *cli.BoolFlag:
+		return "true or false"
+	case *cli.GenericFlag:
+		if _, ok := f.Value.(*durationValue); ok {
+			return "a duration like 90m, 36h or 30d"
+		}
+	}
+	return ""
+}
+
+// flagValueError says why value is not one f takes. reason is the flag
+// package's: for the standard types only "parse error" or "value out of
+// range", which flagTakes says better; a value of batchq's own says it.
+func flagValueError(f cli.Flag, name, value, reason string) error {
+	takes := flagTakes(f)
+	_, generic := f.(*cli.GenericFlag)
+	_, duration := f.(*cli.DurationFlag)
+	switch {
+	case takes == "" || generic:
+	case reason == "value out of range":
+		reason = "out of range for " + takes
+	case duration && goDuration.MatchString(value):
+		// A duration, too long for a time.Duration.
+		reason = "out of range for a duration (at most 2562047h)"
+	default:
+		reason = "not " + takes
+	}
+	return usagef("batchq: %s %q: %s", dashed(name), value, reason)
 }
 
 // requireFlags fails with a usage error naming the first of flags that is

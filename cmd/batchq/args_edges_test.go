@@ -78,14 +78,48 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"tenants", "set", "h", "--weight"}, "batchq: tenants set: flag needs an argument: --weight\n"},
+		{[]string{"tenants", "set", "h", "--weight"}, "batchq: tenants set: --weight needs a value: a number\n"},
 		{[]string{"tenants", "set", "acme", "--colour", "red"}, "batchq: tenants set: flag provided but not defined: --colour\n"},
 		{[]string{"queues", "create", "--colour", "red", "q"}, "batchq: queues create: flag provided but not defined: --colour\n"},
 		{[]string{"queues", "create", "--", "a", "b"}, "batchq: queues create: unexpected argument \"b\"; usage: batchq queues create NAME\n"},
-		{[]string{"help", "--colour"}, "batchq: flag provided but not defined: -colour\n"},
-		{[]string{"queues", "help", "--colour"}, "batchq: flag provided but not defined: -colour\n"},
-		{[]string{"enqueue", "help", "--queue", "q"}, "batchq: flag provided but not defined: -queue\n"},
+		{[]string{"help", "--colour"}, "batchq: help: flag provided but not defined: --colour\n"},
+		{[]string{"queues", "help", "--colour"}, "batchq: queues help: flag provided but not defined: --colour\n"},
+		{[]string{"enqueue", "help", "--queue", "q"}, "batchq: enqueue help: flag provided but not defined: --queue\n"},
 		{[]string{"migrate", "up", "now"}, "batchq: migrate up: unexpected argument \"now\"; usage: batchq migrate up\n"},
+	} {
+		r := runCLI(t, noServer, tc.args...)
+		require.Equal(t, 2, r.code, "%q: %s", tc.args, r.stderr)
+		require.Equal(t, tc.msg, r.stderr, "%q", tc.args)
+		require.Empty(t, r.stdout, "%q", tc.args)
+	}
+}
+
+// A value the flag package refuses names the flag with its two dashes, the
+// value and what the flag takes, and a flag given no value says what it
+// needs, in the same words whether urfave/cli read the flag or it came
+// after the arguments (setTrailingFlag).
+func TestFlagParseErrorsNameTheFlagAndWhatItTakes(t *testing.T) {
+	t.Parallel()
+	enqueue := []string{"enqueue", "--queue", "q", "--tenant", "t"}
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{append(enqueue, "--cost", "1.5"), `batchq: --cost "1.5": not a whole number` + "\n"},
+		{append(enqueue, "--cost"), "batchq: enqueue: --cost needs a value: a whole number\n"},
+		{append(enqueue, "--cost", "9223372036854775808"), `batchq: --cost "9223372036854775808": out of range for a whole number` + "\n"},
+		{append(enqueue, "--cost", "1", "--ttl", "soon"), `batchq: --ttl "soon": not a duration like 90m, 36h or 30d` + "\n"},
+		{append(enqueue, "--cost", "1", "--kind"), "batchq: enqueue: --kind needs a value\n"},
+		{append(enqueue, "--cost", "1", "--colour", "red"), "batchq: enqueue: flag provided but not defined: --colour\n"},
+		{[]string{"queues", "create", "--quantum", "1.5", "q"}, `batchq: --quantum "1.5": not a whole number` + "\n"},
+		{[]string{"queues", "create", "q", "--quantum", "1.5"}, `batchq: --quantum "1.5": not a whole number` + "\n"},
+		{[]string{"queues", "create", "q", "--quantum"}, "batchq: queues create: --quantum needs a value: a whole number\n"},
+		{[]string{"tenants", "set", "acme", "--weight", "heavy"}, `batchq: --weight "heavy": not a number` + "\n"},
+		{[]string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/", "--timeout", "soon"}, `batchq: --timeout "soon": not a duration like 90s, 5m or 2h` + "\n"},
+		{[]string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/", "--drain=maybe"}, `batchq: --drain "maybe": not true or false` + "\n"},
+		{[]string{"work", "--concurrency"}, "batchq: work: --concurrency needs a value: a whole number\n"},
+		{[]string{"demo", "--seed", "-1"}, `batchq: --seed "-1": not a whole number, 0 or more` + "\n"},
+		{[]string{"--colour"}, "batchq: flag provided but not defined: --colour\n"},
 	} {
 		r := runCLI(t, noServer, tc.args...)
 		require.Equal(t, 2, r.code, "%q: %s", tc.args, r.stderr)

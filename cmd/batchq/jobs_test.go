@@ -202,7 +202,7 @@ func TestJobsErrors(t *testing.T) {
 		{[]string{"show", "99"}, 1, "batchq: job not found: no job or outcome 99"},
 		{[]string{"cancel", "99"}, 1, "batchq: job not found: no job or outcome 99"},
 		{[]string{"retry", "99"}, 1, "batchq: job not found: no job or outcome 99"},
-		{[]string{"cancel", "1", "--reason"}, 2, "flag needs an argument: --reason"},
+		{[]string{"cancel", "1", "--reason"}, 2, "batchq: jobs cancel: --reason needs a value"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := runCLI(t, db.url, append([]string{"jobs"}, tc.args...)...)

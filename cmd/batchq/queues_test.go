@@ -58,7 +58,7 @@ func TestQueuesErrors(t *testing.T) {
 		{"negative bound", []string{"create", "x", "--max-per-tenant", "-1"}, 2, "batchq: --max-per-tenant: must be in 1..2147483647 (got -1)"},
 		{"short lease", []string{"set", "imports", "--lease", "10ms"}, 2, "batchq: --lease: must be at least 1s (got 10ms)"},
 		{"bad duration", []string{"set", "imports", "--default-ttl", "a day"}, 2, `"a day"`},
-		{"trailing bad duration", []string{"set", "imports", "--unique-for", "soon"}, 2, `invalid value "soon" for flag --unique-for`},
+		{"trailing bad duration", []string{"set", "imports", "--unique-for", "soon"}, 2, `batchq: --unique-for "soon": not a duration like 90m, 36h or 30d`},
 		{"unknown flag", []string{"set", "imports", "--colour", "red"}, 2, "flag provided but not defined: --colour"},
 		{"nothing to set", []string{"set", "imports"}, 2, "give at least one setting to change"},
 		{"unknown queue", []string{"set", "nope", "--quantum", "5"}, 2, `batchq: unknown queue: "nope"`},
