@@ -395,9 +395,15 @@ func settingUsage(err error, what string) error {
 	return usagef("batchq: --%s: %s", strings.ReplaceAll(se.Field, "_", "-"), se.Rule)
 }
 
-// payloadFlag reads --payload: JSON, in UTF-8.
+// payloadFlag reads --payload: JSON, in UTF-8. An empty one is refused,
+// not taken for {} as the Go API takes a nil payload: on a command line it
+// is more likely a variable that was not set than a wish for {}, which
+// leaving the flag out gives.
 func payloadFlag(c *cli.Context) (json.RawMessage, error) {
 	p := c.String("payload")
+	if strings.TrimSpace(p) == "" {
+		return nil, usagef("batchq: --payload %q: empty, which is not JSON; leave --payload out for {}", p)
+	}
 	if !json.Valid([]byte(p)) {
 		return nil, usagef("batchq: --payload %s: not valid JSON", clip([]byte(p)))
 	}
