@@ -413,6 +413,25 @@ func payloadFlag(c *cli.Context) (json.RawMessage, error) {
 	return json.RawMessage(p), nil
 }
 
+// ttlRefusal names the TTL in the refusal of a deadline that j's TTL set,
+// where j gave no deadline: the client turns a TTL into a deadline counted
+// from now (or the run-at), and the database refuses that deadline when the
+// TTL ran out before it stored the job. Any other err is returned as it is.
+func ttlRefusal(err error, j queue.NewJob) error {
+	var inv *queue.InvalidJobError
+	if !errors.As(err, &inv) || inv.Field != "deadline" || j.TTL <= 0 || !j.Deadline.IsZero() {
+		return err
+	}
+	rule := "the deadline it sets " + inv.Rule
+	switch {
+	case strings.HasPrefix(inv.Rule, "must be in the future"):
+		rule = "too short: " + rule
+	case strings.HasPrefix(inv.Rule, "must be before"):
+		rule = "too long: " + rule
+	}
+	return &queue.InvalidJobError{Index: inv.Index, Field: "ttl", Rule: rule}
+}
+
 // jobUsage says a job the client refused as a usage error naming the flag
 // of the field; nil for any other error.
 func jobUsage(err error) error {

@@ -50,6 +50,9 @@ func TestBadInputNamesFieldAndRule(t *testing.T) {
 		{"run-at that does not parse", enqueue("--run-at", "tonight"), "", 2, `batchq: --run-at "tonight": not an RFC 3339 time`},
 		{"negative delay", enqueue("--delay", "-5m"), "", 2, "batchq: --delay: must be >= 0 (got -5m0s)"},
 		{"run-at and delay", enqueue("--run-at", "2099-01-01T00:00:00Z", "--delay", "1h"), "", 2, "batchq: --run-at: give a run_at or a delay, not both"},
+		{"ttl over before the job is stored", enqueue("--ttl", "1ns"), "", 2, "batchq: --ttl: too short: the deadline it sets must be in the future (got "},
+		{"ttl past year 10000", enqueue("--run-at", "9990-01-01T00:00:00Z", "--ttl", "36500d"), "", 2,
+			"batchq: --ttl: too long: the deadline it sets must be before year 10000\n"},
 		{"deadline before the run-at", enqueue("--delay", "2h", "--deadline", "2000-01-01T00:00:00Z"), "", 2, "batchq: --deadline: must be in the future"},
 		{"deadline at the run-at", enqueue("--run-at", "2099-01-01T00:00:00Z", "--deadline", "2099-01-01T00:00:00Z"), "", 2,
 			"batchq: --deadline: must be after run_at (got 2099-01-01T00:00:00Z, run_at 2099-01-01T00:00:00Z)"},
@@ -108,6 +111,8 @@ func TestBadInputNamesFieldAndRule(t *testing.T) {
 		{"line: payload not JSON", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":1,"payload":{nope}}`, 1, "batchq: line 1: payload: not JSON: invalid character 'n'"},
 		{"line: payload not UTF-8", []string{"enqueue", "--file", "-"}, "{\"queue\":\"imports\",\"tenant\":\"a\",\"cost\":1,\"payload\":\"\xff\"}", 1, "batchq: line 1: payload: must be valid UTF-8"},
 		{"line: payload too large", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":1,"payload":` + big + `}`, 1, "batchq: line 1: payload: must be at most 1048576 bytes as jsonb text (got 1048578)"},
+		{"line: ttl over before the job is stored", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":1}` + "\n" +
+			`{"queue":"imports","tenant":"a","cost":1,"ttl":"1ns"}`, 1, "batchq: line 2: ttl: too short: the deadline it sets must be in the future (got "},
 		{"line: deadline in the past", []string{"enqueue", "--file", "-"}, `{"queue":"imports","tenant":"a","cost":1,"deadline":"2001-01-01T00:00:00Z"}`, 1, "batchq: line 1: deadline: must be in the future"},
 		{"line: SQL in the queue name", []string{"enqueue", "--file", "-"}, `{"queue":"x'; DELETE FROM batchq.jobs; --","tenant":"a","cost":1}`, 1, "batchq: line 1: queue: must name a queue"},
 	} {

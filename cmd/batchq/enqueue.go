@@ -142,7 +142,7 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 		j.Payload = p
 	}
 	res, err := client.Enqueue(c.Context, j)
-	if u := jobUsage(err); u != nil {
+	if u := jobUsage(ttlRefusal(err, j)); u != nil {
 		return u
 	}
 	if err != nil {
@@ -327,6 +327,7 @@ func readLines(r io.Reader, stop <-chan struct{}) *lineReader {
 func batchError(err error, jobs []queue.NewJob, lineNos []int, first int) error {
 	var inv *queue.InvalidJobError
 	if errors.As(err, &inv) && inv.Index >= 1 && inv.Index <= len(lineNos) {
+		errors.As(ttlRefusal(inv, jobs[inv.Index-1]), &inv)
 		return fmt.Errorf("batchq: line %d: %s: %s; %s", lineNos[inv.Index-1], inv.Field, inv.Rule, notWritten(first))
 	}
 	if errors.Is(err, queue.ErrUnknownQueue) {
