@@ -62,6 +62,12 @@ var (
 	// from the database for longer than the pool waits for it.
 	ErrSchemaGone = errors.New("batchq: schema missing")
 
+	// ErrNotPermitted is returned by Work when the database has refused the
+	// pool's claims for lack of a right (SQLSTATE 42501) for longer than the
+	// pool waits: it connects as a role batchq migrate grants did not make a
+	// worker, or whose grants were taken back.
+	ErrNotPermitted = errors.New("batchq: permission denied")
+
 	// ErrCancelRequested is returned by Heartbeat when an operator asked for
 	// a job to stop (Cancel, CancelJobs): stop its work and Fail it, and its
 	// outcome is 'cancelled'. The worker pool does this itself.

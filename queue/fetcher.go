@@ -43,7 +43,7 @@ func (p *pool) fetch(ctx context.Context) error {
 		inFlight    bool        // a claim runs
 		results     = make(chan claimed, 1)
 		notBefore   time.Time // the last claim took nothing: none before this, unless woken
-		schemaGone  schemaWatch
+		refused     refusalWatch
 		pausedSince time.Time // when the queue was paused, as last seen; zero: running
 		cancelsSeen time.Time // when waiting jobs were last looked at for cancels
 	)
@@ -108,12 +108,12 @@ func (p *pool) fetch(ctx context.Context) error {
 				p.emit(Event{Kind: EventError, Err: r.err})
 				p.log.Error("claim failed", "err", r.err)
 				notBefore = time.Now().Add(p.cfg.PollInterval)
-				if gone := schemaGone.since(r.err, time.Now()); gone > cmp.Or(p.c.schemaGoneAfter, schemaGoneAfter) {
-					return fmt.Errorf("%w: claims have failed for %s (%v); stopping", ErrSchemaGone, gone.Round(time.Second), r.err)
+				if failing, stop := refused.since(r.err, time.Now()); failing > cmp.Or(p.c.schemaGoneAfter, schemaGoneAfter) {
+					return fmt.Errorf("%w: claims have failed for %s (%w); stopping", stop, failing.Round(time.Second), r.err)
 				}
 				continue
 			}
-			schemaGone = schemaWatch{}
+			refused = refusalWatch{}
 			if len(r.got) > 0 || r.err != nil {
 				continue
 			}
@@ -422,24 +422,39 @@ func (p *pool) drained(ctx context.Context) bool {
 	return err == nil && has.Valid && !has.Bool
 }
 
-// schemaGoneAfter is how long a pool keeps claiming while batchq's schema
-// is missing (dropped, or the database restored without it) before it
-// stops: long enough for a migration's down and up, not for ever.
+// schemaGoneAfter is how long a pool keeps claiming while the database
+// refuses its claims for good (batchq's schema dropped, or the database
+// restored without it; the pool's role without its rights) before it stops:
+// long enough for a migration's down and up, or a grant, not for ever.
 const schemaGoneAfter = 30 * time.Second
 
-// schemaWatch tracks claims that fail because batchq's schema is missing.
-type schemaWatch struct{ first time.Time }
+// refusalWatch tracks claims that fail because batchq's schema is missing,
+// or because the pool's role may not claim.
+type refusalWatch struct {
+	first time.Time
+	stop  error
+}
 
-// since returns how long claims have failed for a missing schema, err
-// being the latest claim's error (0 when it is another error).
-func (w *schemaWatch) since(err error, now time.Time) time.Duration {
+// since returns, for err, the latest claim's error, how long claims have
+// failed that way and the error Work stops with then (ErrSchemaGone,
+// ErrNotPermitted); 0 when err is another error.
+func (w *refusalWatch) since(err error, now time.Time) (time.Duration, error) {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || (pe.Code != "42P01" && pe.Code != "42883" && pe.Code != "3F000") {
-		w.first = time.Time{}
-		return 0
+	var stop error
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "42P01", "42883", "3F000":
+			stop = ErrSchemaGone
+		case "42501":
+			stop = ErrNotPermitted
+		}
 	}
-	if w.first.IsZero() {
-		w.first = now
+	if stop == nil {
+		*w = refusalWatch{}
+		return 0, nil
 	}
-	return now.Sub(w.first)
+	if w.stop != stop {
+		*w = refusalWatch{first: now, stop: stop}
+	}
+	return now.Sub(w.first), stop
 }

@@ -147,20 +147,28 @@ func TestLeaseKeeperTellsALostRunFromTheCurrentOne(t *testing.T) {
 	}
 }
 
-func TestSchemaWatchCountsOnlyAMissingSchema(t *testing.T) {
-	var w schemaWatch
+func TestRefusalWatchCountsOnlyRefusalsForGood(t *testing.T) {
+	var w refusalWatch
 	t0 := time.Now()
 	missing := &pgconn.PgError{Code: "42P01"}
-	if got := w.since(missing, t0); got != 0 {
-		t.Fatalf("first failure: %s, want 0", got)
+	since := func(err error, at time.Duration) (time.Duration, error) { return w.since(err, t0.Add(at)) }
+	if got, stop := since(missing, 0); got != 0 || stop != ErrSchemaGone {
+		t.Fatalf("first failure: %s, %v, want 0, ErrSchemaGone", got, stop)
 	}
-	if got := w.since(missing, t0.Add(5*time.Second)); got != 5*time.Second {
-		t.Fatalf("still missing: %s, want 5s", got)
+	if got, _ := since(&pgconn.PgError{Code: "42883"}, 5*time.Second); got != 5*time.Second {
+		t.Fatalf("still missing (a function now): %s, want 5s", got)
 	}
-	if got := w.since(errors.New("connection refused"), t0.Add(6*time.Second)); got != 0 {
-		t.Fatalf("another error: %s, want 0", got)
+	if got, stop := since(errors.New("connection refused"), 6*time.Second); got != 0 || stop != nil {
+		t.Fatalf("another error: %s, %v, want 0, nil", got, stop)
 	}
-	if got := w.since(missing, t0.Add(7*time.Second)); got != 0 {
+	if got, _ := since(missing, 7*time.Second); got != 0 {
 		t.Errorf("missing again after another error starts over: %s, want 0", got)
+	}
+	denied := &pgconn.PgError{Code: "42501"}
+	if got, stop := since(denied, 8*time.Second); got != 0 || stop != ErrNotPermitted {
+		t.Errorf("permission denied after a missing schema starts over: %s, %v, want 0, ErrNotPermitted", got, stop)
+	}
+	if got, stop := since(denied, 10*time.Second); got != 2*time.Second || stop != ErrNotPermitted {
+		t.Errorf("still denied: %s, %v, want 2s, ErrNotPermitted", got, stop)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/queue"
@@ -866,6 +867,40 @@ func TestHeadroomReadWhileHandlersAreAdmittedClaimsNoMore(t *testing.T) {
 	require.NoError(t, wait())
 	require.Equal(t, int64(2), claims.Load())
 	require.Zero(t, released, "jobs claimed past the headroom were handed back")
+}
+
+// A pool whose role may not claim (it connects as a role the grants did not
+// make a worker, or whose rights were taken back) stops after a bounded time
+// with ErrNotPermitted, which keeps the database's error, instead of
+// logging the refusal for ever.
+func TestPoolStopsWhenItsRoleMayNotClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "a", 1)
+	b.exec(t, `REVOKE EXECUTE ON FUNCTION batchq.claim(text, integer, text, bigint) FROM CURRENT_USER`)
+	client, err := queue.NewClient(b.pool, queue.Config{})
+	require.NoError(t, err)
+	queue.SetSchemaGoneAfter(client, 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- client.Work(ctx, queue.WorkerConfig{Queue: b.queue, PollInterval: 10 * time.Millisecond,
+			MaintainInterval: -1, ShutdownTimeout: 200 * time.Millisecond,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) { return queue.Result{}, nil }})
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("the pool kept claiming without the right to")
+	}
+	require.ErrorIs(t, err, queue.ErrNotPermitted)
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe, "the database's refusal is kept")
+	require.Equal(t, "42501", pe.Code)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`))
 }
 
 // A pool whose schema is gone (dropped, or the database restored without
