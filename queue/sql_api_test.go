@@ -158,3 +158,40 @@ func TestWorkerNameIsBounded(t *testing.T) {
 		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) { return queue.Result{}, nil }})
 	require.ErrorContains(t, err, "Name must be at most 256 bytes (got 257)")
 }
+
+// claimRun claims the next job of tenant through the SQL API and returns its
+// id and lease token, as a worker in another language holds them.
+func claimRun(t *testing.T, b *testBundle, tenant string) (int64, [16]byte) {
+	t.Helper()
+	var id int64
+	var token [16]byte
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id, lease_token FROM batchq.claim($1, 100, 'w', 9223372036854775807)
+		WHERE tenant = $2`, b.queue, tenant).Scan(&id, &token))
+	return id, token
+}
+
+// A run listed twice in one complete is finished once, as first listed:
+// one outcome, one correction, and no lease reported lost.
+func TestCompleteOfARunListedTwiceFinishesItOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "twice", 10)
+	id, token := claimRun(t, b, "twice")
+	rows, err := b.pool.Query(b.ctx, `SELECT id FROM batchq.complete('q', ARRAY[$1, $1]::bigint[], ARRAY[$2, $2]::uuid[],
+		ARRAY[4, 7]::bigint[], ARRAY['"first"', '"second"'])`, id, token)
+	require.NoError(t, err)
+	lost, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Empty(t, lost)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes
+		WHERE job_id = $1 AND outcome = 'succeeded' AND actual_cost = 4 AND result = '"first"'`, id))
+	require.Equal(t, int64(-6), b.scalar(t, `SELECT sum(delta) FROM batchq.ledger_adjustments WHERE tenant = 'twice'`))
+
+	// Listed twice again, the finished run is one run whose lease is lost.
+	rows, err = b.pool.Query(b.ctx, `SELECT id FROM batchq.complete('q', ARRAY[$1, $1]::bigint[], ARRAY[$2, $2]::uuid[],
+		NULL, NULL)`, id, token)
+	require.NoError(t, err)
+	lost, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{id}, lost)
+}

@@ -5,10 +5,10 @@
 -- outcome: the move from batchq.jobs to batchq.outcomes that every finishing
 -- path makes. With p_tokens it finishes only the runs whose token still holds
 -- the job's lease (a job listed under two tokens is finished by the one that
--- holds it); without, the caller has locked the rows. p_errors, p_results
--- and p_actual_costs (-1 for none) hold one element per id, or are NULL for
--- none at all. A succeeded outcome does not
--- keep the payload. Returns the jobs it finished.
+-- holds it, a run listed twice once, as first listed); without, the caller
+-- has locked the rows. p_errors, p_results and p_actual_costs (-1 for none)
+-- hold one element per id, or are NULL for none at all. A succeeded outcome
+-- does not keep the payload. Returns the jobs it finished.
 --
 -- Rows are reached through one scan of the primary key for the listed ids,
 -- which takes them in id order, as every statement that waits on job rows
@@ -29,9 +29,10 @@ AS $$
 BEGIN
     RETURN QUERY
     WITH input AS (
-        SELECT i.id, p_tokens[i.n] AS token, p_errors[i.n] AS error, nullif(p_actual_costs[i.n], -1) AS actual_cost,
-               p_results[i.n] AS result
+        SELECT DISTINCT ON (i.id, p_tokens[i.n]) i.id, p_tokens[i.n] AS token, p_errors[i.n] AS error,
+               nullif(p_actual_costs[i.n], -1) AS actual_cost, p_results[i.n] AS result
         FROM unnest(p_ids) WITH ORDINALITY AS i (id, n)
+        ORDER BY i.id, p_tokens[i.n], i.n
     ), done AS (
         -- IS TRUE keeps the lookup a filter of the scan (a bare IN would
         -- become a join).
@@ -78,7 +79,8 @@ $$;
 -- for "as estimated", p_results '' for no result; either may be NULL for
 -- none at all. A job whose actual cost differs from its estimate has the
 -- difference recorded in its tenant's ledger. Returns the runs it did not
--- finish, whose lease was lost: usually none.
+-- finish, whose lease was lost: usually none. A run listed twice counts
+-- once, as first listed.
 CREATE OR REPLACE FUNCTION batchq.complete(p_queue text, p_ids bigint[], p_tokens uuid[], p_actual_costs bigint[],
                                            p_results text[])
 RETURNS TABLE (id bigint, lease_token uuid)
@@ -129,7 +131,7 @@ BEGIN
         FROM done d
         WHERE d.actual_cost IS NOT NULL AND d.actual_cost <> d.cost
     )
-    SELECT i.id, i.token
+    SELECT DISTINCT i.id, i.token
     FROM unnest(p_ids, p_tokens) AS i (id, token)
     WHERE NOT EXISTS (SELECT FROM done d WHERE d.id = i.id AND d.lease_token = i.token);
 END
