@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/internal/pgtest"
@@ -194,4 +195,39 @@ func TestCompleteOfARunListedTwiceFinishesItOnce(t *testing.T) {
 	lost, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
 	require.Equal(t, []int64{id}, lost)
+}
+
+// complete's actual costs and results pair with the ids by position: arrays
+// of another length are refused by name, and one whose subscripts start
+// elsewhere than 1 still gives each job its own.
+func TestCompletePairsCostsAndResultsWithTheirIds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "pair", 10)
+	b.enqueue(t, "pair", 30)
+	first, token := claimRun(t, b, "pair")
+	var second int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM batchq.jobs WHERE tenant = 'pair' AND id <> $1`, first).Scan(&second))
+
+	for _, c := range []struct{ costs, results, field, rule string }{
+		{`ARRAY[5]::bigint[]`, `NULL`, "actual_costs", "must hold one element per id, or be NULL (got 1 for 2)"},
+		{`ARRAY[5, 7, 8]::bigint[]`, `NULL`, "actual_costs", "must hold one element per id, or be NULL (got 3 for 2)"},
+		{`NULL`, `ARRAY['1']`, "results", "must hold one element per id, or be NULL (got 1 for 2)"},
+		{`NULL`, `'{}'::text[]`, "results", "must hold one element per id, or be NULL (got 0 for 2)"},
+	} {
+		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.complete('q', ARRAY[$1, $2]::bigint[], ARRAY[$3, $3]::uuid[], `+
+			c.costs+`, `+c.results+`)`, first, second, token)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, c.field)
+		require.Equal(t, "BQ101", pe.Code)
+		require.Equal(t, c.field, pe.ColumnName)
+		require.Equal(t, "batchq: complete: "+c.field+": "+c.rule, pe.Message)
+	}
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes`), "nothing written")
+
+	_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.complete('q', ARRAY[$1, $2]::bigint[], ARRAY[$3, $3]::uuid[],
+		'[0:1]={5,70}'::bigint[], '[0:1]={"\"a\"","\"b\""}'::text[])`, first, second, token)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.outcomes
+		WHERE (job_id, actual_cost, result) IN (($1, 5, '"a"'), ($2, 70, '"b"'))`, first, second))
 }

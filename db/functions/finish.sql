@@ -7,7 +7,7 @@
 -- the job's lease (a job listed under two tokens is finished by the one that
 -- holds it, a run listed twice once, as first listed); without, the caller
 -- has locked the rows. p_errors, p_results and p_actual_costs (-1 for none)
--- hold one element per id, or are NULL for none at all. A succeeded outcome
+-- hold one element per id, in the ids' order, or are NULL for none at all. A succeeded outcome
 -- does not keep the payload. Returns the jobs it finished.
 --
 -- Rows are reached through one scan of the primary key for the listed ids,
@@ -29,10 +29,12 @@ AS $$
 BEGIN
     RETURN QUERY
     WITH input AS (
-        SELECT DISTINCT ON (i.id, p_tokens[i.n]) i.id, p_tokens[i.n] AS token, p_errors[i.n] AS error,
-               nullif(p_actual_costs[i.n], -1) AS actual_cost, p_results[i.n] AS result
-        FROM unnest(p_ids) WITH ORDINALITY AS i (id, n)
-        ORDER BY i.id, p_tokens[i.n], i.n
+        -- By position, as every other reader of these arrays: a subscript
+        -- would pair an array that starts at 0 with the wrong ids.
+        SELECT DISTINCT ON (i.id, i.token) i.id, i.token, i.error, nullif(i.actual_cost, -1) AS actual_cost, i.result
+        FROM unnest(p_ids, p_tokens, p_errors, p_results, p_actual_costs) WITH ORDINALITY
+             AS i (id, token, error, result, actual_cost, n)
+        ORDER BY i.id, i.token, i.n
     ), done AS (
         -- IS TRUE keeps the lookup a filter of the scan (a bare IN would
         -- become a join).
@@ -98,6 +100,16 @@ DECLARE
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
         PERFORM batchq.check_runs('complete', p_queue, p_ids, p_tokens);
+    END IF;
+    IF cardinality(p_actual_costs) <> coalesce(cardinality(p_ids), 0) THEN
+        PERFORM batchq.raise_invalid_argument('complete', 'actual_costs',
+            format('must hold one element per id, or be NULL (got %s for %s)', cardinality(p_actual_costs),
+                   coalesce(cardinality(p_ids), 0)));
+    END IF;
+    IF cardinality(p_results) <> coalesce(cardinality(p_ids), 0) THEN
+        PERFORM batchq.raise_invalid_argument('complete', 'results',
+            format('must hold one element per id, or be NULL (got %s for %s)', cardinality(p_results),
+                   coalesce(cardinality(p_ids), 0)));
     END IF;
     IF p_actual_costs IS NOT NULL THEN
         SELECT x.n, x.cost INTO v_bad FROM unnest(p_actual_costs) WITH ORDINALITY AS x (cost, n)
