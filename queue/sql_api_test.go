@@ -231,3 +231,33 @@ func TestCompletePairsCostsAndResultsWithTheirIds(t *testing.T) {
 	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.outcomes
 		WHERE (job_id, actual_cost, result) IN (($1, 5, '"a"'), ($2, 70, '"b"'))`, first, second))
 }
+
+// A result complete cannot store as jsonb is refused by name (BQ101, field
+// results, its element), not with jsonb's own error, and writes nothing.
+func TestCompleteRefusesAResultThatIsNotJSONByName(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "json", 10)
+	b.enqueue(t, "json", 10)
+	first, token := claimRun(t, b, "json")
+	var second int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM batchq.jobs WHERE tenant = 'json' AND id <> $1`, first).Scan(&second))
+	for _, c := range []struct{ result, why string }{
+		{`not json`, `invalid input syntax for type json: Token "not" is invalid.`},
+		{`[`, `invalid input syntax for type json: The input string ended unexpectedly.`},
+		{`"\u0000"`, `unsupported Unicode escape sequence: \u0000 cannot be converted to text.`},
+		{`"\ud800"`, `invalid input syntax for type json: Unicode low surrogate must follow a high surrogate.`},
+		{`1e1000000`, `value overflows numeric format`},
+	} {
+		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.complete('q', ARRAY[$1, $2]::bigint[], ARRAY[$3, $3]::uuid[],
+			NULL, ARRAY['"fine"', $4])`, first, second, token, c.result)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, c.result)
+		require.Equal(t, "BQ101", pe.Code, c.result)
+		require.Equal(t, "results", pe.ColumnName, c.result)
+		require.Equal(t, "batchq: complete: results: element 2: must be JSON that jsonb can store, or empty ("+c.why+")",
+			pe.Message, c.result)
+	}
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes`), "nothing written")
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`))
+}

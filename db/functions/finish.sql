@@ -97,6 +97,8 @@ AS $$
 DECLARE
     v_results jsonb[];
     v_bad     record;
+    v_msg     text;
+    v_detail  text;
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
         PERFORM batchq.check_runs('complete', p_queue, p_ids, p_tokens);
@@ -122,8 +124,24 @@ BEGIN
         END IF;
     END IF;
     IF p_results IS NOT NULL THEN
-        v_results := ARRAY(SELECT nullif(r.text, '')::jsonb FROM unnest(p_results) WITH ORDINALITY AS r (text, n)
-                           ORDER BY r.n);
+        BEGIN
+            v_results := ARRAY(SELECT nullif(r.text, '')::jsonb FROM unnest(p_results) WITH ORDINALITY AS r (text, n)
+                               ORDER BY r.n);
+        EXCEPTION WHEN invalid_text_representation OR untranslatable_character OR numeric_value_out_of_range
+                       OR character_not_in_repertoire THEN
+            -- Not JSON, or JSON that jsonb cannot store: name the first.
+            FOR v_bad IN SELECT r.text, r.n FROM unnest(p_results) WITH ORDINALITY AS r (text, n) ORDER BY r.n LOOP
+                BEGIN
+                    PERFORM nullif(v_bad.text, '')::jsonb;
+                EXCEPTION WHEN OTHERS THEN
+                    GET STACKED DIAGNOSTICS v_msg = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+                    PERFORM batchq.raise_invalid_argument('complete', 'results',
+                        format('element %s: must be JSON that jsonb can store, or empty (%s%s)', v_bad.n, v_msg,
+                               coalesce(': ' || nullif(v_detail, ''), '')));
+                END;
+            END LOOP;
+            RAISE;
+        END;
         SELECT x.n, octet_length(x.result::text) AS size INTO v_bad
         FROM unnest(v_results) WITH ORDINALITY AS x (result, n)
         WHERE octet_length(x.result::text) > batchq.max_result_bytes()
