@@ -261,3 +261,29 @@ func TestCompleteRefusesAResultThatIsNotJSONByName(t *testing.T) {
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes`), "nothing written")
 	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`))
 }
+
+// fail names the array a refusal is about, and its element: not "errors"
+// for a retry_at or final missing.
+func TestFailNamesTheArgumentItRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "f", 10)
+	id, token := claimRun(t, b, "f")
+	for _, c := range []struct{ errors, retryAt, final, field, rule string }{
+		{`ARRAY['e', 'e']`, `ARRAY[now()]`, `ARRAY[false]`, "errors", "must hold one element per id (got 2 for 1)"},
+		{`ARRAY['e']`, `NULL`, `ARRAY[false]`, "retry_at", "must hold one element per id (got null for 1)"},
+		{`ARRAY['e']`, `ARRAY[now()]`, `'{}'::boolean[]`, "final", "must hold one element per id (got 0 for 1)"},
+		{`ARRAY[repeat('x', 4097)]`, `ARRAY[now()]`, `ARRAY[false]`, "errors", "element 1: must be at most 4096 bytes (got 4097)"},
+		{`ARRAY['e']`, `ARRAY[NULL]::timestamptz[]`, `ARRAY[false]`, "retry_at", "element 1: must not be null"},
+		{`ARRAY['e']`, `ARRAY[now()]`, `ARRAY[NULL]::boolean[]`, "final", "element 1: must not be null"},
+	} {
+		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.fail('q', ARRAY[$1]::bigint[], ARRAY[$2]::uuid[], `+
+			c.errors+`, `+c.retryAt+`, `+c.final+`)`, id, token)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, c.rule)
+		require.Equal(t, "BQ101", pe.Code, c.rule)
+		require.Equal(t, c.field, pe.ColumnName, c.rule)
+		require.Equal(t, "batchq: fail: "+c.field+": "+c.rule, pe.Message)
+	}
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, id))
+}

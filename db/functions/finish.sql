@@ -192,16 +192,27 @@ BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
         PERFORM batchq.check_runs('fail', p_queue, p_ids, p_tokens);
     END IF;
-    IF cardinality(p_errors) IS DISTINCT FROM cardinality(p_ids)
-       OR cardinality(p_retry_at) IS DISTINCT FROM cardinality(p_ids)
-       OR cardinality(p_final) IS DISTINCT FROM cardinality(p_ids) THEN
-        PERFORM batchq.raise_invalid_argument('fail', 'errors',
-            'errors, retry_at and final must hold one element per id');
+    -- Each refusal names the array it is about, and the element.
+    SELECT x.field, x.got INTO v
+    FROM (VALUES (1, 'errors', cardinality(p_errors)), (2, 'retry_at', cardinality(p_retry_at)),
+                 (3, 'final', cardinality(p_final))) AS x (k, field, got)
+    WHERE x.got IS DISTINCT FROM cardinality(p_ids)
+    ORDER BY x.k LIMIT 1;
+    IF FOUND THEN
+        PERFORM batchq.raise_invalid_argument('fail', v.field,
+            format('must hold one element per id (got %s for %s)', coalesce(v.got::text, 'null'),
+                   coalesce(cardinality(p_ids), 0)));
     END IF;
-    IF EXISTS (SELECT FROM unnest(p_errors, p_retry_at, p_final) AS x (error, retry_at, final)
-               WHERE octet_length(x.error) > 4096 OR x.retry_at IS NULL OR x.final IS NULL) THEN
-        PERFORM batchq.raise_invalid_argument('fail', 'errors',
-            'each error must be at most 4096 bytes, and retry_at and final must be given for every id');
+    SELECT x.n, octet_length(x.error) AS size, x.retry_at IS NULL AS no_retry_at, x.final IS NULL AS no_final INTO v
+    FROM unnest(p_errors, p_retry_at, p_final) WITH ORDINALITY AS x (error, retry_at, final, n)
+    WHERE octet_length(x.error) > 4096 OR x.retry_at IS NULL OR x.final IS NULL
+    ORDER BY x.n LIMIT 1;
+    IF FOUND THEN
+        PERFORM batchq.raise_invalid_argument('fail',
+            CASE WHEN v.size > 4096 THEN 'errors' WHEN v.no_retry_at THEN 'retry_at' ELSE 'final' END,
+            format('element %s: %s', v.n,
+                   CASE WHEN v.size > 4096 THEN format('must be at most 4096 bytes (got %s)', v.size)
+                        ELSE 'must not be null' END));
     END IF;
     -- Lock the runs that still hold their lease, in id order, and sort them
     -- by what becomes of them.
