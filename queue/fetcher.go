@@ -424,12 +424,13 @@ func (p *pool) drained(ctx context.Context) bool {
 
 // schemaGoneAfter is how long a pool keeps claiming while the database
 // refuses its claims for good (batchq's schema dropped, or the database
-// restored without it; the pool's role without its rights) before it stops:
-// long enough for a migration's down and up, or a grant, not for ever.
+// restored without it; the pool's role without its rights; its queue
+// deleted) before it stops: long enough for a migration's down and up, a
+// grant, or a queue made again, not for ever.
 const schemaGoneAfter = 30 * time.Second
 
 // refusalWatch tracks claims that fail because batchq's schema is missing,
-// or because the pool's role may not claim.
+// the pool's role may not claim, or its queue was deleted.
 type refusalWatch struct {
 	first time.Time
 	stop  error
@@ -437,7 +438,7 @@ type refusalWatch struct {
 
 // since returns, for err, the latest claim's error, how long claims have
 // failed that way and the error Work stops with then (ErrSchemaGone,
-// ErrNotPermitted); 0 when err is another error.
+// ErrNotPermitted, ErrUnknownQueue); 0 when err is another error.
 func (w *refusalWatch) since(err error, now time.Time) (time.Duration, error) {
 	var pe *pgconn.PgError
 	var stop error
@@ -448,6 +449,8 @@ func (w *refusalWatch) since(err error, now time.Time) (time.Duration, error) {
 		case "42501":
 			stop = ErrNotPermitted
 		}
+	} else if errors.Is(err, ErrUnknownQueue) {
+		stop = ErrUnknownQueue
 	}
 	if stop == nil {
 		*w = refusalWatch{}

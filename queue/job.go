@@ -56,7 +56,8 @@ type ClaimOpts struct {
 }
 
 // Claim claims up to opts.Limit queued jobs of a queue in fair order.
-// It returns no jobs, and no error, when none is ready. A claim that drops
+// It returns no jobs, and no error, when none is ready (or the queue is
+// paused), and ErrUnknownQueue for no such queue. A claim that drops
 // expired jobs claims again for their places; if a later statement fails,
 // the jobs already claimed come back with the error, each holding its
 // lease: finish or release them, or they wait for their lease to expire and
@@ -83,6 +84,9 @@ func (c *Client) claim(ctx context.Context, queue string, opts *ClaimOpts) (jobs
 			Queue: queue, MaxJobs: int32(min(o.Limit, MaxClaim)), Worker: o.Worker, Budget: o.Budget,
 		})
 		if err != nil {
+			if r := refusal(err); r != nil {
+				return jobs, expired, r
+			}
 			return jobs, expired, fmt.Errorf("batchq: claim from %q: %w", queue, err)
 		}
 		n := len(expired)

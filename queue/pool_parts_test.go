@@ -171,4 +171,7 @@ func TestRefusalWatchCountsOnlyRefusalsForGood(t *testing.T) {
 	if got, stop := since(denied, 10*time.Second); got != 2*time.Second || stop != ErrNotPermitted {
 		t.Errorf("still denied: %s, %v, want 2s, ErrNotPermitted", got, stop)
 	}
+	if got, stop := since(unknownQueue("q"), 11*time.Second); got != 0 || stop != ErrUnknownQueue {
+		t.Errorf("a deleted queue after a denial starts over: %s, %v, want 0, ErrUnknownQueue", got, stop)
+	}
 }

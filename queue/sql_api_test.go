@@ -87,6 +87,22 @@ func TestSQLAPIEdges(t *testing.T) {
 		}
 	})
 
+	t.Run("a claim from no such queue is refused, not answered with nothing to do", func(t *testing.T) {
+		msg := sqlErr(t, `SELECT * FROM batchq.claim('nosuch', 10, 'w', 1000)`)
+		require.Contains(t, msg, `batchq: unknown queue: "nosuch"`)
+		require.Contains(t, msg, "BQ201")
+		_, err := b.client.Claim(b.ctx, "nosuch", &queue.ClaimOpts{Limit: 1})
+		require.ErrorIs(t, err, queue.ErrUnknownQueue)
+		require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "paused"}))
+		_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: "paused", Tenant: "t", Cost: 1})
+		require.NoError(t, err)
+		_, err = b.client.PauseQueue(b.ctx, "paused")
+		require.NoError(t, err)
+		jobs, err := b.client.Claim(b.ctx, "paused", &queue.ClaimOpts{Limit: 1})
+		require.NoError(t, err, "a paused queue is there: its claims take nothing")
+		require.Empty(t, jobs)
+	})
+
 	t.Run("a refusal counts every waiting job of a tenant whose bound was lowered below them", func(t *testing.T) {
 		b.enqueueN(t, "lowered", 3, 1)
 		_, err := b.client.EnqueueMany(b.ctx, []queue.NewJob{{Queue: "q", Tenant: "lowered", Cost: 1, Delay: time.Hour},

@@ -903,6 +903,35 @@ func TestPoolStopsWhenItsRoleMayNotClaim(t *testing.T) {
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`))
 }
 
+// A pool whose queue is deleted while it runs stops after a bounded time
+// with ErrUnknownQueue, instead of claiming nothing for ever.
+func TestPoolStopsWhenItsQueueIsDeleted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	client, err := queue.NewClient(b.pool, queue.Config{})
+	require.NoError(t, err)
+	queue.SetSchemaGoneAfter(client, 200*time.Millisecond)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- client.Work(ctx, queue.WorkerConfig{Queue: b.queue, PollInterval: 10 * time.Millisecond,
+			MaintainInterval: -1, ShutdownTimeout: 200 * time.Millisecond,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) { return queue.Result{}, nil }})
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_, err = b.client.DeleteQueue(b.ctx, b.queue)
+	require.NoError(t, err)
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("the pool kept claiming from a queue that is gone")
+	}
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+}
+
 // A pool whose schema is gone (dropped, or the database restored without
 // it) stops claiming after a bounded time with ErrSchemaGone, even under
 // Drain, instead of retrying for ever.

@@ -9,10 +9,11 @@
 -- seq), whose order is the claim order. The jobs of one claim share a lease
 -- token: a run is a job and the claim that took it.
 --
--- A paused queue's claims take nothing. It also moves the queue's cursor, the round joining tenants join, to the
--- round of the last job it claimed, but not past a row still waiting before
--- its first one in a round the cursor has not passed (held by another
--- transaction, or queued since the claim locked its rows). It never waits
+-- A paused queue's claims take nothing; an unknown queue is refused
+-- (BQ201). It also moves the queue's cursor, the round joining tenants
+-- join, to the round of the last job it claimed, but not past a row still
+-- waiting before its first one in a round the cursor has not passed (held
+-- by another transaction, or queued since the claim locked its rows). It never waits
 -- for the cursor's row: if another claim holds it, the next claim moves it.
 --
 -- Statements in turn, each with the plan made once per session, index
@@ -35,6 +36,7 @@ DECLARE
     v_first_seq bigint;
     v_cursor bigint;
     v_reached bigint;
+    v_paused boolean;
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL THEN
         PERFORM batchq.check_queue_argument('claim', p_queue);
@@ -51,8 +53,14 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('claim', 'worker',
             format('must be at most %s bytes (got %s)', batchq.max_name_bytes(), octet_length(p_worker)));
     END IF;
-    -- A paused queue hands out nothing.
-    IF EXISTS (SELECT FROM batchq.queues q WHERE q.name = p_queue AND q.paused_at IS NOT NULL) THEN
+    -- A paused queue hands out nothing; no such queue is refused (BQ201), so
+    -- that a worker with a queue's name wrong, or whose queue was deleted,
+    -- hears of it rather than finding nothing to do for ever.
+    SELECT q.paused_at IS NOT NULL INTO v_paused FROM batchq.queues q WHERE q.name = p_queue;
+    IF NOT FOUND THEN
+        PERFORM batchq.raise_unknown_queue(p_queue);
+    END IF;
+    IF v_paused THEN
         RETURN;
     END IF;
 
