@@ -70,8 +70,9 @@ const (
 // time: a tick found later was missed (Schedule.Missed says what then).
 const ScheduleGrace = time.Minute
 
-// maxCatchUpSteps bounds how many passed ticks maintenance walks to find
-// the latest: a schedule of "@every 1s" stopped for a month has millions.
+// maxCatchUpSteps bounds how many passed ticks maintenance walks one by
+// one to find the latest; latestTick first jumps near it, so the walk is
+// short however long no worker ran.
 const maxCatchUpSteps = 100_000
 
 // ErrScheduleNotFound is returned by the schedule calls when no schedule has
@@ -161,14 +162,7 @@ func (c *Client) validateSchedule(s *Schedule, now time.Time) (cron.Schedule, er
 // later one), whether it enqueues one at all (missed says, for a tick found
 // later than ScheduleGrace), and the next tick, the first after at.
 func planTick(c cron.Schedule, due, at time.Time, missed string) (tick time.Time, enqueue bool, next time.Time) {
-	tick = due
-	for range maxCatchUpSteps {
-		n := c.Next(tick)
-		if n.IsZero() || n.After(at) {
-			break
-		}
-		tick = n
-	}
+	tick = latestTick(c, due, at)
 	next = c.Next(at)
 	if next.IsZero() {
 		// No tick within five years of at (the expression was stored by
@@ -177,6 +171,40 @@ func planTick(c cron.Schedule, due, at time.Time, missed string) (tick time.Time
 	}
 	enqueue = missed != MissedSkip || at.Sub(tick) <= ScheduleGrace
 	return tick, enqueue, next
+}
+
+// latestTick is the latest tick of c at or before at, from due, a tick at
+// or before at. A schedule stopped for months has too many passed ticks to
+// walk one by one ("* * * * *" has half a million a year), so it starts the
+// walk close to at: "@every" ticks are due plus whole intervals, and the
+// other expressions tick on the calendar, whatever due was, so the first
+// tick after at minus a window that holds one is among the last few.
+func latestTick(c cron.Schedule, due, at time.Time) time.Time {
+	tick := due
+	if d, ok := c.(cron.ConstantDelaySchedule); ok {
+		if k := at.Sub(due) / d.Delay; k > 1 {
+			tick = due.Add((k - 1) * d.Delay)
+		}
+	} else {
+		span := at.Sub(due)
+		for w := time.Hour; w < span; w *= 2 {
+			if n := c.Next(at.Add(-w)); !n.IsZero() && !n.After(at) {
+				tick = n
+				break
+			}
+			if w > span/2 {
+				break
+			}
+		}
+	}
+	for range maxCatchUpSteps {
+		n := c.Next(tick)
+		if n.IsZero() || n.After(at) {
+			break
+		}
+		tick = n
+	}
+	return tick
 }
 
 // fireSchedules handles the due schedules of a queue, in one transaction:

@@ -339,3 +339,23 @@ func TestScheduleTickDoesNotWaitForAnOpenEnqueue(t *testing.T) {
 	require.Equal(t, 1, st.Fired)
 	require.Equal(t, []string{"batchq:schedule:hourly:2030-01-01T01:00:00Z"}, b.scheduleJobs(t, "hourly"))
 }
+
+// After an outage long enough to hold more passed ticks than maintenance
+// would walk one by one, "one" still enqueues the job of the latest tick,
+// and the next is the first after now.
+func TestMissedOneAfterALongOutageTakesTheLatestTick(t *testing.T) {
+	t.Parallel()
+	at := instant("2030-07-20T09:30:30Z")
+	for _, c := range []struct{ expr, due, tick, next string }{
+		{"* * * * *", "2030-01-01T00:00:00Z", "2030-07-20T09:30:00Z", "2030-07-20T09:31:00Z"},
+		{"*/5 * * * *", "2026-01-01T00:00:00Z", "2030-07-20T09:30:00Z", "2030-07-20T09:35:00Z"},
+		{"@every 1s", "2030-06-20T09:30:30Z", "2030-07-20T09:30:30Z", "2030-07-20T09:30:31Z"},
+		{"@every 7s", "2030-06-20T09:30:30Z", "2030-07-20T09:30:25Z", "2030-07-20T09:30:37Z"},
+		{"0 0 29 2 *", "2028-02-29T00:00:00Z", "2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"},
+	} {
+		tick, enqueue, next := queue.PlanTick(c.expr, "UTC", instant(c.due), at, queue.MissedOne)
+		require.Equal(t, instant(c.tick), tick.UTC(), c.expr)
+		require.True(t, enqueue, c.expr)
+		require.Equal(t, instant(c.next), next.UTC(), c.expr)
+	}
+}
