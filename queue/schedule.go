@@ -37,7 +37,8 @@ type Schedule struct {
 	TTL time.Duration
 	// Cron is a standard five-field cron expression (minute hour
 	// day-of-month month day-of-week) or a descriptor such as "@daily" or
-	// "@every 2h", as github.com/robfig/cron/v3 parses them. Ticks that a
+	// "@every 2h", as github.com/robfig/cron/v3 parses them, of at most 256
+	// bytes. Ticks that a
 	// daylight-saving change skips do not happen, as that library
 	// documents; a tick in the hour a change repeats happens twice, once in
 	// each.
@@ -93,6 +94,10 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 	loc, err := time.LoadLocation(tz)
 	if err != nil || strings.EqualFold(tz, "Local") {
 		return nil, &SettingError{Field: "timezone", Rule: fmt.Sprintf("must be an IANA time zone such as Europe/Paris (got %s)", quote(tz))}
+	}
+	if len(expr) > maxNameBytes {
+		// batchq.schedules keeps at most this many bytes of it.
+		return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("must be at most %d bytes (got %d)", maxNameBytes, len(expr))}
 	}
 	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
 		return nil, &SettingError{Field: "cron", Rule: "must not name a time zone: give it as the timezone"}
