@@ -296,7 +296,7 @@ func scheduleDataset(ss ...queue.Schedule) *dataset {
 			last = &t
 		}
 		d.add(s.Name, s.Queue, s.Tenant, s.Kind, s.Cost, s.Cron, s.Timezone, s.Missed, s.TTL, s.MaxAttempts, s.Paused,
-			s.NextRunAt.UTC(), last, s.LastJobID, s.LastError, string(s.Payload))
+			s.NextRunAt.UTC(), last, s.LastJobID, s.LastError, s.Payload)
 	}
 	return d
 }

@@ -156,3 +156,38 @@ func TestSchedulesPauseAndResumeSayWhenNothingChanged(t *testing.T) {
 	}
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules`))
 }
+
+// A schedule's payload is JSON in every format, as a job's is: an object in
+// --format json, not a string holding one, and the same compact text in csv
+// and the table.
+func TestSchedulesListPayloadIsJSONInEveryFormat(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	r := runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "@hourly", "--cost", "1",
+		"--payload", `{"report": "daily", "n": [1, 2]}`)
+	require.Equal(t, 0, r.code, r.stderr)
+
+	r = runCLI(t, db.url, "--format", "json", "schedules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list []struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), r.stdout)
+	require.Len(t, list, 1)
+	require.JSONEq(t, `{"report": "daily", "n": [1, 2]}`, string(list[0].Payload))
+
+	r = runCLI(t, db.url, "--format", "json", "schedules", "pause", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	var one struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &one), r.stdout)
+	require.JSONEq(t, `{"report": "daily", "n": [1, 2]}`, string(one.Payload))
+
+	r = runCLI(t, db.url, "--format", "csv", "schedules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"{""n"":[1,2],""report"":""daily""}"`)
+	r = runCLI(t, db.url, "schedules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `{"n":[1,2],"report":"daily"}`)
+}
