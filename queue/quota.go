@@ -35,10 +35,11 @@ func (c *Client) QuotaStore() *QuotaStore { return &QuotaStore{c: c} }
 // database, with every process that uses the same quota key. cfg.Store and
 // cfg.Key are set from the arguments. The shared row keeps its times on the
 // database's clock, converted from and to time.Now's: leave cfg.Now unset
-// outside tests.
+// outside tests. A key that breaks its rule (1-256 bytes of UTF-8, no
+// control characters) is a *SettingError whose Field is "quota_key".
 func (c *Client) Throttle(key string, cfg throttle.Config) (*throttle.Throttle, error) {
 	if err := checkName("quota key", key); err != nil {
-		return nil, fmt.Errorf("batchq: quota key: %s", err.Rule)
+		return nil, &SettingError{Field: "quota_key", Rule: err.Rule}
 	}
 	cfg.Store, cfg.Key = c.QuotaStore(), key
 	return throttle.New(cfg)

@@ -152,7 +152,8 @@ func runWork(c *cli.Context) error {
 		wc.Throttle, err = client.Throttle(key, throttle.Config{Reserve: c.Float64("reserve"), Refill: refill,
 			MaxRetryAfter: c.Duration("max-retry-after")})
 		if err != nil {
-			return usagef("batchq: --quota-key/--reserve: %v", err)
+			// The key's rule; the throttle's settings were checked above.
+			return settingUsage(err, "quota key")
 		}
 	}
 	// Before anything starts or says it is working.
