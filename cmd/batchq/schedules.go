@@ -89,7 +89,7 @@ func scheduleFlags(create bool) []cli.Flag {
 		int64NoDefault{&cli.Int64Flag{Name: "cost", Usage: req("each job's estimated cost in tokens, 1 or more")}},
 		&cli.StringFlag{Name: "kind", Usage: "each job's kind", DefaultText: def(`"default"`)},
 		daysFlag("ttl", "each job's deadline as a duration from its enqueue, like 90m or 2d", def("the queue's default TTL")),
-		&cli.IntFlag{Name: "max-attempts", Usage: "how often each job may run", DefaultText: def("the queue's setting")},
+		&cli.IntFlag{Name: "max-attempts", Usage: "how often each job may run, 1..1000; 0: the queue's setting", DefaultText: def("the queue's setting")},
 		&cli.StringFlag{Name: "payload", Usage: "each job's input, JSON", DefaultText: def("{}")},
 		&cli.StringFlag{Name: "missed", Usage: "ticks that passed while no worker ran: skip (none), or one (a job for the latest)",
 			DefaultText: def("one")},
@@ -171,9 +171,6 @@ func schedulesCreate(c *cli.Context, client *queue.Client) error {
 	s := queue.Schedule{Name: args[0], Queue: *u.Queue, Tenant: *u.Tenant, Cron: *u.Cron, Cost: *u.Cost,
 		Kind: derefOr(u.Kind, ""), Timezone: derefOr(u.Timezone, ""), TTL: derefOr(u.TTL, 0),
 		MaxAttempts: derefOr(u.MaxAttempts, 0), Payload: u.Payload, Missed: derefOr(u.Missed, "")}
-	if c.IsSet("max-attempts") && s.MaxAttempts == 0 {
-		return usagef("batchq: --max-attempts: must be > 0 (got 0)")
-	}
 	if err := client.CreateSchedule(c.Context, s); err != nil {
 		return scheduleUsage(err)
 	}

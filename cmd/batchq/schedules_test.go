@@ -191,3 +191,24 @@ func TestSchedulesListPayloadIsJSONInEveryFormat(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `{"n":[1,2],"report":"daily"}`)
 }
+
+// --max-attempts 0 is the queue's setting for a schedule's jobs, as the rule
+// of a value out of range says and as set and enqueue take it: create takes
+// it too.
+func TestSchedulesMaxAttemptsZeroIsTheQueuesSetting(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	r := runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "@hourly", "--cost", "1",
+		"--max-attempts", "-1")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "batchq: --max-attempts: must be in 1..1000, or 0 for the queue's setting (got -1)")
+	r = runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "@hourly", "--cost", "1",
+		"--max-attempts", "0")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules WHERE name = 's' AND max_attempts = 0`))
+	r = runCLI(t, db.url, "schedules", "set", "s", "--max-attempts", "3")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "schedules", "set", "s", "--max-attempts", "0")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules WHERE name = 's' AND max_attempts = 0`))
+}
