@@ -292,7 +292,11 @@ func scheduleDataset(ss ...queue.Schedule) *dataset {
 			t := s.LastRunAt.UTC()
 			last = &t
 		}
-		d.add(s.Name, s.Queue, s.Tenant, s.Kind, s.Cost, s.Cron, s.Timezone, s.Missed, s.TTL, s.MaxAttempts, s.Paused,
+		var ttl *time.Duration // none of its own: the queue's default
+		if s.TTL != 0 {
+			ttl = &s.TTL
+		}
+		d.add(s.Name, s.Queue, s.Tenant, s.Kind, s.Cost, s.Cron, s.Timezone, s.Missed, ttl, s.MaxAttempts, s.Paused,
 			s.NextRunAt.UTC(), last, s.LastJobID, s.LastError, s.Payload)
 	}
 	return d

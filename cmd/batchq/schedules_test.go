@@ -212,3 +212,23 @@ func TestSchedulesMaxAttemptsZeroIsTheQueuesSetting(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules WHERE name = 's' AND max_attempts = 0`))
 }
+
+// A schedule without --ttl gives its jobs the queue's default TTL: the list
+// says none of its own (- in the table, null in json, empty in csv), not a
+// TTL of 0s.
+func TestSchedulesListShowsNoTTLOfItsOwn(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	r := runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "@hourly", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "--format", "json", "schedules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), r.stdout)
+	require.Len(t, list, 1)
+	require.Contains(t, list[0], "ttl")
+	require.Nil(t, list[0]["ttl"])
+	r = runCLI(t, db.url, "schedules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, " 0s ")
+}
