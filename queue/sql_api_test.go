@@ -280,6 +280,30 @@ func TestCompleteRefusesAResultThatIsNotJSONByName(t *testing.T) {
 
 // fail names the array a refusal is about, and its element: not "errors"
 // for a retry_at or final missing.
+// release refuses its delays naming the element and what it got, as fail
+// does, and leaves the run as it was.
+func TestReleaseNamesTheDelayItRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "r", 10)
+	id, token := claimRun(t, b, "r")
+	for _, c := range []struct{ delays, rule string }{
+		{`ARRAY[0, 0]::bigint[]`, "must hold one delay per id (got 2 for 1)"},
+		{`NULL::bigint[]`, "must hold one delay per id (got null for 1)"},
+		{`ARRAY[-1]::bigint[]`, "element 1: must be in 0..86400000000 microseconds, 0s..24h (got -1)"},
+		{`ARRAY[86400000001]::bigint[]`, "element 1: must be in 0..86400000000 microseconds, 0s..24h (got 86400000001)"},
+		{`ARRAY[NULL]::bigint[]`, "element 1: must be in 0..86400000000 microseconds, 0s..24h (got null)"},
+	} {
+		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.release('q', ARRAY[$1]::bigint[], ARRAY[$2]::uuid[], `+c.delays+`)`, id, token)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, c.rule)
+		require.Equal(t, "BQ101", pe.Code, c.rule)
+		require.Equal(t, "delays", pe.ColumnName, c.rule)
+		require.Equal(t, "batchq: release: delays: "+c.rule, pe.Message)
+	}
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, id))
+}
+
 func TestFailNamesTheArgumentItRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})

@@ -287,14 +287,25 @@ AS $$
 DECLARE
     v_cancel  bigint[];
     v_reasons text[];
+    v_bad     record;
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR cardinality(p_ids) IS DISTINCT FROM cardinality(p_tokens) THEN
         PERFORM batchq.check_runs('release', p_queue, p_ids, p_tokens);
     END IF;
-    IF cardinality(p_delays_us) IS DISTINCT FROM cardinality(p_ids)
-       OR EXISTS (SELECT FROM unnest(p_delays_us) AS d WHERE d IS NULL OR d < 0 OR d > 86400000000) THEN
+    -- Each refusal names the element and what it got, as fail's do.
+    IF cardinality(p_delays_us) IS DISTINCT FROM cardinality(p_ids) THEN
         PERFORM batchq.raise_invalid_argument('release', 'delays',
-            'must hold one delay per id, each in 0s..24h');
+            format('must hold one delay per id (got %s for %s)', coalesce(cardinality(p_delays_us)::text, 'null'),
+                   coalesce(cardinality(p_ids), 0)));
+    END IF;
+    SELECT d.n, d.delay_us INTO v_bad
+    FROM unnest(p_delays_us) WITH ORDINALITY AS d (delay_us, n)
+    WHERE d.delay_us IS NULL OR d.delay_us < 0 OR d.delay_us > 86400000000
+    ORDER BY d.n LIMIT 1;
+    IF FOUND THEN
+        PERFORM batchq.raise_invalid_argument('release', 'delays',
+            format('element %s: must be in 0..86400000000 microseconds, 0s..24h (got %s)', v_bad.n,
+                   coalesce(v_bad.delay_us::text, 'null')));
     END IF;
     SELECT array_agg(l.id ORDER BY l.id), array_agg(l.reason ORDER BY l.id) INTO v_cancel, v_reasons
     FROM (SELECT j.id, j.last_error AS reason FROM batchq.jobs j
