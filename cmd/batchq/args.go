@@ -157,6 +157,9 @@ func flagError(command string, flags []cli.Flag, err error) error {
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return flagNeedsValue(command, findFlag(flags, name), name)
 	}
+	if err, ok := envFlagError(flags, msg); ok {
+		return err
+	}
 	for _, form := range []string{"invalid value ", "invalid boolean value "} {
 		rest, ok := strings.CutPrefix(msg, form)
 		if !ok {
@@ -238,6 +241,12 @@ func flagTakes(f cli.Flag) string {
 // package's: for the standard types only "parse error" or "value out of
 // range", which flagTakes says better; a value of batchq's own says it.
 func flagValueError(f cli.Flag, name, value, reason string) error {
+	return usagef("batchq: %s %q: %s", dashed(name), value, valueRule(f, value, reason))
+}
+
+// valueRule words why value is no value of f, from the flag package's
+// reason.
+func valueRule(f cli.Flag, value, reason string) string {
 	takes := flagTakes(f)
 	_, generic := f.(*cli.GenericFlag)
 	_, duration := f.(*cli.DurationFlag)
@@ -251,7 +260,42 @@ func flagValueError(f cli.Flag, name, value, reason string) error {
 	default:
 		reason = "not " + takes
 	}
-	return usagef("batchq: %s %q: %s", dashed(name), value, reason)
+	return reason
+}
+
+// envFlagError words the flag package's refusal of a flag's environment
+// variable, `could not parse "x" as int value from environment variable
+// "BATCHQ_CONCURRENCY" for flag concurrency: strconv.ParseInt: parsing "x":
+// invalid syntax`, as the flag's own refusals are worded, naming the
+// variable; ok is false for another error.
+func envFlagError(flags []cli.Flag, msg string) (err error, ok bool) {
+	rest, ok := strings.CutPrefix(msg, "could not parse ")
+	if !ok {
+		return nil, false
+	}
+	quoted, qerr := strconv.QuotedPrefix(rest)
+	if qerr != nil {
+		return nil, false
+	}
+	value, _ := strconv.Unquote(quoted)
+	_, rest, ok = strings.Cut(rest[len(quoted):], " value from environment variable ")
+	if !ok {
+		return nil, false
+	}
+	quoted, qerr = strconv.QuotedPrefix(rest)
+	if qerr != nil {
+		return nil, false
+	}
+	env, _ := strconv.Unquote(quoted)
+	name, cause, ok := strings.Cut(strings.TrimPrefix(rest[len(quoted):], " for flag "), ": ")
+	if !ok {
+		return nil, false
+	}
+	reason := "parse error"
+	if strings.Contains(cause, "value out of range") {
+		reason = "value out of range"
+	}
+	return usagef("batchq: %s %q (for %s): %s", env, value, dashed(name), valueRule(findFlag(flags, name), value, reason)), true
 }
 
 // requireFlags fails with a usage error naming the first of flags that is

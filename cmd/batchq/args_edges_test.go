@@ -128,6 +128,25 @@ func TestFlagParseErrorsNameTheFlagAndWhatItTakes(t *testing.T) {
 	}
 }
 
+// A flag's environment variable that does not parse is refused as the flag
+// itself is, naming the variable, not with the flag package's and strconv's
+// words. Not parallel: it sets the environment.
+func TestFlagEnvironmentErrorsNameTheVariable(t *testing.T) {
+	work := []string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/"}
+	for _, tc := range []struct{ env, value, msg string }{
+		{"BATCHQ_CONCURRENCY", "x", `batchq: BATCHQ_CONCURRENCY "x" (for --concurrency): not a whole number`},
+		{"BATCHQ_CONCURRENCY", "99999999999999999999", `batchq: BATCHQ_CONCURRENCY "99999999999999999999" (for --concurrency): out of range for a whole number`},
+		{"BATCHQ_RESERVE", "lots", `batchq: BATCHQ_RESERVE "lots" (for --reserve): not a number`},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			r := runCLI(t, noServer, work...)
+			require.Equal(t, 2, r.code, r.stderr)
+			require.Equal(t, tc.msg+"\n", r.stderr)
+		})
+	}
+}
+
 // Help is where it was: the app's, a group's and a command's, by the help
 // command and by --help, before or after the arguments.
 func TestHelpStillWorks(t *testing.T) {
