@@ -138,7 +138,8 @@ func Handler(client *queue.Client, opts *Options) (http.Handler, error) {
 	mux.HandleFunc("POST /queues/{queue}/tenants/{tenant}/settings", s.action(s.setTenant))
 	mux.HandleFunc("POST /queues/{queue}/tenants/{tenant}/cancel", s.action(s.cancelTenant))
 	mux.HandleFunc("POST /jobs/{id}/retry", s.action(s.retryJob))
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
+	// A file of the console's own, never a listing of them.
+	mux.Handle("GET /static/{file}", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
 	return securityHeaders(mux), nil
 }
 

@@ -246,6 +246,7 @@ func TestConsoleStatic(t *testing.T) {
 	require.Contains(t, js.body, "X-Batchq-Live")
 	require.Equal(t, http.StatusOK, b.get(t, "/static/console.css").status)
 	require.Equal(t, http.StatusNotFound, b.get(t, "/static/nope.js").status)
+	require.Equal(t, http.StatusNotFound, b.get(t, "/static/").status, "no listing of the files")
 }
 
 func TestConsoleBasePath(t *testing.T) {
