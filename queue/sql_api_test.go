@@ -187,6 +187,18 @@ func claimRun(t *testing.T, b *testBundle, tenant string) (int64, [16]byte) {
 	return id, token
 }
 
+// requireRefused checks that err is a worker call's refusal of an argument:
+// BQ101 naming the field, with the message "batchq: <call>: <field>:
+// <rule>", as docs/sql-api.md's Errors describe it.
+func requireRefused(t *testing.T, err error, call, field, rule string) {
+	t.Helper()
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe, rule)
+	require.Equal(t, "BQ101", pe.Code, rule)
+	require.Equal(t, field, pe.ColumnName, rule)
+	require.Equal(t, "batchq: "+call+": "+field+": "+rule, pe.Message)
+}
+
 // A run listed twice in one complete is finished once, as first listed:
 // one outcome, one correction, and no lease reported lost.
 func TestCompleteOfARunListedTwiceFinishesItOnce(t *testing.T) {
@@ -233,11 +245,7 @@ func TestCompletePairsCostsAndResultsWithTheirIds(t *testing.T) {
 	} {
 		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.complete('q', ARRAY[$1, $2]::bigint[], ARRAY[$3, $3]::uuid[], `+
 			c.costs+`, `+c.results+`)`, first, second, token)
-		var pe *pgconn.PgError
-		require.ErrorAs(t, err, &pe, c.field)
-		require.Equal(t, "BQ101", pe.Code)
-		require.Equal(t, c.field, pe.ColumnName)
-		require.Equal(t, "batchq: complete: "+c.field+": "+c.rule, pe.Message)
+		requireRefused(t, err, "complete", c.field, c.rule)
 	}
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes`), "nothing written")
 
@@ -267,19 +275,12 @@ func TestCompleteRefusesAResultThatIsNotJSONByName(t *testing.T) {
 	} {
 		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.complete('q', ARRAY[$1, $2]::bigint[], ARRAY[$3, $3]::uuid[],
 			NULL, ARRAY['"fine"', $4])`, first, second, token, c.result)
-		var pe *pgconn.PgError
-		require.ErrorAs(t, err, &pe, c.result)
-		require.Equal(t, "BQ101", pe.Code, c.result)
-		require.Equal(t, "results", pe.ColumnName, c.result)
-		require.Equal(t, "batchq: complete: results: element 2: must be JSON that jsonb can store, or empty ("+c.why+")",
-			pe.Message, c.result)
+		requireRefused(t, err, "complete", "results", "element 2: must be JSON that jsonb can store, or empty ("+c.why+")")
 	}
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.outcomes`), "nothing written")
 	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`))
 }
 
-// fail names the array a refusal is about, and its element: not "errors"
-// for a retry_at or final missing.
 // release refuses its delays naming the element and what it got, as fail
 // does, and leaves the run as it was.
 func TestReleaseNamesTheDelayItRefuses(t *testing.T) {
@@ -295,15 +296,13 @@ func TestReleaseNamesTheDelayItRefuses(t *testing.T) {
 		{`ARRAY[NULL]::bigint[]`, "element 1: must be in 0..86400000000 microseconds, 0s..24h (got null)"},
 	} {
 		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.release('q', ARRAY[$1]::bigint[], ARRAY[$2]::uuid[], `+c.delays+`)`, id, token)
-		var pe *pgconn.PgError
-		require.ErrorAs(t, err, &pe, c.rule)
-		require.Equal(t, "BQ101", pe.Code, c.rule)
-		require.Equal(t, "delays", pe.ColumnName, c.rule)
-		require.Equal(t, "batchq: release: delays: "+c.rule, pe.Message)
+		requireRefused(t, err, "release", "delays", c.rule)
 	}
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, id))
 }
 
+// fail names the array a refusal is about, and its element: not "errors"
+// for a retry_at or final missing.
 func TestFailNamesTheArgumentItRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
@@ -319,11 +318,7 @@ func TestFailNamesTheArgumentItRefuses(t *testing.T) {
 	} {
 		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.fail('q', ARRAY[$1]::bigint[], ARRAY[$2]::uuid[], `+
 			c.errors+`, `+c.retryAt+`, `+c.final+`)`, id, token)
-		var pe *pgconn.PgError
-		require.ErrorAs(t, err, &pe, c.rule)
-		require.Equal(t, "BQ101", pe.Code, c.rule)
-		require.Equal(t, c.field, pe.ColumnName, c.rule)
-		require.Equal(t, "batchq: fail: "+c.field+": "+c.rule, pe.Message)
+		requireRefused(t, err, "fail", c.field, c.rule)
 	}
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, id))
 }

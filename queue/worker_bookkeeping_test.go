@@ -869,15 +869,12 @@ func TestHeadroomReadWhileHandlersAreAdmittedClaimsNoMore(t *testing.T) {
 	require.Zero(t, released, "jobs claimed past the headroom were handed back")
 }
 
-// A pool whose role may not claim (it connects as a role the grants did not
-// make a worker, or whose rights were taken back) stops after a bounded time
-// with ErrNotPermitted, which keeps the database's error, instead of
-// logging the refusal for ever.
-func TestPoolStopsWhenItsRoleMayNotClaim(t *testing.T) {
-	t.Parallel()
-	b := setup(t, queue.QueueConfig{})
-	b.enqueue(t, "a", 1)
-	b.exec(t, `REVOKE EXECUTE ON FUNCTION batchq.claim(text, integer, text, bigint) FROM CURRENT_USER`)
+// workUntilItStops runs a pool of no-op handlers on b's queue with a client
+// that gives up on refused claims after 200 ms, calls meanwhile once it
+// runs, and returns what Work returned; it fails the test if the pool is
+// still going after 10 s.
+func workUntilItStops(t *testing.T, b *testBundle, meanwhile func()) error {
+	t.Helper()
 	client, err := queue.NewClient(b.pool, queue.Config{})
 	require.NoError(t, err)
 	queue.SetSchemaGoneAfter(client, 200*time.Millisecond)
@@ -889,13 +886,28 @@ func TestPoolStopsWhenItsRoleMayNotClaim(t *testing.T) {
 			MaintainInterval: -1, ShutdownTimeout: 200 * time.Millisecond,
 			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) { return queue.Result{}, nil }})
 	}()
+	meanwhile()
 	select {
 	case err = <-done:
+		return err
 	case <-time.After(10 * time.Second):
 		cancel()
 		<-done
-		t.Fatal("the pool kept claiming without the right to")
+		t.Fatal("the pool kept claiming")
+		return nil
 	}
+}
+
+// A pool whose role may not claim (it connects as a role the grants did not
+// make a worker, or whose rights were taken back) stops after a bounded time
+// with ErrNotPermitted, which keeps the database's error, instead of
+// logging the refusal for ever.
+func TestPoolStopsWhenItsRoleMayNotClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "a", 1)
+	b.exec(t, `REVOKE EXECUTE ON FUNCTION batchq.claim(text, integer, text, bigint) FROM CURRENT_USER`)
+	err := workUntilItStops(t, b, func() {})
 	require.ErrorIs(t, err, queue.ErrNotPermitted)
 	var pe *pgconn.PgError
 	require.ErrorAs(t, err, &pe, "the database's refusal is kept")
@@ -908,27 +920,11 @@ func TestPoolStopsWhenItsRoleMayNotClaim(t *testing.T) {
 func TestPoolStopsWhenItsQueueIsDeleted(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	client, err := queue.NewClient(b.pool, queue.Config{})
-	require.NoError(t, err)
-	queue.SetSchemaGoneAfter(client, 200*time.Millisecond)
-	ctx, cancel := context.WithCancel(b.ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- client.Work(ctx, queue.WorkerConfig{Queue: b.queue, PollInterval: 10 * time.Millisecond,
-			MaintainInterval: -1, ShutdownTimeout: 200 * time.Millisecond,
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) { return queue.Result{}, nil }})
-	}()
-	time.Sleep(50 * time.Millisecond)
-	_, err = b.client.DeleteQueue(b.ctx, b.queue)
-	require.NoError(t, err)
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		cancel()
-		<-done
-		t.Fatal("the pool kept claiming from a queue that is gone")
-	}
+	err := workUntilItStops(t, b, func() {
+		time.Sleep(50 * time.Millisecond)
+		_, err := b.client.DeleteQueue(b.ctx, b.queue)
+		require.NoError(t, err)
+	})
 	require.ErrorIs(t, err, queue.ErrUnknownQueue)
 }
 
