@@ -86,8 +86,8 @@ type Client struct {
 	// beforeFinishWrite, when set (by tests only), runs before a worker
 	// pool's completer writes each batch.
 	beforeFinishWrite func()
-	// schemaGoneAfter, when set (by tests only), stands for schemaGoneAfter.
-	schemaGoneAfter time.Duration
+	// refusedFor, when set (by tests only), stands for refusedFor.
+	refusedFor time.Duration
 	// testNow, when set (by tests only), is the time maintenance promotes
 	// jobs and fires schedules as of, instead of the database's now.
 	testNow func() time.Time

@@ -18,9 +18,9 @@ func SetBeforeFinishWrite(c *Client, f func()) { c.beforeFinishWrite = f }
 // Quote is quote: how errors write names, as SQL's batchq.quote does.
 var Quote = quote
 
-// SetSchemaGoneAfter sets how long the worker pools of c keep claiming while
-// batchq's schema is missing.
-func SetSchemaGoneAfter(c *Client, d time.Duration) { c.schemaGoneAfter = d }
+// SetRefusedFor sets how long the worker pools of c keep claiming while the
+// database refuses their claims for good (see refusedFor).
+func SetRefusedFor(c *Client, d time.Duration) { c.refusedFor = d }
 
 // PoolOf is the pool c uses: benchmarks reset its tables between runs.
 func PoolOf(c *Client) *pgxpool.Pool { return c.pool }

@@ -108,7 +108,7 @@ func (p *pool) fetch(ctx context.Context) error {
 				p.emit(Event{Kind: EventError, Err: r.err})
 				p.log.Error("claim failed", "err", r.err)
 				notBefore = time.Now().Add(p.cfg.PollInterval)
-				if failing, stop := refused.since(r.err, time.Now()); failing > cmp.Or(p.c.schemaGoneAfter, schemaGoneAfter) {
+				if failing, stop := refused.since(r.err, time.Now()); failing > cmp.Or(p.c.refusedFor, refusedFor) {
 					return fmt.Errorf("%w: claims have failed for %s (%w); stopping", stop, failing.Round(time.Second), r.err)
 				}
 				continue
@@ -422,12 +422,12 @@ func (p *pool) drained(ctx context.Context) bool {
 	return err == nil && has.Valid && !has.Bool
 }
 
-// schemaGoneAfter is how long a pool keeps claiming while the database
+// refusedFor is how long a pool keeps claiming while the database
 // refuses its claims for good (batchq's schema dropped, or the database
 // restored without it; the pool's role without its rights; its queue
 // deleted) before it stops: long enough for a migration's down and up, a
 // grant, or a queue made again, not for ever.
-const schemaGoneAfter = 30 * time.Second
+const refusedFor = 30 * time.Second
 
 // refusalWatch tracks claims that fail because batchq's schema is missing,
 // the pool's role may not claim, or its queue was deleted.
