@@ -22,7 +22,7 @@ func TestBenchQuota(t *testing.T) {
 	runs := quiet(t)
 	runs.Reps = 1
 	r, err := benchkit.Quota(context.Background(), env, benchkit.QuotaConfig{
-		Runs: runs, Duration: 2 * time.Second, Window: 250 * time.Millisecond, Tokens: 5000, Requests: 1000,
+		Runs: runs, Duration: 2 * time.Second, Window: 250 * time.Millisecond, Tokens: 2000, Requests: 1000,
 		Latency: 5 * time.Millisecond, Jitter: 5 * time.Millisecond, Reserve: 0.2, Pools: 2, Workers: 4,
 		MaxCost: 200, Tenants: 3, Interactive: 1, InteractiveEvery: 100 * time.Millisecond, InteractiveCost: 100,
 	})
@@ -38,7 +38,8 @@ func TestBenchQuota(t *testing.T) {
 		require.InDelta(t, u, median(t, row, "batch_share")+median(t, row, "interactive_share"), 0.01, "%v", row)
 		require.InDelta(t, median(t, row, "batch_share")/0.8, median(t, row, "batch_of_limit_less_reserve"), 0.01, "%v", row)
 		if row["quota"] == "fixed window" && row["client"] == "naive" {
-			// Eight workers sending at will overrun 5,000 tokens a quarter second.
+			// Eight workers sending at will overrun 2,000 tokens a quarter second,
+			// even on a loaded machine under the race detector.
 			require.Positive(t, median(t, row, "http_429"), "%v", row)
 			naiveFixed++
 		}
