@@ -195,6 +195,45 @@ func TestEnqueueLeavesTheCallersPlanSettings(t *testing.T) {
 	require.Equal(t, int64(400), b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 }
 
+// The pool's claims commit without waiting for the WAL flush; that must not
+// reach anything else on the connection: the next transaction on it, or a
+// transaction of the caller's that claims through the SQL API.
+func TestClaimLeavesTheSessionsDurabilityAsItWas(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "a", 1)
+	b.enqueue(t, "a", 1)
+	// One connection, so the claim and the reads below share it.
+	cfg := b.pool.Config().Copy()
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	c, err := queue.NewClient(pool, queue.Config{})
+	require.NoError(t, err)
+	syncCommit := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		var s string
+		require.NoError(t, q.QueryRow(b.ctx, `SELECT current_setting('synchronous_commit')`).Scan(&s))
+		return s
+	}
+	require.Equal(t, "on", syncCommit(pool))
+	jobs, err := c.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, "on", syncCommit(pool), "after the client's claim")
+	require.NoError(t, c.Complete(b.ctx, jobs[0], queue.Result{}))
+
+	tx, err := pool.Begin(b.ctx)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, tx.QueryRow(b.ctx, `SELECT count(*) FROM batchq.claim($1, 1, 'w', 100)`, b.queue).Scan(&n))
+	require.Equal(t, 1, n)
+	require.Equal(t, "on", syncCommit(tx), "in a transaction that claimed through the SQL API")
+	require.NoError(t, tx.Rollback(b.ctx))
+}
+
 func TestRolledBackEnqueueLeavesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})

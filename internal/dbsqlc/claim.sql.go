@@ -10,7 +10,8 @@ import (
 )
 
 const claim = `-- name: Claim :many
-SELECT id, expired, queue, tenant, kind, cost, deadline, payload, attempt, max_attempts, lease_token, lease_expires_at, enqueued_at, round, pos, seq FROM batchq.claim($1::text, $2::integer, $3::text, $4::bigint)
+SELECT c.id, c.expired, c.queue, c.tenant, c.kind, c.cost, c.deadline, c.payload, c.attempt, c.max_attempts, c.lease_token, c.lease_expires_at, c.enqueued_at, c.round, c.pos, c.seq FROM batchq.claim($1::text, $2::integer, $3::text, $4::bigint) c
+WHERE (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
 `
 
 type ClaimParams struct {
@@ -21,7 +22,12 @@ type ClaimParams struct {
 }
 
 // Claims up to @max_jobs queued jobs in DRR order within @budget; see
-// batchq.claim in db/functions/claim.sql.
+// batchq.claim in db/functions/claim.sql. The statement is its own
+// transaction, and it commits without waiting for the WAL flush
+// (synchronous_commit off, for this transaction only): a claim that a server
+// crash undoes leaves its jobs queued, as a worker's crash would after its
+// lease, so at-least-once holds; the completion that records a job's outcome
+// commits synchronously and flushes the claim before it (docs/guarantees.md).
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]BatchqClaimResult, error) {
 	rows, err := db.Query(ctx, claim,
 		arg.Queue,
