@@ -62,6 +62,11 @@ type ClaimOpts struct {
 // the jobs already claimed come back with the error, each holding its
 // lease: finish or release them, or they wait for their lease to expire and
 // the rescue, which costs each an attempt.
+//
+// A claim commits without waiting for the flush to disk: a server crash can
+// undo the claims of its last moments, which queues their jobs again with
+// the attempt given back and refuses their finishes (ErrLeaseLost), as a
+// worker's crash would after its lease. Finishes wait for the flush.
 func (c *Client) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]*Job, error) {
 	jobs, _, err := c.claim(ctx, queue, opts)
 	return jobs, err
