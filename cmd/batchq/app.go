@@ -251,8 +251,8 @@ func deniedHint(d *deniedError) string {
 	return hint + " (see 'batchq migrate grants --help', and re-run grants after each 'batchq migrate up')"
 }
 
-// exitCode prints err on one line and maps it to the process exit code:
-// 0 success, 2 usage, 1 anything else.
+// exitCode prints err on one line, as oneLine writes it, and maps it to the
+// process exit code: 0 success, 2 usage, 1 anything else.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
@@ -268,7 +268,9 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &denied):
 		msg += deniedHint(denied)
 	}
-	fmt.Fprintln(stderr, msg)
+	// Errors name what they refused (a tenant, a kind, a worker): shown as
+	// tables show them, a name cannot turn the message around.
+	fmt.Fprintln(stderr, oneLine(msg))
 	var u usageError
 	switch {
 	case errors.As(err, &u), errors.Is(err, queue.ErrUnknownQueue):

@@ -105,8 +105,8 @@ func migrateGrants(c *cli.Context) error {
 	if _, err := conn.Exec(c.Context, sql); err != nil {
 		return grantsRefusal(err, map[string]string{"app-role": app, "worker-role": worker, "operator-role": operator})
 	}
-	fmt.Fprintf(c.App.Writer, "granted: role %s may enqueue and read reports; role %s may claim and finish jobs; "+
-		"role %s may pause, resume and delete queues, cancel jobs and read them\n", app, worker, operator)
+	fmt.Fprintln(c.App.Writer, oneLine(fmt.Sprintf("granted: role %s may enqueue and read reports; role %s may claim and finish jobs; "+
+		"role %s may pause, resume and delete queues, cancel jobs and read them", app, worker, operator)))
 	for _, p := range passwords {
 		v, err := scramVerifier(p.value)
 		if err != nil {
@@ -116,7 +116,7 @@ func migrateGrants(c *cli.Context) error {
 		if _, err := conn.Exec(c.Context, "ALTER ROLE "+pgx.Identifier{p.role}.Sanitize()+" PASSWORD '"+v+"'"); err != nil {
 			return fmt.Errorf("batchq: migrate grants: setting the password of role %s: %w", p.role, err)
 		}
-		fmt.Fprintf(c.App.Writer, "set the password of role %s\n", p.role)
+		fmt.Fprintln(c.App.Writer, oneLine("set the password of role "+p.role))
 	}
 	return nil
 }

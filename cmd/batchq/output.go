@@ -136,14 +136,16 @@ func writeRecord(c *cli.Context, d *dataset) error {
 }
 
 // writeResult reports what a command did: a sentence for people, or the
-// dataset of one row as JSON or CSV.
+// dataset of one row as JSON or CSV. The sentence is written as oneLine
+// writes a table cell: the names in it (a tenant's, a kind's) show what they
+// hold and cannot reorder the words around them.
 func writeResult(c *cli.Context, sentence string, d *dataset) error {
 	f, err := outputFormat(c)
 	if err != nil {
 		return err
 	}
 	if f == formatTable {
-		_, err := fmt.Fprintln(c.App.Writer, sentence)
+		_, err := fmt.Fprintln(c.App.Writer, oneLine(sentence))
 		return err
 	}
 	return writeRecord(c, d)
@@ -310,13 +312,15 @@ func tableCell(v any) string {
 	}
 }
 
-// oneLine keeps a table cell on its row and in its column, and the terminal
-// as it was: line breaks and tabs (in a provider's error body, say) are
-// written as \n and \t, other control characters (escape sequences, form
-// feeds) and bytes that are not UTF-8 as \xNN or \u00NN, and the
-// bidirectional controls (U+202E and its kin) as \uNNNN: a name that holds
-// one would otherwise show its row, or the cells after it, in another order
-// than the one it holds.
+// oneLine keeps a table cell on its row and in its column, a sentence or an
+// error on its line, and the terminal as it was: line breaks and tabs (in a
+// provider's error body, say) are written as \n and \t, other control
+// characters (escape sequences, form feeds, the C1 controls U+0080-U+009F)
+// and bytes that are not UTF-8 as \xNN or \u00NN, and the bidirectional
+// controls (U+202E and its kin) as \uNNNN: a name that holds one would
+// otherwise show its row, or the words after it, in another order than the
+// one it holds. Every table cell, result sentence and error goes through it
+// (tableCell, writeResult, exitCode).
 func oneLine(s string) string {
 	clean := true
 	for _, r := range s {

@@ -68,6 +68,68 @@ func TestTableEscapesBidiControls(t *testing.T) {
 	}
 }
 
+// Sentences and errors show a name the way tables do: a tenant or kind
+// holding a bidirectional control (U+202E turns the words after it around)
+// or a C1 control (U+0085 is a line break to some terminals) cannot make a
+// confirmation or an error read otherwise than it says. JSON keeps the
+// name's bytes.
+func TestSentencesAndErrorsEscapeControlsInNames(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t)
+	r := runCLI(t, db.url, "queues", "create", "small", "--max-per-tenant", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	tenant := "acme\u202egnp.exe\u2066\u0085"
+	shown := `acme\u202egnp.exe\u2066\u0085`
+	kind := "sum\u200fmary\u009b"
+	raw := func(t *testing.T, r cliResult) {
+		t.Helper()
+		for _, c := range []string{"\u202e", "\u2066", "\u0085", "\u200f", "\u009b"} {
+			require.NotContains(t, r.stdout+r.stderr, c)
+		}
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tenants", "set", tenant, "--weight", "2"}, "set tenant " + shown + ": weight 2, each queue's bound\n"},
+		{[]string{"tenants", "set", tenant, "--queue", "small", "--weight", "3"},
+			"set tenant " + shown + " in queue small: weight 3, its bound for every queue\n"},
+		{[]string{"tenants", "unset", tenant, "--queue", "small"},
+			"unset tenant " + shown + " in queue small: its settings for every queue apply there\n"},
+		{[]string{"jobs", "cancel", "--queue", "small", "--tenant", tenant, "--kind", kind},
+			"jobs of queue small, tenant " + shown + `, kind sum\u200fmary\u009b: none; nothing to cancel` + "\n"},
+	} {
+		r := runCLI(t, db.url, tc.args...)
+		require.Equal(t, 0, r.code, "%q: %s", tc.args, r.stderr)
+		require.Equal(t, tc.want, r.stdout, "%q", tc.args)
+		raw(t, r)
+	}
+
+	r = runCLI(t, db.url, "schedules", "create", "nightly", "--queue", "small", "--tenant", tenant, "--kind", kind,
+		"--cost", "1", "--cron", "0 2 * * *")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "for tenant "+shown+" in queue small")
+	raw(t, r)
+
+	// An error of package queue names the tenant, JSON-quoted.
+	r = runCLI(t, db.url, "enqueue", "--queue", "small", "--tenant", tenant, "--kind", kind, "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "enqueue", "--queue", "small", "--tenant", tenant, "--kind", kind, "--cost", "1")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, `tenant "`+shown+`"`)
+	raw(t, r)
+	// A refused name, in the rule's words.
+	r = runCLI(t, db.url, "tenants", "unset", "a\tb\u202e", "--queue", "small")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, `(got "a\tb\u202e")`)
+	raw(t, r)
+
+	r = runCLI(t, db.url, "tenants", "set", tenant, "--weight", "2", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, tenant, "JSON keeps the name")
+}
+
 // outcomesTableWithError prints report outcomes of a database holding one
 // outcome, whose error is errText, and requires it on one row.
 func outcomesTableWithError(t *testing.T, errText string) string {
