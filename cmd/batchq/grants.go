@@ -52,6 +52,8 @@ psql without -v operator_role creates and grants only the app and worker roles.`
 			&cli.StringFlag{Name: "app-password-env", Usage: "with --apply, set the app role's password from this environment variable"},
 			&cli.StringFlag{Name: "worker-password-env", Usage: "with --apply, set the worker role's password from this environment variable"},
 			&cli.StringFlag{Name: "operator-password-env", Usage: "with --apply, set the operator role's password from this environment variable"},
+			&cli.StringFlag{Name: "format", Usage: "with --apply: " + formatUsage + " (default: the global --format); " +
+				"without --apply the SQL is text, and json or csv is refused"},
 		},
 		Action: migrateGrants,
 	}
@@ -86,7 +88,14 @@ func migrateGrants(c *cli.Context) error {
 		passwords = append(passwords, password{p.role, v})
 	}
 	if !c.Bool("apply") {
+		if err := textOnly(c, "migrate grants", "without --apply"); err != nil {
+			return err
+		}
 		_, err := fmt.Fprint(c.App.Writer, sql)
+		return err
+	}
+	f, err := outputFormat(c)
+	if err != nil {
 		return err
 	}
 
@@ -105,20 +114,40 @@ func migrateGrants(c *cli.Context) error {
 	if _, err := conn.Exec(c.Context, sql); err != nil {
 		return grantsRefusal(err, map[string]string{"app-role": app, "worker-role": worker, "operator-role": operator})
 	}
-	fmt.Fprintln(c.App.Writer, oneLine(fmt.Sprintf("granted: role %s may enqueue and read reports; role %s may claim and finish jobs; "+
-		"role %s may pause, resume and delete queues, cancel jobs and read them", app, worker, operator)))
+	if f == formatTable {
+		fmt.Fprintln(c.App.Writer, oneLine(fmt.Sprintf("granted: role %s may enqueue and read reports; role %s may claim and finish jobs; "+
+			"role %s may pause, resume and delete queues, cancel jobs and read them", app, worker, operator)))
+	}
+	// With JSON or CSV, one record at the end says what was done, the
+	// passwords set before a failure included.
+	set := []string{}
+	record := func() error {
+		if f == formatTable {
+			return nil
+		}
+		d := newDataset("app_role", "worker_role", "operator_role", "passwords_set")
+		d.add(app, worker, operator, jsonCell(set))
+		return writeRecord(c, d)
+	}
 	for _, p := range passwords {
 		v, err := scramVerifier(p.value)
+		if err == nil {
+			// The verifier is base64 and SCRAM's own punctuation: no quote to escape.
+			_, err = conn.Exec(c.Context, "ALTER ROLE "+pgx.Identifier{p.role}.Sanitize()+" PASSWORD '"+v+"'")
+			if err != nil {
+				err = fmt.Errorf("batchq: migrate grants: setting the password of role %s: %w", p.role, err)
+			}
+		}
 		if err != nil {
+			_ = record()
 			return err
 		}
-		// The verifier is base64 and SCRAM's own punctuation: no quote to escape.
-		if _, err := conn.Exec(c.Context, "ALTER ROLE "+pgx.Identifier{p.role}.Sanitize()+" PASSWORD '"+v+"'"); err != nil {
-			return fmt.Errorf("batchq: migrate grants: setting the password of role %s: %w", p.role, err)
+		set = append(set, p.role)
+		if f == formatTable {
+			fmt.Fprintln(c.App.Writer, oneLine("set the password of role "+p.role))
 		}
-		fmt.Fprintln(c.App.Writer, oneLine("set the password of role "+p.role))
 	}
-	return nil
+	return record()
 }
 
 // grantsRefusal says a role the grants script refused (the schema's owner,

@@ -740,3 +740,27 @@ func withUser(t *testing.T, dbURL, user, password string) string {
 	u.User = url.UserPassword(user, password)
 	return u.String()
 }
+
+// With --apply, migrate grants writes --format json as other commands do:
+// the roles, and the ones whose password it set.
+func TestGrantsApplyWritesJSON(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.URL(t)
+	super := withDatabase(t, pgtest.ServerURL(t), dbURL)
+	app, worker, operator := uniqueRole(t, "app"), uniqueRole(t, "worker"), uniqueRole(t, "operator")
+	dropRolesAtEnd(t, super, app, worker, operator)
+	env := "BATCHQ_TEST_PW_JSON_" + strings.ToUpper(app)
+	require.NoError(t, os.Setenv(env, randomHex(t, 16)))
+	t.Cleanup(func() { os.Unsetenv(env) })
+
+	r := runCLI(t, super, "--format", "json", "migrate", "grants", "--app-role", app, "--worker-role", worker,
+		"--operator-role", operator, "--apply", "--worker-password-env", env)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, fmt.Sprintf(`{"app_role":%q,"worker_role":%q,"operator_role":%q,"passwords_set":[%q]}`,
+		app, worker, operator, worker), r.stdout)
+
+	r = runCLI(t, super, "migrate", "grants", "--app-role", app, "--worker-role", worker,
+		"--operator-role", operator, "--apply", "--format", "csv")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, fmt.Sprintf("app_role,worker_role,operator_role,passwords_set\n%s,%s,%s,[]\n", app, worker, operator), r.stdout)
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
@@ -29,17 +30,23 @@ func migrateCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "migrate",
 		Usage: "apply, revert and inspect batchq's schema migrations",
+		Description: `up, down and status write --format json or csv as other commands do: up writes
+schema_version, applied (version, file and duration in seconds of each migration) and
+functions (the function files applied); down writes schema_version and reverted, or,
+without --yes, schema_version, to_version, would_revert (file names), would_lose (rows
+by table) and running. get prints SQL, and grants prints SQL unless --apply: they
+refuse --format json and csv.`,
 		Subcommands: []*cli.Command{
 			{
 				Name:   "up",
 				Usage:  "apply pending migrations (up to --to), then the function files whose text changed",
-				Flags:  []cli.Flag{upTo},
+				Flags:  []cli.Flag{upTo, commandFormatFlag()},
 				Action: withDB(migrateUp),
 			},
 			{
 				Name:   "down",
 				Usage:  "revert the latest migration (or down to --to, exclusive); asks for --yes, and refuses while jobs run",
-				Flags:  []cli.Flag{downTo, yes, force},
+				Flags:  []cli.Flag{downTo, yes, force, commandFormatFlag()},
 				Action: withDB(migrateDown),
 			},
 			{
@@ -133,16 +140,18 @@ func migrateUp(c *cli.Context, db *sql.DB) error {
 	if err := checkTo(c); err != nil {
 		return err
 	}
+	if _, err := outputFormat(c); err != nil {
+		return err
+	}
 	to := goose.MaxVersion
 	if c.IsSet("to") {
 		to = c.Int64("to")
 	}
 	res, err := migrations.UpTo(c.Context, db, to)
-	printResult(c, res, "applied")
-	if err != nil {
-		return err
+	if werr := writeMigrateResult(c, res, "applied"); err == nil {
+		err = werr
 	}
-	return nil
+	return err
 }
 
 func migrateDown(c *cli.Context, db *sql.DB) error {
@@ -150,6 +159,9 @@ func migrateDown(c *cli.Context, db *sql.DB) error {
 		return err
 	}
 	if err := checkTo(c); err != nil {
+		return err
+	}
+	if _, err := outputFormat(c); err != nil {
 		return err
 	}
 	p, err := migrations.NewProvider(db)
@@ -174,7 +186,9 @@ func migrateDown(c *cli.Context, db *sql.DB) error {
 		}
 	}
 	res, err := migrations.DownTo(c.Context, db, to)
-	printResult(c, res, "reverted")
+	if werr := writeMigrateResult(c, res, "reverted"); err == nil {
+		err = werr
+	}
 	return err
 }
 
@@ -209,17 +223,8 @@ func confirmDown(c *cli.Context, db *sql.DB, p *goose.Provider, v, to int64) err
 		return err
 	}
 	if !c.Bool("yes") {
-		w := c.App.Writer
-		for _, name := range reverted {
-			fmt.Fprintf(w, "would revert %s\n", name)
-		}
-		if len(lost) == 0 {
-			fmt.Fprintln(w, "would lose no jobs, outcomes, queues, tenants, quota rows or schedules")
-		} else {
-			fmt.Fprintf(w, "would lose, with the tables it drops: %s\n", strings.Join(lost, ", "))
-		}
-		if running > 0 && !c.Bool("force") {
-			fmt.Fprintf(w, "%s running now: stop the workers first, or add --force as well\n", howMany(running, "job is", "jobs are"))
+		if err := writeDownPreview(c, v, to, reverted, lost, running); err != nil {
+			return err
 		}
 		return usagef("batchq: migrate down: reverting version %d down to %d drops the tables and data listed above; add --yes to go ahead", v, to)
 	}
@@ -250,6 +255,41 @@ func droppedTables(sql string) []string {
 	return tables
 }
 
+// writeDownPreview says what migrate down from version v to version to
+// would revert and lose, and how many jobs run now.
+func writeDownPreview(c *cli.Context, v, to int64, reverted []string, lost []loss, running int64) error {
+	f, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	if f != formatTable {
+		byTable := map[string]int64{}
+		for _, l := range lost {
+			byTable[l.table] = l.rows
+		}
+		d := newDataset("schema_version", "to_version", "would_revert", "would_lose", "running")
+		d.add(v, to, jsonCell(append([]string{}, reverted...)), jsonCell(byTable), running)
+		return writeRecord(c, d)
+	}
+	w := c.App.Writer
+	for _, name := range reverted {
+		fmt.Fprintf(w, "would revert %s\n", name)
+	}
+	if len(lost) == 0 {
+		fmt.Fprintln(w, "would lose no jobs, outcomes, queues, tenants, quota rows or schedules")
+	} else {
+		words := make([]string, len(lost))
+		for i, l := range lost {
+			words[i] = l.words
+		}
+		fmt.Fprintf(w, "would lose, with the tables it drops: %s\n", strings.Join(words, ", "))
+	}
+	if running > 0 && !c.Bool("force") {
+		fmt.Fprintf(w, "%s running now: stop the workers first, or add --force as well\n", howMany(running, "job is", "jobs are"))
+	}
+	return nil
+}
+
 // lossTables are the tables whose rows confirmDown counts, and what it
 // calls a row of each. batchq.jobs holds the unfinished jobs only.
 var lossTables = []struct{ table, one, many string }{
@@ -261,10 +301,17 @@ var lossTables = []struct{ table, one, many string }{
 	{"schedules", "schedule", "schedules"},
 }
 
+// loss is what dropping one of lossTables would lose: its rows, counted
+// and in words ("2 unfinished jobs").
+type loss struct {
+	table, words string
+	rows         int64
+}
+
 // countLoss counts the rows of lossTables that dropping the tables in
 // dropped would lose, and the jobs running now. Each table is looked up with
 // to_regclass first: a schema at any version has some of them, or none.
-func countLoss(c *cli.Context, db *sql.DB, dropped map[string]bool) (lost []string, running int64, err error) {
+func countLoss(c *cli.Context, db *sql.DB, dropped map[string]bool) (lost []loss, running int64, err error) {
 	tx, err := db.BeginTx(c.Context, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return nil, 0, fmt.Errorf("batchq: migrate down: %w", err)
@@ -291,7 +338,7 @@ func countLoss(c *cli.Context, db *sql.DB, dropped map[string]bool) (lost []stri
 		if err := tx.QueryRowContext(c.Context, `SELECT count(*) FROM batchq.`+t.table).Scan(&n); err != nil {
 			return nil, 0, fmt.Errorf("batchq: migrate down: counting batchq.%s: %w", t.table, err)
 		}
-		lost = append(lost, howMany(n, t.one, t.many))
+		lost = append(lost, loss{table: t.table, words: howMany(n, t.one, t.many), rows: n})
 	}
 	ok, err := exists("jobs")
 	if err != nil {
@@ -314,18 +361,56 @@ func howMany(n int64, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// printResult says what a migration run did, then the version it left.
-func printResult(c *cli.Context, res *migrations.Result, verb string) {
+// writeMigrateResult says what a migration run did (verb: applied or
+// reverted), then the version it left: a line each, or as JSON or CSV
+// schema_version, the migrations under the verb's name (version, file and
+// duration of each) and, for up, the function files applied. A run that
+// failed before it did anything (res nil) writes nothing.
+func writeMigrateResult(c *cli.Context, res *migrations.Result, verb string) error {
 	if res == nil {
-		return
+		return nil
 	}
+	f, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	if f == formatTable {
+		for _, r := range res.Migrations {
+			fmt.Fprintf(c.App.Writer, "%s %s (%s)\n", verb, r.Source.Path, r.Duration.Round(1e6))
+		}
+		for _, file := range res.Functions {
+			fmt.Fprintf(c.App.Writer, "applied db/functions/%s\n", file)
+		}
+		_, err := fmt.Fprintf(c.App.Writer, "schema version %d\n", res.Version)
+		return err
+	}
+	type migration struct {
+		Version  int64       `json:"version"`
+		File     string      `json:"file"`
+		Duration json.Number `json:"duration"`
+	}
+	ms := []migration{}
 	for _, r := range res.Migrations {
-		fmt.Fprintf(c.App.Writer, "%s %s (%s)\n", verb, r.Source.Path, r.Duration.Round(1e6))
+		ms = append(ms, migration{r.Source.Version, r.Source.Path, json.Number(seconds(r.Duration))})
 	}
-	for _, f := range res.Functions {
-		fmt.Fprintf(c.App.Writer, "applied db/functions/%s\n", f)
+	if verb == "reverted" {
+		d := newDataset("schema_version", "reverted")
+		d.add(res.Version, jsonCell(ms))
+		return writeRecord(c, d)
 	}
-	fmt.Fprintf(c.App.Writer, "schema version %d\n", res.Version)
+	d := newDataset("schema_version", "applied", "functions")
+	d.add(res.Version, jsonCell(ms), jsonCell(append([]string{}, res.Functions...)))
+	return writeRecord(c, d)
+}
+
+// jsonCell is v as a cell of raw JSON: nested in JSON output, a cell of
+// compact JSON in CSV.
+func jsonCell(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("jsonCell: %v", err))
+	}
+	return b
 }
 
 func migrateStatus(c *cli.Context, db *sql.DB) error {
@@ -370,6 +455,9 @@ func migrateGet(c *cli.Context) error {
 	if _, err := commandArgs(c); err != nil {
 		return err
 	}
+	if err := textOnly(c, "migrate get", ""); err != nil {
+		return err
+	}
 	if c.Bool("functions") {
 		if c.IsSet("version") || c.Bool("up") || c.Bool("down") {
 			return usagef("migrate get: give --functions alone, or --version with --up or --down")
@@ -402,6 +490,24 @@ func migrateGet(c *cli.Context) error {
 		want = "-- +goose Down"
 	}
 	fmt.Fprint(c.App.Writer, section(string(b), want))
+	return nil
+}
+
+// textOnly refuses a --format other than table (given to the command or
+// before it, or in BATCHQ_FORMAT) for a command that prints SQL, which has
+// no JSON or CSV form; when says when it does ("", or "without --apply").
+func textOnly(c *cli.Context, command, when string) error {
+	f, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	if f != formatTable {
+		if when != "" {
+			when += " "
+		}
+		return usagef("batchq: %s: --format %s: %sit prints SQL, which is text only; leave --format and BATCHQ_FORMAT "+
+			"unset, or give --format table", command, f, when)
+	}
 	return nil
 }
 
