@@ -104,7 +104,7 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 	}
 	s, err := cronParser.Parse(expr)
 	if err != nil {
-		return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("must be a cron expression such as \"0 2 * * *\" or \"@every 1h\" (%s: %v)", quote(expr), err)}
+		return nil, &SettingError{Field: "cron", Rule: cronRule(expr)}
 	}
 	switch v := s.(type) {
 	case *cron.SpecSchedule:
@@ -121,6 +121,59 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 		}
 	}
 	return s, nil
+}
+
+// cronFields are the five fields of an expression, in order, and the values
+// each takes. Day-of-week 7 is refused, not read as Sunday: robfig/cron,
+// which reads the expressions, takes 0-6 only.
+var cronFields = []struct {
+	name   string
+	option cron.ParseOption
+	values string
+}{
+	{"minute", cron.Minute, "0-59"},
+	{"hour", cron.Hour, "0-23"},
+	{"day-of-month", cron.Dom, "1-31"},
+	{"month", cron.Month, "1-12 or JAN-DEC"},
+	{"day-of-week", cron.Dow, "0-6 or SUN-SAT, Sunday being 0"},
+}
+
+// cronRule says which rule expr, which cronParser refused, breaks: the
+// number of fields, the field and the values it takes, or the descriptors.
+// robfig/cron's own words ("end of range (7) above maximum (6): 7") name
+// neither the field nor what it takes.
+func cronRule(expr string) string {
+	const syntax = "as *, a value, a range low-high (1-5), a list (1,3) or a step (*/2)"
+	if strings.TrimSpace(expr) == "" {
+		return "must not be empty: give five fields, minute hour day-of-month month day-of-week, such as \"0 2 * * *\", " +
+			"or a descriptor such as @daily or @every 1h"
+	}
+	if strings.HasPrefix(expr, "@every") {
+		return fmt.Sprintf("@every must be followed by a duration such as 90s or 2h (got %s)", quote(expr))
+	}
+	if strings.HasPrefix(expr, "@") {
+		return fmt.Sprintf("must be five fields or a descriptor: @yearly, @annually, @monthly, @weekly, @daily, @midnight, "+
+			"@hourly or @every DURATION (got %s)", quote(expr))
+	}
+	fields := strings.Fields(expr)
+	if len(fields) != len(cronFields) {
+		return fmt.Sprintf("must be five fields, minute hour day-of-month month day-of-week (no seconds), "+
+			"or a descriptor such as @daily (got %d fields in %s)", len(fields), quote(expr))
+	}
+	for i, f := range cronFields {
+		// robfig/cron reads a leading TZ= as a time zone, and panics on
+		// one without the space that would end it: no field holds an =.
+		if strings.Contains(fields[i], "=") || !parses(cron.NewParser(f.option), fields[i]) {
+			return fmt.Sprintf("%s, field %d of 5, must be %s, %s (got %s in %s)", f.name, i+1, f.values, syntax,
+				quote(fields[i]), quote(expr))
+		}
+	}
+	return fmt.Sprintf("must be a cron expression such as \"0 2 * * *\" or \"@every 1h\" (got %s)", quote(expr))
+}
+
+func parses(p cron.Parser, spec string) bool {
+	_, err := p.Parse(spec)
+	return err == nil
 }
 
 // maxEvery is the longest "@every" interval: a schedule must tick within

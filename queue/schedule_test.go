@@ -206,7 +206,7 @@ func TestScheduleSettings(t *testing.T) {
 		rule   string
 	}{
 		{"name", func(s *queue.Schedule) { s.Name = "no spaces" }, "name", "must name a schedule"},
-		{"cron", func(s *queue.Schedule) { s.Cron = "0 25 * * *" }, "cron", "must be a cron expression"},
+		{"cron", func(s *queue.Schedule) { s.Cron = "0 25 * * *" }, "cron", `hour, field 2 of 5, must be 0-23, `},
 		{"never", func(s *queue.Schedule) { s.Cron = "0 0 30 2 *" }, "cron", "must tick within five years"},
 		// The column holds 256 bytes: a longer expression that parses is refused
 		// by its rule, not by the table's check.

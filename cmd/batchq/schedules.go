@@ -15,7 +15,8 @@ func schedulesCommand() *cli.Command {
 		Name:  "schedules",
 		Usage: "create, change, pause, resume, delete and list recurring schedules",
 		Description: `A schedule enqueues one job at every tick of a cron expression, read in its time zone: five
-fields (minute hour day-of-month month day-of-week), or a descriptor such as @daily or @every 2h.
+fields (minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-6 or
+SUN-SAT with Sunday 0; 7 is refused), or a descriptor such as @daily or @every 2h.
 Workers' maintenance (batchq work) fires the ticks of their queue; each tick enqueues exactly one
 job, whose unique key is batchq:schedule:NAME:TICK, however many workers run. Ticks that passed
 while no worker ran are skipped (--missed skip) or caught up by one job (--missed one, the
@@ -85,7 +86,7 @@ func scheduleFlags(create bool) []cli.Flag {
 		&cli.StringFlag{Name: "queue", Usage: req("the queue its jobs go to")},
 		&cli.StringFlag{Name: "tenant", Usage: req("the tenant its jobs belong to")},
 		&cli.StringFlag{Name: "cron", Usage: req(`when it ticks: "0 2 * * *" (02:00 daily), "@hourly", "@every 2s"`)},
-		&cli.StringFlag{Name: "timezone", Usage: "the IANA time zone the cron expression reads in, like Europe/Paris", DefaultText: def("UTC")},
+		&cli.StringFlag{Name: "timezone", Usage: "the IANA time zone the cron expression reads in, like Europe/Paris; not empty", DefaultText: def("UTC")},
 		int64NoDefault{&cli.Int64Flag{Name: "cost", Usage: req("each job's estimated cost in tokens, 1 or more")}},
 		&cli.StringFlag{Name: "kind", Usage: "each job's kind", DefaultText: def(`"default"`)},
 		daysFlag("ttl", "each job's deadline as a duration from its enqueue, like 90m or 2d", def("the queue's default TTL")),
@@ -116,6 +117,15 @@ func scheduleUpdate(c *cli.Context) (queue.ScheduleUpdate, int, error) {
 	// rather than take it.
 	if u.Missed != nil && *u.Missed == "" {
 		return u, n, usagef("batchq: --missed: must be %s or %s (got \"\")", queue.MissedSkip, queue.MissedOne)
+	}
+	// So would an empty --timezone, UTC: refused as an empty --payload is,
+	// since it is more likely an unset variable than a choice.
+	if u.Timezone != nil && *u.Timezone == "" {
+		instead := "leave it out for UTC"
+		if c.Command.Name == "set" {
+			instead = "leave it out to keep the schedule's"
+		}
+		return u, n, usagef("batchq: --timezone: must be an IANA time zone such as Europe/Paris or UTC (got \"\"); %s", instead)
 	}
 	if c.IsSet("cost") {
 		v := c.Int64("cost")
