@@ -255,8 +255,11 @@ type QueueTenant struct {
 
 // UpdateQueueTenant changes some of a tenant's settings for one queue only
 // (nil fields stay as they are; a zero one goes back to the setting for
-// every queue), creating them if it has none, and returns them. A new
-// weight takes effect from the tenant's next round in that queue.
+// every queue), creating them if it has none, and returns them. Settings
+// left both zero are removed, as ClearQueueTenant removes them: the
+// tenant's settings for every queue apply there, and no empty row is
+// kept. A new weight takes effect from the tenant's next round in that
+// queue.
 func (c *Client) UpdateQueueTenant(ctx context.Context, queue, tenant string, u TenantUpdate) (QueueTenant, error) {
 	if !queueName.MatchString(queue) {
 		return QueueTenant{}, unknownQueue(queue)
@@ -289,6 +292,12 @@ func (c *Client) UpdateQueueTenant(ctx context.Context, queue, tenant string, u 
 		}
 		if next.MaxQueued < 0 || next.MaxQueued > math.MaxInt32 {
 			return &SettingError{"max_queued", fmt.Sprintf("must be in 0..%d, 0 meaning the tenant's bound for every queue (got %d)", math.MaxInt32, next.MaxQueued)}
+		}
+		if next.Weight == 0 && next.MaxQueued == 0 {
+			if _, err := c.q.DeleteQueueTenant(ctx, tx, dbsqlc.DeleteQueueTenantParams{Queue: queue, Tenant: tenant}); err != nil {
+				return err
+			}
+			return c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queue: queue, Tenants: []string{tenant}})
 		}
 		p := dbsqlc.UpdateQueueTenantParams{Queue: queue, Tenant: tenant}
 		if next.Weight != 0 {

@@ -434,4 +434,39 @@ func TestTenantSettingsForOneQueue(t *testing.T) {
 	require.Equal(t, "weight", se.Field)
 }
 
+// Settings for one queue set back to zero, both of them, are removed as
+// ClearQueueTenant removes them: the tenant's settings for every queue
+// apply there, and QueueTenants lists no empty row for it.
+func TestTenantSettingsForOneQueueBackToZeroAreRemoved(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Name: "imports", Quantum: 100})
+	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "a", Weight: 2}))
+	b.enqueue(t, "a", 100)
+	_, err := b.client.UpdateQueueTenant(b.ctx, "imports", "a", queue.TenantUpdate{Weight: ptr(3.0), MaxQueued: ptr(5)})
+	require.NoError(t, err)
+	require.Equal(t, int64(300), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE queue = 'imports' AND tenant = 'a'`))
+
+	qt, err := b.client.UpdateQueueTenant(b.ctx, "imports", "a", queue.TenantUpdate{Weight: ptr(0.0)})
+	require.NoError(t, err)
+	require.Equal(t, queue.QueueTenant{Queue: "imports", Tenant: "a", MaxQueued: 5}, qt, "one zero keeps the other setting")
+	qt, err = b.client.UpdateQueueTenant(b.ctx, "imports", "a", queue.TenantUpdate{MaxQueued: ptr(0)})
+	require.NoError(t, err)
+	require.Equal(t, queue.QueueTenant{Queue: "imports", Tenant: "a"}, qt)
+	qts, err := b.client.QueueTenants(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, qts)
+	require.Equal(t, int64(200), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE queue = 'imports' AND tenant = 'a'`),
+		"the weight for every queue applies")
+
+	// Zeros for a tenant with no settings there create none.
+	_, err = b.client.UpdateQueueTenant(b.ctx, "imports", "b", queue.TenantUpdate{Weight: ptr(0.0), MaxQueued: ptr(0)})
+	require.NoError(t, err)
+	qts, err = b.client.QueueTenants(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, qts)
+	had, err := b.client.ClearQueueTenant(b.ctx, "imports", "b")
+	require.NoError(t, err)
+	require.False(t, had)
+}
+
 func ptr[T any](v T) *T { return &v }

@@ -61,6 +61,11 @@ func tenantsSet(c *cli.Context, client *queue.Client) error {
 	var u queue.TenantUpdate
 	if c.IsSet("weight") {
 		w := c.Float64("weight")
+		if w == 0 && !c.IsSet("queue") {
+			// 0 is documented for --queue; say so to whoever read it there.
+			return usagef("batchq: --weight: must be in %s..%s (got 0); 0 goes with --queue only, where it means "+
+				"the tenant's weight for every queue", weightCell(queue.MinWeight), weightCell(queue.MaxWeight))
+		}
 		u.Weight = &w
 	}
 	if c.IsSet("max-queued") {
@@ -129,6 +134,9 @@ func tenantsList(c *cli.Context, client *queue.Client) error {
 }
 
 func describeQueueTenant(qt queue.QueueTenant) string {
+	if qt.Weight == 0 && qt.MaxQueued == 0 {
+		return "its settings for every queue apply there; it has none of its own there"
+	}
 	weight, bound := "its weight for every queue", "its bound for every queue"
 	if qt.Weight != 0 {
 		weight = fmt.Sprintf("weight %s", weightCell(qt.Weight))

@@ -176,3 +176,34 @@ func TestTenantsSettingsForOneQueue(t *testing.T) {
 		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 	}
 }
+
+// --weight 0 and --max-queued 0 mean, with --queue, the tenant's setting for
+// every queue: set back to both, the tenant has no settings of its own in
+// the queue, and tenants list shows no empty row for it. Without --queue a
+// weight of 0 is refused, saying where 0 goes.
+func TestTenantsSetBackToZeroForOneQueue(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	r := runCLI(t, db.url, "tenants", "set", "acme", "--weight", "2")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "tenants", "set", "acme", "--queue", "imports", "--weight", "3")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	r = runCLI(t, db.url, "tenants", "set", "acme", "--queue", "imports", "--weight", "0")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "set tenant acme in queue imports: its settings for every queue apply there; it has none of its own there\n", r.stdout)
+	r = runCLI(t, db.url, "tenants", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "NAME  WEIGHT  MAX QUEUED  QUEUE\nacme  2       -           -\n", r.stdout)
+
+	r = runCLI(t, db.url, "tenants", "set", "beta", "--queue", "imports", "--max-queued", "0", "--weight", "0", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"name":"beta","weight":null,"max_queued":null,"queue":"imports"}`, r.stdout)
+	require.Zero(t, db.count(t, `SELECT count(*) FROM batchq.queue_tenants`))
+
+	r = runCLI(t, db.url, "tenants", "set", "acme", "--weight", "0")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: --weight: must be in 0.001..1000000 (got 0); 0 goes with --queue only, "+
+		"where it means the tenant's weight for every queue\n", r.stderr)
+	require.Empty(t, r.stdout)
+}
