@@ -620,7 +620,9 @@ func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
 }
 
 // CancelJob is Cancel that also says what it did: Cancelled 1 for a job
-// that had not started, Stopping 1 for a running one asked to stop.
+// that had not started, Stopping 1 for a running one asked to stop, and
+// neither for a running one asked to stop already, which keeps that
+// request's time and reason (as CancelJobs counts it).
 func (c *Client) CancelJob(ctx context.Context, id int64, reason string) (CancelStats, error) {
 	if reason == "" {
 		reason = "cancelled"
@@ -632,7 +634,10 @@ func (c *Client) CancelJob(ctx context.Context, id int64, reason string) (Cancel
 	if err != nil {
 		return CancelStats{}, fmt.Errorf("batchq: cancel job %d: %w", id, err)
 	}
-	if r.Stopping {
+	switch {
+	case r.AskedAlready:
+		return CancelStats{}, nil
+	case r.Stopping:
 		return CancelStats{Stopping: 1}, nil
 	}
 	return CancelStats{Cancelled: 1}, nil

@@ -135,9 +135,17 @@ func jobsCancel(c *cli.Context, client *queue.Client) error {
 		return err
 	}
 	d := newDataset("id", "action")
-	if st.Stopping > 0 {
+	switch {
+	case st.Stopping > 0:
 		d.add(id, "stopping")
 		return writeResult(c, fmt.Sprintf("job %d is running: its worker stops it at its next heartbeat, and it finishes as cancelled", id), d)
+	case st.Cancelled == 0:
+		// Running, and asked to stop before: as the bulk cancel, it keeps
+		// the first request's time and reason, which this one must not
+		// pass for.
+		d.add(id, "already_stopping")
+		return writeResult(c, fmt.Sprintf("job %d is running and was already asked to stop: it keeps the first request's reason; "+
+			"its worker stops it at its next heartbeat, and it finishes as cancelled", id), d)
 	}
 	d.add(id, "cancelled")
 	return writeResult(c, fmt.Sprintf("cancelled job %d", id), d)

@@ -78,6 +78,35 @@ func TestJobsShowCancelRetry(t *testing.T) {
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE id = 2 AND state = 'running'`))
 }
 
+// Cancelling a running job again says it was asked to stop already, and
+// keeps the first request's time and reason, as the bulk cancel does.
+func TestJobsCancelARunningJobAskedAlready(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	r := runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5")
+	require.Equal(t, 0, r.code, r.stderr)
+	db.exec(t, `UPDATE batchq.jobs SET state = 'running', lease_token = gen_random_uuid(),
+		lease_expires_at = now() + interval '1 minute', attempt = 1 WHERE id = 1`)
+
+	r = runCLI(t, db.url, "jobs", "cancel", "1", "--reason", "bad import")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "job 1 is running: its worker stops it at its next heartbeat, and it finishes as cancelled\n", r.stdout)
+	first := db.count(t, `SELECT (extract(epoch FROM cancel_requested_at) * 1e6)::bigint FROM batchq.jobs WHERE id = 1`)
+
+	r = runCLI(t, db.url, "jobs", "cancel", "1", "--reason", "second thoughts")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "job 1 is running and was already asked to stop: it keeps the first request's reason; "+
+		"its worker stops it at its next heartbeat, and it finishes as cancelled\n", r.stdout)
+	r = runCLI(t, db.url, "jobs", "cancel", "1", "--format", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"id": 1, "action": "already_stopping"}`, r.stdout)
+
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE id = 1 AND last_error = 'bad import'`),
+		"the first request's reason stays")
+	require.Equal(t, first, db.count(t, `SELECT (extract(epoch FROM cancel_requested_at) * 1e6)::bigint FROM batchq.jobs WHERE id = 1`),
+		"and its time")
+}
+
 // jobs show on a succeeded job says why its payload is not there.
 func TestJobsShowSaysASucceededJobKeepsNoPayload(t *testing.T) {
 	t.Parallel()

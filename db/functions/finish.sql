@@ -401,10 +401,11 @@ $$;
 -- its next heartbeat and cancels the handler, and the run ends as
 -- 'cancelled' unless it succeeds first. A running job asked already keeps
 -- the first request's time and reason, as with cancel_jobs. Returns the
--- job, and whether it was only asked to stop; nothing when no unfinished
+-- job, whether it was only asked to stop, and whether it had been asked
+-- already, by an earlier call (asked_already); nothing when no unfinished
 -- job has the id.
 CREATE OR REPLACE FUNCTION batchq.cancel(p_id bigint, p_reason text)
-RETURNS TABLE (id bigint, stopping boolean)
+RETURNS TABLE (id bigint, stopping boolean, asked_already boolean)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -425,9 +426,9 @@ BEGIN
     IF v_state = 'running' THEN
         UPDATE batchq.jobs j SET cancel_requested_at = now(), last_error = v_reason
         WHERE j.queue = v_queue AND j.id = p_id AND j.cancel_requested_at IS NULL;
-        RETURN QUERY SELECT p_id, true;
+        RETURN QUERY SELECT p_id, true, NOT FOUND;
         RETURN;
     END IF;
-    RETURN QUERY SELECT c.id, false FROM batchq.cancel_waiting(v_queue, ARRAY[p_id], v_reason) c;
+    RETURN QUERY SELECT c.id, false, false FROM batchq.cancel_waiting(v_queue, ARRAY[p_id], v_reason) c;
 END
 $$;

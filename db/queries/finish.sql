@@ -32,6 +32,8 @@ FROM batchq.heartbeat(@queue::text, @ids::bigint[], @tokens::uuid[]) h;
 
 -- name: Cancel :one
 -- Cancels a job: a waiting one now, a running one by asking its worker to
--- stop it (stopping); no row when no unfinished job has the id. See
--- batchq.cancel in db/functions/finish.sql.
-SELECT c.id::bigint AS id, c.stopping::boolean AS stopping FROM batchq.cancel(@id, @reason) c;
+-- stop it (stopping), unless it was asked already (asked_already); no row
+-- when no unfinished job has the id. See batchq.cancel in
+-- db/functions/finish.sql.
+SELECT c.id::bigint AS id, c.stopping::boolean AS stopping, c.asked_already::boolean AS asked_already
+FROM batchq.cancel(@id, @reason) c;

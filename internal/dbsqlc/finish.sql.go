@@ -13,7 +13,8 @@ import (
 )
 
 const cancel = `-- name: Cancel :one
-SELECT c.id::bigint AS id, c.stopping::boolean AS stopping FROM batchq.cancel($1, $2) c
+SELECT c.id::bigint AS id, c.stopping::boolean AS stopping, c.asked_already::boolean AS asked_already
+FROM batchq.cancel($1, $2) c
 `
 
 type CancelParams struct {
@@ -22,17 +23,19 @@ type CancelParams struct {
 }
 
 type CancelRow struct {
-	ID       int64
-	Stopping bool
+	ID           int64
+	Stopping     bool
+	AskedAlready bool
 }
 
 // Cancels a job: a waiting one now, a running one by asking its worker to
-// stop it (stopping); no row when no unfinished job has the id. See
-// batchq.cancel in db/functions/finish.sql.
+// stop it (stopping), unless it was asked already (asked_already); no row
+// when no unfinished job has the id. See batchq.cancel in
+// db/functions/finish.sql.
 func (q *Queries) Cancel(ctx context.Context, db DBTX, arg CancelParams) (CancelRow, error) {
 	row := db.QueryRow(ctx, cancel, arg.ID, arg.Reason)
 	var i CancelRow
-	err := row.Scan(&i.ID, &i.Stopping)
+	err := row.Scan(&i.ID, &i.Stopping, &i.AskedAlready)
 	return i, err
 }
 
