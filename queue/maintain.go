@@ -2,10 +2,12 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchq/batchq/internal/dbsqlc"
 )
@@ -39,7 +41,8 @@ func (s MaintainStats) More() bool {
 // backlog, moves due retries and due scheduled jobs to the end of their
 // tenants' queues, fires the queue's due recurring schedules, and folds
 // ledger adjustments into queued keys. Every step skips rows others hold, so any
-// number of processes may run it at once. Workers run it periodically.
+// number of processes may run it at once. Workers run it periodically. It
+// returns ErrUnknownQueue for no such queue.
 func (c *Client) Maintain(ctx context.Context, queue string) (MaintainStats, error) {
 	st, _, err := c.maintain(ctx, queue)
 	return st, err
@@ -58,9 +61,21 @@ type swept struct {
 func (c *Client) maintain(ctx context.Context, queue string) (MaintainStats, []swept, error) {
 	var st MaintainStats
 	var done []swept
+	if !queueName.MatchString(queue) {
+		return st, done, unknownQueue(queue)
+	}
+	// Each step refuses a queue that is not there (BQ201): one deleted
+	// meanwhile is ErrUnknownQueue at any step.
+	stepErr := func(step string, err error) error {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "BQ201" {
+			return refusal(err)
+		}
+		return fmt.Errorf("batchq: maintain %q: %s: %w", queue, step, err)
+	}
 	rescued, err := c.q.RescueLostLeases(ctx, c.pool, dbsqlc.RescueLostLeasesParams{Queue: queue, MaxJobs: maintainBatch})
 	if err != nil {
-		return st, done, fmt.Errorf("batchq: maintain %q: rescue: %w", queue, err)
+		return st, done, stepErr("rescue", err)
 	}
 	for _, r := range rescued {
 		if r.Retrying {
@@ -72,7 +87,7 @@ func (c *Client) maintain(ctx context.Context, queue string) (MaintainStats, []s
 	}
 	expired, err := c.q.ExpireOverdue(ctx, c.pool, dbsqlc.ExpireOverdueParams{Queue: queue, MaxJobs: maintainBatch})
 	if err != nil {
-		return st, done, fmt.Errorf("batchq: maintain %q: expire: %w", queue, err)
+		return st, done, stepErr("expire", err)
 	}
 	st.Expired = len(expired)
 	for _, e := range expired {
@@ -81,15 +96,15 @@ func (c *Client) maintain(ctx context.Context, queue string) (MaintainStats, []s
 	requeued, err := c.q.Requeue(ctx, c.pool, dbsqlc.RequeueParams{Queue: queue, MaxJobs: maintainBatch,
 		At: c.maintenanceAt()})
 	if err != nil {
-		return st, done, fmt.Errorf("batchq: maintain %q: requeue: %w", queue, err)
+		return st, done, stepErr("requeue", err)
 	}
 	st.Requeued = int(requeued)
 	if st.Fired, err = c.fireSchedules(ctx, queue); err != nil {
-		return st, done, fmt.Errorf("batchq: maintain %q: schedules: %w", queue, err)
+		return st, done, stepErr("schedules", err)
 	}
 	adjusted, err := c.q.ApplyAdjustments(ctx, c.pool, queue)
 	if err != nil {
-		return st, done, fmt.Errorf("batchq: maintain %q: adjust: %w", queue, err)
+		return st, done, stepErr("adjust", err)
 	}
 	st.Adjusted = int(adjusted)
 	if st.Analyzed, err = c.analyzeStale(ctx); err != nil {

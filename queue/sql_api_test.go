@@ -322,3 +322,43 @@ func TestFailNamesTheArgumentItRefuses(t *testing.T) {
 	}
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, id))
 }
+
+// The maintenance calls refuse a queue that does not exist, as a claim
+// does (BQ201), and a name no queue can have by its rule (BQ100): a worker
+// or a cron job in another language with its queue's name wrong hears of it
+// rather than maintaining nothing for ever. Maintain says ErrUnknownQueue.
+func TestMaintenanceRefusesNoSuchQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for _, call := range []struct{ name, sql string }{
+		{"rescue", `SELECT * FROM batchq.rescue($1, 10)`},
+		{"expire", `SELECT * FROM batchq.expire($1, 10)`},
+		{"requeue", `SELECT batchq.requeue($1, 10)`},
+		{"due_schedules", `SELECT * FROM batchq.due_schedules($1, NULL, 10)`},
+		{"apply_adjustments", `SELECT batchq.apply_adjustments($1)`},
+	} {
+		_, err := b.pool.Exec(b.ctx, call.sql, "nosuch")
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, call.name)
+		require.Equal(t, "BQ201", pe.Code, call.name)
+		require.Equal(t, `batchq: unknown queue: "nosuch"`, pe.Message, call.name)
+		require.JSONEq(t, `{"queue": "nosuch"}`, pe.Detail, call.name)
+
+		_, err = b.pool.Exec(b.ctx, call.sql, "bad name")
+		require.ErrorAs(t, err, &pe, call.name)
+		require.Equal(t, "BQ100", pe.Code, call.name)
+		require.Equal(t, "queue", pe.ColumnName, call.name)
+		require.Contains(t, pe.Message, "batchq: "+call.name+": queue: must name a queue", call.name)
+
+		_, err = b.pool.Exec(b.ctx, call.sql, b.queue)
+		require.NoError(t, err, call.name)
+	}
+
+	_, err := b.client.Maintain(b.ctx, "nosuch")
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	require.EqualError(t, err, `batchq: unknown queue: "nosuch"`)
+	_, err = b.client.DeleteQueue(b.ctx, b.queue)
+	require.NoError(t, err)
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.ErrorIs(t, err, queue.ErrUnknownQueue, "a queue deleted is gone for its maintenance too")
+}

@@ -106,7 +106,8 @@ $$;
 -- transaction holds are left for a later pass. Returns how many tenants it
 -- adjusted. A tenant's corrections downwards are folded into its first
 -- c_fold_jobs queued jobs, the rest kept pending; one with a correction
--- upwards is folded whole, unless no job would move by a grant or more.
+-- upwards is folded whole, unless no job would move by a grant or more. No
+-- such queue is refused (BQ201).
 CREATE OR REPLACE FUNCTION batchq.apply_adjustments(p_queue text) RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -128,6 +129,7 @@ BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL THEN
         PERFORM batchq.check_queue_argument('apply_adjustments', p_queue);
     END IF;
+    PERFORM batchq.raise_unknown_queue(p_queue);
     v_locked := ARRAY(
         SELECT r.tenant FROM batchq.tenant_ring r
         WHERE r.queue = p_queue

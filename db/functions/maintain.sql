@@ -1,5 +1,8 @@
 -- Maintenance, run by every worker pool: rescue, expiry and requeue. Each
 -- skips rows others hold, so any number of processes may run it at once.
+-- Each refuses a queue that does not exist (BQ201), as a claim does: a
+-- worker or a cron job with its queue's name wrong, or whose queue was
+-- deleted, hears of it rather than finding nothing to do for ever.
 
 -- check_limit refuses a maintenance batch size outside 1..100,000.
 CREATE OR REPLACE FUNCTION batchq.check_limit(p_function text, p_queue text, p_limit integer) RETURNS void
@@ -33,6 +36,7 @@ BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.check_limit('rescue', p_queue, p_limit);
     END IF;
+    PERFORM batchq.raise_unknown_queue(p_queue);
     SELECT array_agg(l.id) FILTER (WHERE l.fate = 'retrying') AS retry,
            array_agg(l.id) FILTER (WHERE l.fate = 'expired') AS expired,
            array_agg(l.id) FILTER (WHERE l.fate = 'failed') AS failed,
@@ -98,6 +102,7 @@ BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.check_limit('expire', p_queue, p_limit);
     END IF;
+    PERFORM batchq.raise_unknown_queue(p_queue);
     v_ids := ARRAY(SELECT o.id FROM batchq.jobs o
                    WHERE o.queue = p_queue AND o.state <> 'running' AND o.deadline <= now()
                    ORDER BY o.deadline
@@ -151,6 +156,7 @@ BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.check_limit('requeue', p_queue, p_limit);
     END IF;
+    PERFORM batchq.raise_unknown_queue(p_queue);
     -- Before ring_join reads the weights (docs/design/commit-time-check.md).
     SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
     FOR v_pass IN 1 .. 4 LOOP

@@ -40,19 +40,6 @@ BEGIN
 END
 $$;
 
--- raise_unknown_queue raises BQ201 unless the queue exists.
-CREATE OR REPLACE FUNCTION batchq.raise_unknown_queue(p_queue text) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT EXISTS (SELECT FROM batchq.queues q WHERE q.name = p_queue) THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'BQ201',
-            MESSAGE = format('batchq: unknown queue: %s', batchq.quote(p_queue)),
-            DETAIL = jsonb_build_object('queue', p_queue)::text;
-    END IF;
-END
-$$;
-
 -- check_job_filter refuses a filter of jobs whose names break their rules.
 CREATE OR REPLACE FUNCTION batchq.check_job_filter(p_function text, p_queue text, p_tenant text, p_kind text)
 RETURNS void

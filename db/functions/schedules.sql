@@ -6,7 +6,7 @@
 -- due_schedules locks up to p_limit schedules of p_queue whose next tick is
 -- at or before p_at (NULL: now) and that are not paused, skipping those
 -- another transaction holds, and returns them with the time they were found
--- due at (at). The caller fires each
+-- due at (at); no such queue is refused (BQ201). The caller fires each
 -- (fire_schedule) in the same transaction: a schedule is taken by one
 -- maintainer at a time, and the next one finds its next tick moved on.
 CREATE OR REPLACE FUNCTION batchq.due_schedules(p_queue text, p_at timestamptz, p_limit integer)
@@ -20,6 +20,7 @@ BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.check_limit('due_schedules', p_queue, p_limit);
     END IF;
+    PERFORM batchq.raise_unknown_queue(p_queue);
     RETURN QUERY
     SELECT s.name, s.cron, s.timezone, s.missed, s.next_run_at, coalesce(p_at, now())
     FROM batchq.schedules s
