@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/internal/pgtest"
@@ -183,6 +184,8 @@ func TestSaveQuotaRefusesWhatTheThrottleCannotUse(t *testing.T) {
 	}
 	for _, tc := range []struct{ state, code, says string }{
 		{`"garbage"`, "BQ300", `batchq: save quota "k": state: must be a JSON object (got string)`},
+		{`null`, "BQ300", `batchq: save quota "k": state: must be a JSON object (got null)`},
+		{`[]`, "BQ300", `batchq: save quota "k": state: must be a JSON object (got array)`},
 		{`{"requests": 5}`, "BQ300", "state.requests: must be a JSON object (got number)"},
 		{`{"tokens": {"remaining": "many"}}`, "BQ300", `state.tokens.remaining: must be a whole number`},
 		{`{"paused_until": "soon"}`, "BQ300", `state.paused_until: must be an RFC 3339 time (got "soon")`},
@@ -196,6 +199,9 @@ func TestSaveQuotaRefusesWhatTheThrottleCannotUse(t *testing.T) {
 		err := save(tc.state)
 		require.ErrorContains(t, err, tc.says, tc.state)
 		require.ErrorContains(t, err, "SQLSTATE "+tc.code, tc.state)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, tc.state)
+		require.Equal(t, "state", pe.ColumnName, "the argument it is about: %s", tc.state)
 	}
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.quota`))
 

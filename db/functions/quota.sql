@@ -114,11 +114,14 @@ BEGIN
         IF octet_length(p_state::text) > 65536 THEN
             RAISE EXCEPTION USING ERRCODE = 'BQ300', MESSAGE = 'must be at most 65536 bytes as jsonb text';
         END IF;
-        PERFORM batchq.quota_fields(p_state, ARRAY['requests', 'tokens', 'admitted', 'paused_until', 'backoff',
-                                                   'backoff_at', 'probe_at', 'probe_sent']);
-        IF p_state IS NULL THEN
+        -- A JSON null is no state, as SQL's NULL is none: quota_fields
+        -- lets it through for the fields that may be null, not for the
+        -- whole state.
+        IF p_state IS NULL OR jsonb_typeof(p_state) = 'null' THEN
             RAISE EXCEPTION USING ERRCODE = 'BQ300', MESSAGE = 'must be a JSON object (got null)';
         END IF;
+        PERFORM batchq.quota_fields(p_state, ARRAY['requests', 'tokens', 'admitted', 'paused_until', 'backoff',
+                                                   'backoff_at', 'probe_at', 'probe_sent']);
         FOR i IN 1 .. 2 LOOP
             v_field := (ARRAY['requests', 'tokens'])[i];
             v_unit := p_state -> v_field;
