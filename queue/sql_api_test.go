@@ -362,3 +362,29 @@ func TestMaintenanceRefusesNoSuchQueue(t *testing.T) {
 	_, err = b.client.Maintain(b.ctx, b.queue)
 	require.ErrorIs(t, err, queue.ErrUnknownQueue, "a queue deleted is gone for its maintenance too")
 }
+
+// fire_schedule refuses a NULL due tick, which would pass for any schedule's
+// next tick and fire it whenever called, and a NULL enqueue, which was taken
+// for a skip: each by name, with nothing fired or moved.
+func TestFireScheduleRefusesNullArguments(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+		Name: "hourly", Queue: b.queue, Tenant: "acme", Cost: 1, Cron: "@hourly",
+	}))
+	s, err := b.client.GetSchedule(b.ctx, "hourly")
+	require.NoError(t, err)
+	due := s.NextRunAt
+
+	_, err = b.pool.Exec(b.ctx, `SELECT batchq.fire_schedule('hourly', NULL, now(), true, now() + interval '1 minute')`)
+	requireRefused(t, err, "fire_schedule", "due", "must be the schedule's next tick, as due_schedules gave it (got null)")
+	_, err = b.pool.Exec(b.ctx, `SELECT batchq.fire_schedule('hourly', $1::timestamptz, $1::timestamptz, NULL, $1::timestamptz + interval '1 hour')`, due)
+	requireRefused(t, err, "fire_schedule", "enqueue",
+		"must be true (enqueue the tick's job) or false (skip the tick) (got null)")
+
+	s, err = b.client.GetSchedule(b.ctx, "hourly")
+	require.NoError(t, err)
+	require.True(t, due.Equal(s.NextRunAt), "its next tick stays %s (got %s)", due, s.NextRunAt)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.schedules WHERE last_run_at IS NOT NULL`))
+}

@@ -56,9 +56,19 @@ DECLARE
     r     batchq.enqueue_results;
     v_err text;
 BEGIN
+    -- A NULL due would match no next tick and so pass for any: the
+    -- schedule would fire, and move on, whenever it was called.
+    IF p_due IS NULL THEN
+        PERFORM batchq.raise_invalid_argument('fire_schedule', 'due',
+            'must be the schedule''s next tick, as due_schedules gave it (got null)');
+    END IF;
     IF p_tick IS NULL OR p_tick < p_due THEN
         PERFORM batchq.raise_invalid_argument('fire_schedule', 'tick',
             format('must be at or after the due tick (got %s, due %s)', batchq.rfc3339(p_tick), batchq.rfc3339(p_due)));
+    END IF;
+    IF p_enqueue IS NULL THEN
+        PERFORM batchq.raise_invalid_argument('fire_schedule', 'enqueue',
+            'must be true (enqueue the tick''s job) or false (skip the tick) (got null)');
     END IF;
     IF p_next IS NULL OR p_next <= p_tick THEN
         PERFORM batchq.raise_invalid_argument('fire_schedule', 'next',
