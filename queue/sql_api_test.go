@@ -388,3 +388,20 @@ func TestFireScheduleRefusesNullArguments(t *testing.T) {
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.schedules WHERE last_run_at IS NOT NULL`))
 }
+
+// console_queued's limit bounds how many queued jobs it reads a tenant: one
+// below 1 is refused by name, not with LIMIT's own error, and NULL, which
+// LIMIT takes for none, is refused too rather than read every job.
+func TestConsoleQueuedRefusesALimitOutOfRange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "acme", 3, 1)
+	for _, c := range []struct {
+		limit any
+		got   string
+	}{{int64(-1), "-1"}, {int64(0), "0"}, {nil, "null"}} {
+		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.console_queued($1, NULL, $2::bigint)`, b.queue, c.limit)
+		requireRefused(t, err, "console_queued", "limit", "must be at least 1 (got "+c.got+")")
+	}
+	require.Equal(t, int64(2), b.scalar(t, `SELECT queued_jobs FROM batchq.console_queued($1, NULL, 2)`, b.queue))
+}

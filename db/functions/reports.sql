@@ -112,14 +112,23 @@ $$;
 -- has queued in p_queue, counted, up to p_limit each (a tenant with more
 -- gets p_limit: count it with console_backlog's queued_span instead). It
 -- reads the tenants' queued jobs in the fair order's index, nothing else.
+-- The limit is what bounds that read: NULL, which LIMIT takes for none, is
+-- refused with the numbers below 1 (BQ101).
 CREATE OR REPLACE FUNCTION batchq.console_queued(p_queue text, p_tenants text[], p_limit bigint)
 RETURNS SETOF batchq.console_queued_rows
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT r.tenant, (SELECT count(*) FROM (SELECT FROM batchq.jobs j WHERE j.pos = r.pos AND j.state = 'queued' LIMIT p_limit) c)
-FROM batchq.tenant_ring r
-WHERE r.queue = p_queue AND (p_tenants IS NULL OR r.tenant = ANY (p_tenants))
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        PERFORM batchq.raise_invalid_argument('console_queued', 'limit',
+            format('must be at least 1 (got %s)', coalesce(p_limit::text, 'null')));
+    END IF;
+    RETURN QUERY
+    SELECT r.tenant, (SELECT count(*) FROM (SELECT FROM batchq.jobs j WHERE j.pos = r.pos AND j.state = 'queued' LIMIT p_limit) c)
+    FROM batchq.tenant_ring r
+    WHERE r.queue = p_queue AND (p_tenants IS NULL OR r.tenant = ANY (p_tenants));
+END
 $$;
 
 -- console_tenant_known: whether p_queue knows p_tenant, so that the web
