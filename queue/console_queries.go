@@ -90,6 +90,9 @@ func (c *Client) QueueSummaries(ctx context.Context) ([]QueueSummary, error) {
 // ExactCountLimit+1 each.
 func (c *Client) queuedJobs(ctx context.Context, queue string, tenants []string) (map[string]int64, error) {
 	rows, err := c.q.ConsoleQueued(ctx, c.pool, dbsqlc.ConsoleQueuedParams{Queue: queue, Tenants: tenants, MaxCount: ExactCountLimit + 1})
+	if r := refusal(err); r != nil {
+		return nil, r
+	}
 	if err != nil {
 		return nil, fmt.Errorf("batchq: count the queued jobs of %s: %w", quote(queue), err)
 	}
@@ -163,10 +166,14 @@ type TenantShareRow struct {
 // each, the rest summed in a last row with Tenant "". Its queries read the
 // fair order's ledger (one index probe per tenant with queued jobs), the
 // window's outcomes once, and the top tenants' queued jobs, so their time
-// grows with the tenants and the window, not with the backlog.
+// grows with the tenants and the window, not with the backlog. It returns
+// ErrUnknownQueue for no such queue.
 func (c *Client) TenantShares(ctx context.Context, queue string, since, until time.Time, top int) ([]TenantShareRow, error) {
 	if top < 1 {
 		return nil, &SettingError{"top", fmt.Sprintf("must be at least 1 (got %d)", top)}
+	}
+	if !queueName.MatchString(queue) {
+		return nil, unknownQueue(queue)
 	}
 	// The backlog and the window's usage are independent: read them at once.
 	var (
@@ -176,6 +183,9 @@ func (c *Client) TenantShares(ctx context.Context, queue string, since, until ti
 	err := together.All(
 		func() (err error) {
 			backlog, err = c.q.ConsoleBacklog(ctx, c.pool, dbsqlc.ConsoleBacklogParams{Queue: queue})
+			if r := refusal(err); r != nil {
+				return r
+			}
 			if err != nil {
 				err = fmt.Errorf("batchq: backlog of %s: %w", quote(queue), err)
 			}
@@ -384,9 +394,16 @@ func (c *Client) ServedTokens(ctx context.Context, queue string, since, until ti
 // TenantBacklog returns what one tenant has waiting and running in one
 // queue now, as a BacklogRow (without Paused and NearestDeadline), and
 // whether QueuedJobs was counted (up to ExactCountLimit) rather than taken
-// from the ledger's span, an upper bound. QueuedTokens is exact.
+// from the ledger's span, an upper bound. QueuedTokens is exact. It
+// returns ErrUnknownQueue for no such queue.
 func (c *Client) TenantBacklog(ctx context.Context, queue, tenant string) (BacklogRow, bool, error) {
+	if !queueName.MatchString(queue) {
+		return BacklogRow{}, false, unknownQueue(queue)
+	}
 	rows, err := c.q.ConsoleBacklog(ctx, c.pool, dbsqlc.ConsoleBacklogParams{Queue: queue, Tenant: &tenant})
+	if r := refusal(err); r != nil {
+		return BacklogRow{}, false, r
+	}
 	if err != nil {
 		return BacklogRow{}, false, fmt.Errorf("batchq: backlog of %s in %s: %w", quote(tenant), quote(queue), err)
 	}

@@ -80,10 +80,10 @@ func TestConsoleBacklogMatchesTheJobs(t *testing.T) {
 	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "c", Weight: 4}))
 	check("after a weight change")
 
-	// An unknown queue has no tenants; the top is at least one.
-	rows, err := b.client.TenantShares(b.ctx, "nope", time.Now().Add(-time.Hour), time.Now(), 5)
-	require.NoError(t, err)
-	require.Empty(t, rows)
+	// An unknown queue is refused, not shown as one without tenants; the
+	// top is at least one.
+	_, err = b.client.TenantShares(b.ctx, "nope", time.Now().Add(-time.Hour), time.Now(), 5)
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
 	_, err = b.client.TenantShares(b.ctx, b.queue, time.Now().Add(-time.Hour), time.Now(), 0)
 	require.ErrorIs(t, err, queue.ErrInvalidSettings)
 }

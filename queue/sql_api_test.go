@@ -405,3 +405,48 @@ func TestConsoleQueuedRefusesALimitOutOfRange(t *testing.T) {
 	}
 	require.Equal(t, int64(2), b.scalar(t, `SELECT queued_jobs FROM batchq.console_queued($1, NULL, 2)`, b.queue))
 }
+
+// The reports that take a queue refuse one that does not exist (BQ201) and a
+// name no queue can have (BQ100), instead of answering that it holds
+// nothing; console_backlog still reads every queue for NULL. The Go reads
+// over them say ErrUnknownQueue.
+func TestReportsRefuseNoSuchQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "acme", 2, 1)
+	// A tenant with settings for every queue, which console_tenant_known
+	// took for known in any queue, even one that does not exist.
+	require.NoError(t, b.client.SetTenant(b.ctx, queue.Tenant{Name: "acme", Weight: 2}))
+	for _, call := range []struct{ name, sql string }{
+		{"console_backlog", `SELECT * FROM batchq.console_backlog($1, NULL)`},
+		{"console_backlog", `SELECT * FROM batchq.console_backlog($1, 'acme')`},
+		{"console_queued", `SELECT * FROM batchq.console_queued($1, NULL, 10)`},
+		{"console_tenant_known", `SELECT batchq.console_tenant_known($1, 'acme')`},
+	} {
+		_, err := b.pool.Exec(b.ctx, call.sql, "nosuch")
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, call.sql)
+		require.Equal(t, "BQ201", pe.Code, call.sql)
+		require.Equal(t, `batchq: unknown queue: "nosuch"`, pe.Message, call.sql)
+
+		_, err = b.pool.Exec(b.ctx, call.sql, "bad name")
+		require.ErrorAs(t, err, &pe, call.sql)
+		require.Equal(t, "BQ100", pe.Code, call.sql)
+		require.Equal(t, "queue", pe.ColumnName, call.sql)
+		require.Contains(t, pe.Message, "batchq: "+call.name+": queue: must name a queue", call.sql)
+
+		_, err = b.pool.Exec(b.ctx, call.sql, b.queue)
+		require.NoError(t, err, call.sql)
+	}
+	require.Equal(t, int64(2), b.scalar(t, `SELECT sum(queued_span) FROM batchq.console_backlog(NULL, NULL)`),
+		"NULL is every queue")
+	_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.console_queued(NULL, NULL, 10)`)
+	require.ErrorContains(t, err, "console_queued: queue: must name a queue", "console_queued takes one queue")
+
+	_, _, err = b.client.TenantBacklog(b.ctx, "nosuch", "acme")
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	_, err = b.client.TenantShares(b.ctx, "nosuch", time.Now().Add(-time.Hour), time.Now(), 5)
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	_, _, err = b.client.TenantBacklog(b.ctx, "bad name", "acme")
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+}

@@ -74,12 +74,14 @@ $$;
 -- out of turn since the tenant joined the ring, so it is an upper bound,
 -- exact for a backlog nothing left early; console_queued counts exactly.
 -- running jobs, and scheduled ones (a run-at not reached yet, or a retry's
--- backoff), come from their own partial indexes.
+-- backoff), come from their own partial indexes. A queue named that does
+-- not exist is refused (BQ201).
 CREATE OR REPLACE FUNCTION batchq.console_backlog(p_queue text, p_tenant text)
 RETURNS SETOF batchq.console_backlog_rows
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+SELECT batchq.check_queue('console_backlog', p_queue) WHERE p_queue IS NOT NULL;
 WITH q AS (
     SELECT r.queue, r.tenant,
            (r.cum - h.cum + h.cost + coalesce(a.delta, 0))::bigint AS queued_tokens,
@@ -113,13 +115,15 @@ $$;
 -- gets p_limit: count it with console_backlog's queued_span instead). It
 -- reads the tenants' queued jobs in the fair order's index, nothing else.
 -- The limit is what bounds that read: NULL, which LIMIT takes for none, is
--- refused with the numbers below 1 (BQ101).
+-- refused with the numbers below 1 (BQ101). No such queue is refused
+-- (BQ201).
 CREATE OR REPLACE FUNCTION batchq.console_queued(p_queue text, p_tenants text[], p_limit bigint)
 RETURNS SETOF batchq.console_queued_rows
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM batchq.check_queue('console_queued', p_queue);
     IF p_limit IS NULL OR p_limit < 1 THEN
         PERFORM batchq.raise_invalid_argument('console_queued', 'limit',
             format('must be at least 1 (got %s)', coalesce(p_limit::text, 'null')));
@@ -139,10 +143,11 @@ $$;
 -- since the queue was made), settings for that queue or for every queue, or
 -- outcomes there of the last day: a queue deleted and made again keeps the
 -- outcomes of its namesake, which the console's pages show for a day. Index
--- probes: three primary keys, and, only for a queue made in the last day
+-- probes: four primary keys, and, only for a queue made in the last day
 -- and a tenant they did not find, the tenant's outcomes from a day ago to
 -- the queue's making (outcomes_tenant), which is all a ring row does not
--- cover.
+-- cover. No such queue is refused (BQ201): it knows no tenant, and a
+-- tenant with settings for every queue would pass for known in it.
 CREATE OR REPLACE FUNCTION batchq.console_tenant_known(p_queue text, p_tenant text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -151,13 +156,17 @@ AS $$
 DECLARE
     v_created timestamptz;
 BEGIN
+    PERFORM batchq.check_queue_argument('console_tenant_known', p_queue);
+    SELECT q.created_at INTO v_created FROM batchq.queues q WHERE q.name = p_queue;
+    IF NOT FOUND THEN
+        PERFORM batchq.raise_unknown_queue(p_queue);
+    END IF;
     IF EXISTS (SELECT FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = p_tenant)
        OR EXISTS (SELECT FROM batchq.queue_tenants qt WHERE qt.queue = p_queue AND qt.tenant = p_tenant)
        OR EXISTS (SELECT FROM batchq.tenants t WHERE t.name = p_tenant) THEN
         RETURN true;
     END IF;
-    SELECT q.created_at INTO v_created FROM batchq.queues q WHERE q.name = p_queue;
-    IF v_created IS NULL OR v_created <= statement_timestamp() - interval '1 day' THEN
+    IF v_created <= statement_timestamp() - interval '1 day' THEN
         RETURN false;
     END IF;
     RETURN EXISTS (SELECT FROM batchq.outcomes o

@@ -205,9 +205,10 @@ BEGIN
 END
 $$;
 
--- raise_unknown_queue raises BQ201 unless the queue exists.
+-- raise_unknown_queue raises BQ201 unless the queue exists. STABLE, so that
+-- called from a report it sees the queues as the report's query does.
 CREATE OR REPLACE FUNCTION batchq.raise_unknown_queue(p_queue text) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF NOT EXISTS (SELECT FROM batchq.queues q WHERE q.name = p_queue) THEN
         RAISE EXCEPTION USING
@@ -215,5 +216,16 @@ BEGIN
             MESSAGE = format('batchq: unknown queue: %s', batchq.quote(p_queue)),
             DETAIL = jsonb_build_object('queue', p_queue)::text;
     END IF;
+END
+$$;
+
+-- check_queue refuses a queue argument that cannot name a queue (BQ100) or
+-- names none (BQ201), for the reports, whose queue is a filter: asked about
+-- a queue with its name wrong, they would answer that it holds nothing.
+CREATE OR REPLACE FUNCTION batchq.check_queue(p_function text, p_queue text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM batchq.check_queue_argument(p_function, p_queue);
+    PERFORM batchq.raise_unknown_queue(p_queue);
 END
 $$;

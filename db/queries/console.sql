@@ -43,9 +43,12 @@ FROM batchq.console_queued(@queue::text, sqlc.narg(tenants)::text[], @max_count:
 
 -- name: ConsoleQueuedInQueues :many
 -- The queued jobs of each of @queues, counted up to @max_count a tenant:
--- batchq.console_queued, one statement for them all.
+-- batchq.console_queued, one statement for them all. A queue deleted since
+-- the caller listed it is left out (console_queued would refuse it); the
+-- subquery stays one (OFFSET 0), so that the filter comes before the call.
 SELECT x.queue::text AS queue, coalesce(sum(c.queued_jobs), 0)::bigint AS queued_jobs
-FROM unnest(@queues::text[]) AS x (queue)
+FROM (SELECT u.queue FROM unnest(@queues::text[]) AS u (queue)
+      WHERE EXISTS (SELECT FROM batchq.queues q WHERE q.name = u.queue) OFFSET 0) x
 LEFT JOIN LATERAL batchq.console_queued(x.queue, NULL, @max_count::bigint) c ON true
 GROUP BY x.queue;
 

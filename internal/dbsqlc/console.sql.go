@@ -203,7 +203,8 @@ func (q *Queries) ConsoleQueued(ctx context.Context, db DBTX, arg ConsoleQueuedP
 
 const consoleQueuedInQueues = `-- name: ConsoleQueuedInQueues :many
 SELECT x.queue::text AS queue, coalesce(sum(c.queued_jobs), 0)::bigint AS queued_jobs
-FROM unnest($1::text[]) AS x (queue)
+FROM (SELECT u.queue FROM unnest($1::text[]) AS u (queue)
+      WHERE EXISTS (SELECT FROM batchq.queues q WHERE q.name = u.queue) OFFSET 0) x
 LEFT JOIN LATERAL batchq.console_queued(x.queue, NULL, $2::bigint) c ON true
 GROUP BY x.queue
 `
@@ -219,7 +220,9 @@ type ConsoleQueuedInQueuesRow struct {
 }
 
 // The queued jobs of each of @queues, counted up to @max_count a tenant:
-// batchq.console_queued, one statement for them all.
+// batchq.console_queued, one statement for them all. A queue deleted since
+// the caller listed it is left out (console_queued would refuse it); the
+// subquery stays one (OFFSET 0), so that the filter comes before the call.
 func (q *Queries) ConsoleQueuedInQueues(ctx context.Context, db DBTX, arg ConsoleQueuedInQueuesParams) ([]ConsoleQueuedInQueuesRow, error) {
 	rows, err := db.Query(ctx, consoleQueuedInQueues, arg.Queues, arg.MaxCount)
 	if err != nil {
