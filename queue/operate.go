@@ -112,7 +112,9 @@ type JobFilter struct {
 	Tenant string
 	Kind   string
 	// EnqueuedBefore and EnqueuedAfter keep jobs enqueued in
-	// [EnqueuedAfter, EnqueuedBefore).
+	// [EnqueuedAfter, EnqueuedBefore). With both set, a window that holds
+	// no time (EnqueuedAfter not before EnqueuedBefore) is refused with an
+	// *InvalidJobError: no job could match it.
 	EnqueuedBefore, EnqueuedAfter time.Time
 }
 

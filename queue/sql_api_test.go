@@ -450,3 +450,39 @@ func TestReportsRefuseNoSuchQueue(t *testing.T) {
 	_, _, err = b.client.TenantBacklog(b.ctx, "bad name", "acme")
 	require.ErrorIs(t, err, queue.ErrUnknownQueue)
 }
+
+// A bulk count or cancel whose window of enqueue times holds no time (its
+// two ends swapped, as positional arguments are easily given) is refused by
+// name, as `batchq jobs cancel` refuses it, not answered with nothing found
+// and nothing cancelled.
+func TestJobFilterRefusesAnEmptyWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueueN(t, "acme", 2, 1)
+	before, after := "2026-12-01T20:00:00Z", "2026-12-01T21:00:00Z"
+	rule := "must be before enqueued_before, or no job matches (got " + after + ", enqueued_before " + before + ")"
+	_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.matching_jobs($1, NULL, NULL, $2::timestamptz, $3::timestamptz)`,
+		b.queue, before, after)
+	requireRefused(t, err, "count jobs", "enqueued_after", rule)
+	_, err = b.pool.Exec(b.ctx, `SELECT * FROM batchq.cancel_jobs($1, NULL, NULL, $2::timestamptz, $3::timestamptz)`,
+		b.queue, before, after)
+	requireRefused(t, err, "cancel jobs", "enqueued_after", rule)
+	_, err = b.pool.Exec(b.ctx, `SELECT * FROM batchq.cancel_jobs($1, NULL, NULL, $2::timestamptz, $2::timestamptz)`,
+		b.queue, before)
+	requireRefused(t, err, "cancel jobs", "enqueued_after",
+		"must be before enqueued_before, or no job matches (got "+before+", enqueued_before "+before+")")
+
+	at := time.Now()
+	_, err = b.client.CountJobs(b.ctx, queue.JobFilter{Queue: b.queue, EnqueuedBefore: at, EnqueuedAfter: at.Add(time.Hour)})
+	var bad *queue.InvalidJobError
+	require.ErrorAs(t, err, &bad)
+	require.Equal(t, "enqueued_after", bad.Field)
+
+	// One end alone, or a window that holds the jobs, still counts them.
+	n, err := b.client.CountJobs(b.ctx, queue.JobFilter{Queue: b.queue, EnqueuedBefore: at.Add(time.Hour),
+		EnqueuedAfter: at.Add(-time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n.Queued)
+	require.Equal(t, int64(2), b.scalar(t, `SELECT jobs FROM batchq.matching_jobs($1, NULL, NULL, NULL, now() - interval '1 hour')
+		WHERE state = 'queued'`, b.queue))
+}

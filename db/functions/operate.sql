@@ -60,6 +60,22 @@ BEGIN
 END
 $$;
 
+-- check_job_window refuses a window of enqueue times [p_after, p_before)
+-- that holds no time: no job matches it, and a count or a cancel with the
+-- two swapped would find nothing and say so as if the queue held nothing.
+-- `batchq jobs cancel` refuses it the same way.
+CREATE OR REPLACE FUNCTION batchq.check_job_window(p_function text, p_before timestamptz, p_after timestamptz)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_after >= p_before THEN
+        PERFORM batchq.raise_invalid_argument(p_function, 'enqueued_after',
+            format('must be before enqueued_before, or no job matches (got %s, enqueued_before %s)',
+                   batchq.rfc3339(p_after), batchq.rfc3339(p_before)));
+    END IF;
+END
+$$;
+
 -- matching_jobs counts the unfinished jobs of a queue that a bulk cancel
 -- with the same filter would touch, by state: what `batchq jobs cancel`
 -- shows before it acts. NULL filters match every job.
@@ -74,6 +90,7 @@ AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM batchq.check_job_filter('count jobs', p_queue, p_tenant, p_kind);
+    PERFORM batchq.check_job_window('count jobs', p_enqueued_before, p_enqueued_after);
     RETURN QUERY
     SELECT s.state::text, coalesce(c.jobs, 0), coalesce(c.tokens, 0)
     FROM unnest(enum_range(NULL::batchq.job_state)) AS s (state)
@@ -116,6 +133,7 @@ DECLARE
     v_reason  text := coalesce(nullif(p_reason, ''), 'cancelled');
 BEGIN
     PERFORM batchq.check_job_filter('cancel jobs', p_queue, p_tenant, p_kind);
+    PERFORM batchq.check_job_window('cancel jobs', p_enqueued_before, p_enqueued_after);
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.raise_invalid_argument('cancel jobs', 'limit',
             format('must be in 1..100000 (got %s)', coalesce(p_limit::text, 'null')));
