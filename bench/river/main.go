@@ -118,9 +118,10 @@ func (peer) Completed(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 }
 
 // maxWorkers is River's worker pool per process, as River's benchmarks and
-// the measurement this one follows run it. claimers and batch do not apply:
-// River fetches as many jobs as it has free workers.
-const maxWorkers = 100
+// the measurement this one follows run it; the drain's report shows it as
+// River's claimers per process. claimers and batch do not apply: River
+// fetches as many jobs as it has free workers.
+const maxWorkers = benchkit.RiverMaxWorkers
 
 // Drainer runs River's client until the table has no job left to complete.
 // The drain ends at the last completion River reported; River completes

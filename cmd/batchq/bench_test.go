@@ -79,6 +79,8 @@ func TestBenchDrainCLI(t *testing.T) {
 	for _, row := range rep.Tables[0].Rows {
 		rate := row["jobs_per_s"].(map[string]any)
 		require.Positive(t, rate["median"], "%v", row)
+		// A number in every row, one type for JSON's readers.
+		require.Equal(t, 2/row["processes"].(float64), row["claimers_per_process"], "%v", row)
 	}
 	require.Len(t, rep.Bars, 2*2+2) // processes × (fair, pool) vs FIFO, and processes × pool vs the batch claimer
 }
@@ -262,9 +264,12 @@ func TestBenchBesideRiver(t *testing.T) {
 		if row["system"] == "river" {
 			require.Nil(t, row["batch"], "%v", row)
 			require.Nil(t, row["vs_fifo"], "%v", row)
+			// Its MaxWorkers, a number like every other row's.
+			require.Equal(t, 100.0, row["claimers_per_process"], "%v", row)
 		} else {
 			require.Equal(t, 100.0, row["batch"], "%v", row)
 			require.Positive(t, row["vs_fifo"], "%v", row)
+			require.Equal(t, 2.0, row["claimers_per_process"], "%v", row)
 		}
 	}
 	require.Equal(t, map[string]bool{"pool": true, "fifo": true, "river": true}, systems)

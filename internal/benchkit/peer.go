@@ -34,6 +34,11 @@ const (
 	SystemRiverDefault = "river-default"
 )
 
+// RiverMaxWorkers is the MaxWorkers of River's worker pool in each
+// batchq-river process, for both systems: its claimers per process,
+// whatever the drain's workers.
+const RiverMaxWorkers = 100
+
 // RiverSystems are the systems batchq-river measures.
 var RiverSystems = []string{SystemRiver, SystemRiverDefault}
 

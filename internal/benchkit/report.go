@@ -38,7 +38,7 @@ type Param struct {
 
 // Table is rows of cells under named columns. Column names are snake_case
 // (the JSON keys); the text header is their upper-case words. A cell is a
-// string, an integer, a float64 or a Sample.
+// string, an integer, a float64, a Labeled number or a Sample.
 type Table struct {
 	Name    string   `json:"name"`
 	Title   string   `json:"title"`
@@ -141,6 +141,16 @@ func (b Bar) MarshalJSON() ([]byte, error) {
 		Detail string   `json:"detail"`
 	}{b.Name, value, b.Target, b.AtMost, met, b.Detail})
 }
+
+// Labeled is a number that the text table shows as Label: JSON gets the
+// number alone, so a column keeps one type whatever its text says.
+type Labeled struct {
+	Value float64
+	Label string
+}
+
+// MarshalJSON writes the number.
+func (l Labeled) MarshalJSON() ([]byte, error) { return json.Marshal(l.Value) }
 
 // Sample is a measurement repeated Reps times. It marshals as its median,
 // minimum, maximum, spread and values.
@@ -310,6 +320,8 @@ func textCell(c any) string {
 		return group(strconv.FormatInt(v, 10))
 	case float64:
 		return fmtFloat(v, -1)
+	case Labeled:
+		return v.Label
 	case Sample:
 		if len(v.Values) == 0 {
 			return "-"

@@ -45,3 +45,21 @@ func TestNothingMeasuredIsNull(t *testing.T) {
 		"rows":[{"jain_min":{"median":null,"min":null,"max":null,"spread":null,"values":[]},"vs_fifo":null}]}`, string(b))
 	require.Equal(t, []any{"-", "-"}, []any{textCell(tb.Rows[0][0]), textCell(tb.Rows[0][1])})
 }
+
+// A Labeled cell is its number in JSON and its label in text, so a column
+// holds one JSON type whatever the text says: River's claimers per process
+// are 100, shown as its MaxWorkers, and claimers that do not split evenly
+// are their mean, shown as the range.
+func TestLabeledCellIsANumberInJSON(t *testing.T) {
+	t.Parallel()
+	tb := NewTable("t", "t", "claimers_per_process")
+	tb.Add(claimersLabel(8, 2))
+	tb.Add(claimersLabel(3, 2))
+	tb.Add(Labeled{RiverMaxWorkers, "100 (MaxWorkers)"})
+	b, err := json.Marshal(tb)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"name":"t","title":"t","columns":["claimers_per_process"],
+		"rows":[{"claimers_per_process":4},{"claimers_per_process":1.5},{"claimers_per_process":100}]}`, string(b))
+	require.Equal(t, []string{"4", "1-2", "100 (MaxWorkers)"},
+		[]string{textCell(tb.Rows[0][0]), textCell(tb.Rows[1][0]), textCell(tb.Rows[2][0])})
+}

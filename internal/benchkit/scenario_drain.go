@@ -223,7 +223,7 @@ func Drain(ctx context.Context, env *Env, cfg DrainConfig) (*Report, error) {
 				if slices.Contains(RiverSystems, s) {
 					// River fetches as many jobs as it has free slots: it
 					// has no batch, and no FIFO row ran as it did.
-					batch, claimers, vs = nil, "100 (MaxWorkers)", nil
+					batch, claimers, vs = nil, Labeled{RiverMaxWorkers, fmt.Sprintf("%d (MaxWorkers)", RiverMaxWorkers)}, nil
 				}
 				t.Add(s, p, claimers, batch, NewSample(0, results[k]...), NewSample(2, secs[k]...), vs)
 			}
@@ -378,12 +378,17 @@ func splitWorkers(workers, procs int) []int {
 	return out
 }
 
-func claimersLabel(workers, procs int) string {
+// claimersLabel is a row's claimers per process: a number, their mean when
+// workers do not split evenly over procs (so that processes × claimers per
+// process is the claimers in all), shown in the text table as the range,
+// like 1-2.
+func claimersLabel(workers, procs int) Labeled {
 	per := splitWorkers(workers, procs)
-	if slices.Min(per) == slices.Max(per) {
-		return strconv.Itoa(per[0])
+	l := Labeled{Value: round(float64(workers)/float64(procs), 3), Label: strconv.Itoa(per[0])}
+	if slices.Min(per) != slices.Max(per) {
+		l.Label = fmt.Sprintf("%d-%d", slices.Min(per), slices.Max(per))
 	}
-	return fmt.Sprintf("%d-%d", slices.Min(per), slices.Max(per))
+	return l
 }
 
 // barBatch returns the median jobs/s of system at procs processes that the
