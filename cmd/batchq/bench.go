@@ -30,15 +30,15 @@ the server's settings, and drops the database, also on error or interrupt.
 Progress goes to stderr.`,
 		Subcommands: []*cli.Command{
 			benchScenario("drain", "jobs/s draining a backlog with 1..P worker processes and each batch size, beside FIFO",
-				runBenchDrain, drainFlags()...),
+				checkBenchDrain, drainFlags()...),
 			benchScenario("flood", "small tenants' wait and share of the tokens behind one tenant's flood, beside FIFO",
-				runBenchFlood, floodFlags()...),
+				checkBenchFlood, floodFlags()...),
 			benchScenario("scale", "what one claim costs as the backlog and the active tenants grow",
-				runBenchScale, scaleFlags()...),
+				checkBenchScale, scaleFlags()...),
 			benchScenario("quota", "quota used, 429s and interactive wait against a simulated provider, beside a naive client",
-				runBenchQuota, quotaFlags()...),
+				checkBenchQuota, quotaFlags()...),
 			benchScenario("enqueue", "jobs/s enqueued one per transaction and in bulk, beside FIFO",
-				runBenchEnqueue, enqueueFlags()...),
+				checkBenchEnqueue, enqueueFlags()...),
 		},
 	}
 }
@@ -57,11 +57,17 @@ func benchWorkerCommand() *cli.Command {
 	}
 }
 
-type benchRun func(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error)
+// benchCheck reads and checks a scenario's flags, touching no database, and
+// returns the run they configure: a bad flag fails before a database is
+// made.
+type benchCheck func(c *cli.Context, runs benchkit.Runs) (benchRun, error)
 
-func benchScenario(name, usage string, run benchRun, flags ...cli.Flag) *cli.Command {
+// benchRun runs a scenario whose flags were checked, in env.
+type benchRun func(ctx context.Context, env *benchkit.Env) (*benchkit.Report, error)
+
+func benchScenario(name, usage string, check benchCheck, flags ...cli.Flag) *cli.Command {
 	common := []cli.Flag{
-		&cli.IntFlag{Name: "reps", Usage: "timed repetitions of each measurement", Value: 3, EnvVars: []string{"BATCHQ_BENCH_REPS"}},
+		&cli.IntFlag{Name: "reps", Usage: "timed repetitions of each measurement, 1..100", Value: 3, EnvVars: []string{"BATCHQ_BENCH_REPS"}},
 		&cli.BoolFlag{Name: "no-warmup", Usage: "skip the untimed warm-up run", EnvVars: []string{"BATCHQ_BENCH_NO_WARMUP"}},
 		&cli.BoolFlag{Name: "json", Usage: "print the results as JSON", EnvVars: []string{"BATCHQ_BENCH_JSON"}},
 		&cli.Uint64Flag{Name: "seed", Usage: "seed of the backlogs' tenants and costs", EnvVars: []string{"BATCHQ_BENCH_SEED"}},
@@ -70,13 +76,13 @@ func benchScenario(name, usage string, run benchRun, flags ...cli.Flag) *cli.Com
 		Name:   name,
 		Usage:  usage,
 		Flags:  append(flags, common...),
-		Action: runBench(run),
+		Action: runBench(check),
 	}
 }
 
-// runBench creates the scenario's database, runs it and prints the report;
-// the database is dropped whatever happens.
-func runBench(run benchRun) cli.ActionFunc {
+// runBench checks the scenario's flags, then creates its database, runs it
+// and prints the report; the database is dropped whatever happens.
+func runBench(check benchCheck) cli.ActionFunc {
 	return func(c *cli.Context) (err error) {
 		if c.Args().Present() {
 			return usagef("batchq: %s: unexpected argument %q", c.Command.HelpName, c.Args().First())
@@ -85,6 +91,10 @@ func runBench(run benchRun) cli.ActionFunc {
 			return usagef("batchq: --reps %d: must be in 1..100", n)
 		}
 		runs := benchkit.Runs{Reps: c.Int("reps"), NoWarmUp: c.Bool("no-warmup"), Progress: c.App.ErrWriter, Seed: c.Uint64("seed")}
+		run, err := check(c, runs)
+		if err != nil {
+			return benchError(err)
+		}
 		db, err := benchkit.CreateDatabase(c.Context, c.String("database-url"))
 		if err != nil {
 			return err
@@ -100,13 +110,9 @@ func runBench(run benchRun) cli.ActionFunc {
 			return err
 		}
 		defer env.Close()
-		rep, err := run(c, env, runs)
-		var ce *benchkit.ConfigError
-		if errors.As(err, &ce) {
-			return usagef("batchq: bench %s", ce.Msg)
-		}
+		rep, err := run(c.Context, env)
 		if err != nil {
-			return err
+			return benchError(err)
 		}
 		rep.Command = commandLine(c)
 		if c.Bool("json") {
@@ -116,6 +122,15 @@ func runBench(run benchRun) cli.ActionFunc {
 		}
 		return rep.WriteText(c.App.Writer)
 	}
+}
+
+// benchError is err, a usage error when it is a scenario's ConfigError.
+func benchError(err error) error {
+	var ce *benchkit.ConfigError
+	if errors.As(err, &ce) {
+		return usagef("batchq: bench %s", ce.Msg)
+	}
+	return err
 }
 
 // commandLine is the command as given, flags in the order the command
@@ -232,37 +247,54 @@ func riverBinFlag(scenario string) cli.Flag {
 		Usage: "the `PATH` of the batchq-river program that make bench-river builds (default: batchq-river beside this program, else on PATH)"}
 }
 
-// systemsList reads --systems, refusing a system named twice, and when it
-// names one of the River systems the scenario measures, finds batchq-river
-// and prepares River's schema in the scenario's database. Other names are
-// left to the scenario to check.
-func systemsList(c *cli.Context, env *benchkit.Env, river ...string) ([]string, error) {
+// systemsList reads --systems, refusing a system named twice and one that
+// rule refuses (rule returns the rule a name breaks, "" when it keeps it).
+func systemsList(c *cli.Context, rule func(system string) string) ([]string, error) {
 	var systems []string
 	for _, s := range strings.Split(c.String("systems"), ",") {
 		s = strings.TrimSpace(s)
 		if slices.Contains(systems, s) {
 			return nil, usagef("batchq: bench %s: --systems %q: %s is named twice", c.Command.Name, c.String("systems"), s)
 		}
+		if r := rule(s); r != "" {
+			return nil, usagef("batchq: bench %s: --systems %q: %q: %s", c.Command.Name, c.String("systems"), s, r)
+		}
 		systems = append(systems, s)
-	}
-	for _, s := range systems {
-		if !slices.Contains(river, s) {
-			continue
-		}
-		p, err := benchkit.FindRiver(c.String("river-bin"))
-		var ce *benchkit.ConfigError
-		if errors.As(err, &ce) {
-			return nil, usagef("batchq: bench %s: %s", c.Command.Name, ce.Msg)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return systems, env.UsePeer(c.Context, p)
 	}
 	return systems, nil
 }
 
-func runBenchDrain(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+// oneOf is the rule of a name that must be one of names ("" when it is).
+func oneOf(name string, names ...string) string {
+	if slices.Contains(names, name) {
+		return ""
+	}
+	return "must be " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// riverProgram finds the batchq-river program when systems names one of the
+// River systems, else returns nil.
+func riverProgram(c *cli.Context, systems []string) (*benchkit.PeerProgram, error) {
+	if !slices.ContainsFunc(systems, func(s string) bool { return slices.Contains(benchkit.RiverSystems, s) }) {
+		return nil, nil
+	}
+	p, err := benchkit.FindRiver(c.String("river-bin"))
+	var ce *benchkit.ConfigError
+	if errors.As(err, &ce) {
+		return nil, usagef("batchq: bench %s: %s", c.Command.Name, ce.Msg)
+	}
+	return p, err
+}
+
+// usePeer prepares River's schema in env when the scenario measures it.
+func usePeer(ctx context.Context, env *benchkit.Env, river *benchkit.PeerProgram) error {
+	if river == nil {
+		return nil
+	}
+	return env.UsePeer(ctx, river)
+}
+
+func checkBenchDrain(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 	err := checkInts(c, intRange{"jobs", 1, unbounded}, intRange{"tenants", 1, unbounded},
 		intRange{"max-cost", 1, int(queue.MaxCost)}, intRange{"workers", 1, benchkit.MaxDrainWorkers},
 		intRange{"scheduled", 0, unbounded})
@@ -284,20 +316,43 @@ func runBenchDrain(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benc
 	if err != nil {
 		return nil, err
 	}
+	systems, err := systemsList(c, func(s string) string {
+		return oneOf(s, append([]string{benchkit.SystemFair, benchkit.SystemPool, benchkit.SystemFIFO, benchkit.SystemLean}, benchkit.RiverSystems...)...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n := c.Int("scheduled"); n > 0 {
+		for _, s := range systems {
+			// A worker pool's drain waits for the scheduled jobs too.
+			if r := oneOf(s, benchkit.SystemFair, benchkit.SystemFIFO, benchkit.SystemLean); r != "" {
+				return nil, usagef("batchq: bench drain: --scheduled %d: --systems must name only fair, fifo and lean (got %s; a worker pool's drain waits for scheduled jobs)", n, s)
+			}
+		}
+	}
+	river, err := riverProgram(c, systems)
+	if err != nil {
+		return nil, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("batchq: bench drain: finding this program to start worker processes: %w", err)
 	}
-	systems, err := systemsList(c, env, benchkit.RiverSystems...)
-	if err != nil {
-		return nil, err
-	}
-	return benchkit.Drain(c.Context, env, benchkit.DrainConfig{
+	cfg := benchkit.DrainConfig{
 		Runs: runs, Jobs: c.Int("jobs"), Tenants: c.Int("tenants"), MaxCost: int64(c.Int("max-cost")),
 		Processes: procs, Batches: batches, Workers: c.Int("workers"), Scheduled: c.Int("scheduled"),
 		Systems: systems,
 		Spawn:   benchkit.ExecSpawner(exe, "bench-worker"),
-	})
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, env *benchkit.Env) (*benchkit.Report, error) {
+		if err := usePeer(ctx, env, river); err != nil {
+			return nil, err
+		}
+		return benchkit.Drain(ctx, env, cfg)
+	}, nil
 }
 
 func floodFlags() []cli.Flag {
@@ -318,7 +373,7 @@ func floodFlags() []cli.Flag {
 	}
 }
 
-func runBenchFlood(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+func checkBenchFlood(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 	// The backlog is at least 2: the small tenants arrive after at least
 	// one of its jobs is claimed, and before the last.
 	err := checkInts(c, intRange{"backlog", 2, unbounded}, intRange{"small-tenants", 1, unbounded},
@@ -339,12 +394,18 @@ func runBenchFlood(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benc
 	if err != nil {
 		return nil, fmt.Errorf("batchq: bench flood: finding this program to start worker processes: %w", err)
 	}
-	return benchkit.Flood(c.Context, env, benchkit.FloodConfig{
+	cfg := benchkit.FloodConfig{
 		Runs: runs, Backlog: c.Int("backlog"), SmallTenants: c.Int("small-tenants"), SmallJobs: c.Int("small-jobs"),
 		ArriveAfter: c.Int("arrive-after"), MaxCost: int64(c.Int("max-cost")), Workers: c.Int("workers"),
 		Batch: c.Int("batch"), Quantum: int64(c.Int("quantum")), WindowRounds: c.Int("window-rounds"),
 		Processes: c.Int("processes"), Spawn: benchkit.ExecSpawner(exe, "bench-worker"), ShowWindows: c.Bool("show-windows"),
-	})
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, env *benchkit.Env) (*benchkit.Report, error) {
+		return benchkit.Flood(ctx, env, cfg)
+	}, nil
 }
 
 func scaleFlags() []cli.Flag {
@@ -355,11 +416,16 @@ func scaleFlags() []cli.Flag {
 		listFlag("scale", "tenants", d.Tenants, "numbers of active tenants to measure"),
 		intFlag("scale", "tenant-rows", d.TenantRows, "queued rows of the tenant series"),
 		intFlag("scale", "claims", d.Claims, "timed claims per repetition"),
-		intFlag("scale", "batch", d.Batch, "jobs per claim"),
+		intFlag("scale", "batch", d.Batch, fmt.Sprintf("jobs per claim, 1..%d", queue.MaxClaim)),
 	}
 }
 
-func runBenchScale(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+func checkBenchScale(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
+	err := checkInts(c, intRange{"row-tenants", 1, unbounded}, intRange{"tenant-rows", 1, unbounded},
+		intRange{"claims", 1, unbounded}, intRange{"batch", 1, queue.MaxClaim})
+	if err != nil {
+		return nil, err
+	}
 	rows, err := intList(c, "rows", 1, unbounded)
 	if err != nil {
 		return nil, err
@@ -368,41 +434,81 @@ func runBenchScale(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benc
 	if err != nil {
 		return nil, err
 	}
-	return benchkit.Scale(c.Context, env, benchkit.ScaleConfig{
+	cfg := benchkit.ScaleConfig{
 		Runs: runs, Rows: rows, RowTenants: c.Int("row-tenants"), Tenants: tenants, TenantRows: c.Int("tenant-rows"),
 		Claims: c.Int("claims"), Batch: c.Int("batch"),
-	})
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, env *benchkit.Env) (*benchkit.Report, error) {
+		return benchkit.Scale(ctx, env, cfg)
+	}, nil
 }
 
 func quotaFlags() []cli.Flag {
 	d := benchkit.DefaultQuotaConfig()
 	return []cli.Flag{
-		durationFlag("quota", "duration", d.Duration, "how long each run sends calls"),
+		durationFlag("quota", "duration", d.Duration, "how long each run sends calls, at least 4 windows"),
 		durationFlag("quota", "window", d.Window, "the provider's quota window"),
 		intFlag("quota", "tokens", int(d.Tokens), "the provider's tokens per window"),
 		intFlag("quota", "requests", int(d.Requests), "the provider's requests per window"),
 		durationFlag("quota", "latency", d.Latency, "how long an admitted call takes"),
-		durationFlag("quota", "jitter", d.Jitter, "up to this much more, at random"),
+		durationFlag("quota", "jitter", d.Jitter, "up to this much more, at random (0: none)"),
 		&cli.Float64Flag{Name: "reserve", Value: d.Reserve, EnvVars: benchEnv("quota", "reserve"),
-			Usage: "fraction of the quota batch work leaves to interactive calls"},
+			Usage: "fraction of the quota batch work leaves to interactive calls, in [0, 1)"},
 		intFlag("quota", "pools", d.Pools, "worker pools, each on its own connection pool"),
 		intFlag("quota", "workers", d.Workers, "handlers per pool"),
-		intFlag("quota", "max-cost", int(d.MaxCost), "batch jobs cost 1..max-cost tokens"),
+		intFlag("quota", "max-cost", int(d.MaxCost), "batch jobs cost 1..max-cost tokens (max-cost at most --tokens)"),
 		intFlag("quota", "interactive", d.Interactive, "interactive callers"),
 		durationFlag("quota", "interactive-every", d.InteractiveEvery, "how often each interactive caller calls"),
-		intFlag("quota", "interactive-cost", int(d.InteractiveCost), "tokens of an interactive call"),
+		intFlag("quota", "interactive-cost", int(d.InteractiveCost), "tokens of an interactive call, at most --tokens"),
 	}
 }
 
-func runBenchQuota(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
-	return benchkit.Quota(c.Context, env, benchkit.QuotaConfig{
+func checkBenchQuota(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
+	err := checkInts(c, intRange{"tokens", 1, unbounded}, intRange{"requests", 1, unbounded},
+		intRange{"pools", 1, unbounded}, intRange{"workers", 1, unbounded}, intRange{"max-cost", 1, int(queue.MaxCost)},
+		intRange{"interactive", 1, unbounded}, intRange{"interactive-cost", 1, int(queue.MaxCost)})
+	if err != nil {
+		return nil, err
+	}
+	// Every call must fit the quota, or it would never be admitted.
+	if err := atMost(c, "max-cost", c.Int("max-cost"), "tokens"); err != nil {
+		return nil, err
+	}
+	if err := atMost(c, "interactive-cost", c.Int("interactive-cost"), "tokens"); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"window", "duration", "latency", "interactive-every"} {
+		if d := c.Duration(name); d <= 0 {
+			return nil, usagef("batchq: bench quota: --%s: must be more than 0 (got %s)", name, d)
+		}
+	}
+	if d := c.Duration("jitter"); d < 0 {
+		return nil, usagef("batchq: bench quota: --jitter: must be at least 0 (got %s)", d)
+	}
+	// The first two windows of a run are not counted: at least two remain.
+	if d, w := c.Duration("duration"), c.Duration("window"); d < 4*w {
+		return nil, usagef("batchq: bench quota: --duration: must be at least 4 times --window (got %s, --window %s)", d, w)
+	}
+	if r := c.Float64("reserve"); !(r >= 0 && r < 1) {
+		return nil, usagef("batchq: bench quota: --reserve: must be in [0, 1) (got %v)", r)
+	}
+	cfg := benchkit.QuotaConfig{
 		Runs: runs, Duration: c.Duration("duration"), Window: c.Duration("window"),
 		Tokens: int64(c.Int("tokens")), Requests: int64(c.Int("requests")),
 		Latency: c.Duration("latency"), Jitter: c.Duration("jitter"), Reserve: c.Float64("reserve"),
 		Pools: c.Int("pools"), Workers: c.Int("workers"), MaxCost: int64(c.Int("max-cost")),
 		Interactive: c.Int("interactive"), InteractiveEvery: c.Duration("interactive-every"),
 		InteractiveCost: int64(c.Int("interactive-cost")),
-	})
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, env *benchkit.Env) (*benchkit.Report, error) {
+		return benchkit.Quota(ctx, env, cfg)
+	}, nil
 }
 
 func enqueueFlags() []cli.Flag {
@@ -421,7 +527,7 @@ func enqueueFlags() []cli.Flag {
 	}
 }
 
-func runBenchEnqueue(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*benchkit.Report, error) {
+func checkBenchEnqueue(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 	err := checkInts(c, intRange{"jobs", 1, unbounded}, intRange{"bulk-jobs", 1, unbounded}, intRange{"bulk-size", 1, unbounded},
 		intRange{"txn-jobs", 1, unbounded}, intRange{"txn-size", 1, unbounded}, intRange{"tenants", 1, unbounded})
 	if err != nil {
@@ -439,13 +545,32 @@ func runBenchEnqueue(c *cli.Context, env *benchkit.Env, runs benchkit.Runs) (*be
 	if err != nil {
 		return nil, err
 	}
-	systems, err := systemsList(c, env, benchkit.SystemRiver)
+	systems, err := systemsList(c, func(s string) string {
+		if s == benchkit.SystemRiverDefault {
+			// Its fetch settings change how River drains, not how it inserts.
+			return "River inserts the same whatever its fetch settings; use river"
+		}
+		return oneOf(s, benchkit.SystemFair, benchkit.SystemFIFO, benchkit.SystemRiver)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return benchkit.Enqueue(c.Context, env, benchkit.EnqueueConfig{
+	river, err := riverProgram(c, systems)
+	if err != nil {
+		return nil, err
+	}
+	cfg := benchkit.EnqueueConfig{
 		Runs: runs, Jobs: c.Int("jobs"), BulkJobs: c.Int("bulk-jobs"), BulkSize: c.Int("bulk-size"),
 		TxnJobs: c.Int("txn-jobs"), TxnSize: c.Int("txn-size"),
 		Concurrency: conc, Tenants: c.Int("tenants"), Systems: systems,
-	})
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, env *benchkit.Env) (*benchkit.Report, error) {
+		if err := usePeer(ctx, env, river); err != nil {
+			return nil, err
+		}
+		return benchkit.Enqueue(ctx, env, cfg)
+	}, nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -180,5 +182,27 @@ func TestBenchConfigErrorsNameTheSetting(t *testing.T) {
 			require.ErrorAs(t, err, &ce)
 			require.Equal(t, tc.want, ce.Msg)
 		})
+	}
+}
+
+// Check refuses what its scenario would refuse, as a ConfigError, before
+// any database is at hand; a zero config takes the defaults.
+func TestConfigCheck(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, benchkit.FloodConfig{}.Check())
+	require.NoError(t, benchkit.ScaleConfig{}.Check())
+	require.NoError(t, benchkit.QuotaConfig{}.Check())
+	require.NoError(t, benchkit.EnqueueConfig{}.Check())
+	for name, err := range map[string]error{
+		"drain without a spawner": benchkit.DrainConfig{}.Check(),
+		"flood backlog 1":         benchkit.FloodConfig{Backlog: 1}.Check(),
+		"scale batch too large":   benchkit.ScaleConfig{Batch: 100_001}.Check(),
+		"quota reserve NaN":       benchkit.QuotaConfig{Reserve: math.NaN()}.Check(),
+		"quota window negative":   benchkit.QuotaConfig{Window: -time.Second}.Check(),
+		"quota interval negative": benchkit.QuotaConfig{InteractiveEvery: -time.Second}.Check(),
+		"enqueue system":          benchkit.EnqueueConfig{Systems: []string{"lifo"}}.Check(),
+	} {
+		var ce *benchkit.ConfigError
+		require.ErrorAs(t, err, &ce, name)
 	}
 }

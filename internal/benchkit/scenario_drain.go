@@ -57,6 +57,13 @@ func DefaultDrainConfig() DrainConfig {
 	}
 }
 
+// Check returns the ConfigError Drain would return for c before it
+// measures anything, without touching a database.
+func (c DrainConfig) Check() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 func (c DrainConfig) withDefaults() (DrainConfig, error) {
 	d := DefaultDrainConfig()
 	if c.Jobs == 0 {

@@ -70,6 +70,13 @@ func DefaultEnqueueConfig() EnqueueConfig {
 		Concurrency: []int{1, 8}, Tenants: 100, Systems: []string{SystemFair, SystemFIFO}}
 }
 
+// Check returns the ConfigError Enqueue would return for c before it
+// measures anything, without touching a database.
+func (c EnqueueConfig) Check() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 func (c EnqueueConfig) withDefaults() (EnqueueConfig, error) {
 	d := DefaultEnqueueConfig()
 	for _, f := range []struct{ v, def *int }{

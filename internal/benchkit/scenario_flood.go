@@ -67,6 +67,13 @@ func DefaultFloodConfig() FloodConfig {
 	}
 }
 
+// Check returns the ConfigError Flood would return for c before it
+// measures anything, without touching a database.
+func (c FloodConfig) Check() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 func (c FloodConfig) withDefaults() (FloodConfig, error) {
 	d := DefaultFloodConfig()
 	for _, f := range []struct{ v, def *int }{

@@ -78,6 +78,13 @@ func DefaultQuotaConfig() QuotaConfig {
 	}
 }
 
+// Check returns the ConfigError Quota would return for c before it
+// measures anything, without touching a database.
+func (c QuotaConfig) Check() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 func (c QuotaConfig) withDefaults() (QuotaConfig, error) {
 	d := DefaultQuotaConfig()
 	for _, f := range []struct{ v, def *time.Duration }{
@@ -102,9 +109,11 @@ func (c QuotaConfig) withDefaults() (QuotaConfig, error) {
 		}
 	}
 	switch {
+	case c.Window < 0 || c.InteractiveEvery < 0:
+		return c, configErrorf("quota: the window and the interactive callers' interval must be more than 0")
 	case c.Duration < 4*c.Window:
 		return c, configErrorf("quota: the duration (%s) must be at least 4 windows (%s)", c.Duration, 4*c.Window)
-	case c.Reserve < 0 || c.Reserve >= 1:
+	case !(c.Reserve >= 0 && c.Reserve < 1):
 		return c, configErrorf("quota: reserve must be in [0, 1)")
 	case c.Jitter < 0 || c.Latency < 0:
 		return c, configErrorf("quota: latency and jitter must be >= 0")

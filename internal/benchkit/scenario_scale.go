@@ -43,6 +43,13 @@ func DefaultScaleConfig() ScaleConfig {
 	}
 }
 
+// Check returns the ConfigError Scale would return for c before it
+// measures anything, without touching a database.
+func (c ScaleConfig) Check() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 func (c ScaleConfig) withDefaults() (ScaleConfig, error) {
 	d := DefaultScaleConfig()
 	if len(c.Rows) == 0 {
@@ -68,6 +75,9 @@ func (c ScaleConfig) withDefaults() (ScaleConfig, error) {
 	}
 	if c.RowTenants < 1 || c.TenantRows < 1 || c.Claims < 1 || c.Batch < 1 || c.MaxCost < 1 {
 		return c, configErrorf("scale: sizes must be positive")
+	}
+	if err := inRange("scale", setting{"batch", int64(c.Batch), 1, queue.MaxClaim}); err != nil {
+		return c, err
 	}
 	return c, nil
 }
