@@ -450,7 +450,7 @@ func quotaFlags() []cli.Flag {
 	d := benchkit.DefaultQuotaConfig()
 	return []cli.Flag{
 		durationFlag("quota", "duration", d.Duration, "how long each run sends calls, at least 4 windows"),
-		durationFlag("quota", "window", d.Window, "the provider's quota window"),
+		durationFlag("quota", "window", d.Window, fmt.Sprintf("the provider's quota window, at least %s", benchkit.MinQuotaWindow)),
 		intFlag("quota", "tokens", int(d.Tokens), "the provider's tokens per window"),
 		intFlag("quota", "requests", int(d.Requests), "the provider's requests per window"),
 		durationFlag("quota", "latency", d.Latency, "how long an admitted call takes"),
@@ -480,7 +480,10 @@ func checkBenchQuota(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 	if err := atMost(c, "interactive-cost", c.Int("interactive-cost"), "tokens"); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"window", "duration", "latency", "interactive-every"} {
+	if w := c.Duration("window"); w < benchkit.MinQuotaWindow {
+		return nil, usagef("batchq: bench quota: --window: must be at least %s (got %s)", benchkit.MinQuotaWindow, w)
+	}
+	for _, name := range []string{"duration", "latency", "interactive-every"} {
 		if d := c.Duration(name); d <= 0 {
 			return nil, usagef("batchq: bench quota: --%s: must be more than 0 (got %s)", name, d)
 		}
@@ -502,6 +505,11 @@ func checkBenchQuota(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 		Pools: c.Int("pools"), Workers: c.Int("workers"), MaxCost: int64(c.Int("max-cost")),
 		Interactive: c.Int("interactive"), InteractiveEvery: c.Duration("interactive-every"),
 		InteractiveCost: int64(c.Int("interactive-cost")),
+	}
+	if n := cfg.BatchJobs(); !(n <= benchkit.MaxQuotaJobs) {
+		return nil, usagef("batchq: bench quota: --tokens %d per --window %s over --duration %s at costs 1..--max-cost %d: "+
+			"a run would queue %.0f batch jobs (half as much again as the quota lets through); must be at most %d",
+			cfg.Tokens, cfg.Window, cfg.Duration, cfg.MaxCost, n, benchkit.MaxQuotaJobs)
 	}
 	if err := cfg.Check(); err != nil {
 		return nil, err

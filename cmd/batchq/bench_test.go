@@ -153,8 +153,14 @@ func TestBenchUsageErrors(t *testing.T) {
 			"batchq: bench quota: --max-cost: must be at most --tokens (got 60000, --tokens 50000)\n"},
 		{"quota interactive-cost above tokens", []string{"bench", "quota", "--tokens", "100", "--max-cost", "10"},
 			"batchq: bench quota: --interactive-cost: must be at most --tokens (got 500, --tokens 100)\n"},
-		{"quota window 0", []string{"bench", "quota", "--window", "0s"}, "batchq: bench quota: --window: must be more than 0 (got 0s)\n"},
-		{"quota window negative", []string{"bench", "quota", "--window", "-1s"}, "batchq: bench quota: --window: must be more than 0 (got -1s)\n"},
+		{"quota window 0", []string{"bench", "quota", "--window", "0s"}, "batchq: bench quota: --window: must be at least 1ms (got 0s)\n"},
+		{"quota window negative", []string{"bench", "quota", "--window", "-1s"}, "batchq: bench quota: --window: must be at least 1ms (got -1s)\n"},
+		{"quota window too short", []string{"bench", "quota", "--window", "1ns", "--duration", "4ns"}, "batchq: bench quota: --window: must be at least 1ms (got 1ns)\n"},
+		// A run queues 1.5 × what the quota lets through: 540,000,000 jobs
+		// here, which would take hours to enqueue if memory held them.
+		{"quota backlog too large", []string{"bench", "quota", "--window", "1ms", "--duration", "1h"},
+			"batchq: bench quota: --tokens 50000 per --window 1ms over --duration 1h0m0s at costs 1..--max-cost 1000: " +
+				"a run would queue 539460539 batch jobs (half as much again as the quota lets through); must be at most 1000000\n"},
 		{"quota latency 0", []string{"bench", "quota", "--latency", "0s"}, "batchq: bench quota: --latency: must be more than 0 (got 0s)\n"},
 		{"quota interactive-every negative", []string{"bench", "quota", "--interactive-every", "-1s"},
 			"batchq: bench quota: --interactive-every: must be more than 0 (got -1s)\n"},

@@ -199,6 +199,8 @@ func TestConfigCheck(t *testing.T) {
 		"scale batch too large":   benchkit.ScaleConfig{Batch: 100_001}.Check(),
 		"quota reserve NaN":       benchkit.QuotaConfig{Reserve: math.NaN()}.Check(),
 		"quota window negative":   benchkit.QuotaConfig{Window: -time.Second}.Check(),
+		"quota window too short":  benchkit.QuotaConfig{Window: time.Nanosecond, Duration: time.Microsecond}.Check(),
+		"quota too many jobs":     benchkit.QuotaConfig{Window: time.Millisecond, Duration: time.Hour}.Check(),
 		"quota interval negative": benchkit.QuotaConfig{InteractiveEvery: -time.Second}.Check(),
 		"enqueue system":          benchkit.EnqueueConfig{Systems: []string{"lifo"}}.Check(),
 	} {

@@ -78,6 +78,24 @@ func DefaultQuotaConfig() QuotaConfig {
 	}
 }
 
+// Limits of a quota run's settings.
+const (
+	// MinQuotaWindow is the shortest quota window a run takes.
+	MinQuotaWindow = time.Millisecond
+	// MaxQuotaJobs bounds the batch jobs a run queues (BatchJobs): more
+	// would take longer to make and enqueue than the run sends calls, if
+	// memory held them at all.
+	MaxQuotaJobs = 1_000_000
+)
+
+// BatchJobs is the batch jobs each run queues so that the queue never runs
+// dry: half as much again as Tokens per Window let through in Duration, at
+// the mean cost of 1..MaxCost. Tokens, MaxCost, Duration and Window must be
+// set.
+func (c QuotaConfig) BatchJobs() float64 {
+	return float64(c.Tokens) * c.Duration.Seconds() / c.Window.Seconds() / (float64(c.MaxCost+1) / 2) * 1.5
+}
+
 // Check returns the ConfigError Quota would return for c before it
 // measures anything, without touching a database.
 func (c QuotaConfig) Check() error {
@@ -109,8 +127,10 @@ func (c QuotaConfig) withDefaults() (QuotaConfig, error) {
 		}
 	}
 	switch {
-	case c.Window < 0 || c.InteractiveEvery < 0:
-		return c, configErrorf("quota: the window and the interactive callers' interval must be more than 0")
+	case c.Window < MinQuotaWindow:
+		return c, configErrorf("quota: the window (%s) must be at least %s", c.Window, MinQuotaWindow)
+	case c.InteractiveEvery < 0:
+		return c, configErrorf("quota: the interactive callers' interval must be more than 0")
 	case c.Duration < 4*c.Window:
 		return c, configErrorf("quota: the duration (%s) must be at least 4 windows (%s)", c.Duration, 4*c.Window)
 	case !(c.Reserve >= 0 && c.Reserve < 1):
@@ -121,6 +141,10 @@ func (c QuotaConfig) withDefaults() (QuotaConfig, error) {
 		return c, configErrorf("quota: a call must fit the token limit")
 	case c.Tokens < 1 || c.Requests < 1 || c.Pools < 1 || c.Workers < 1 || c.Tenants < 1 || c.Interactive < 0:
 		return c, configErrorf("quota: sizes must be positive")
+	case c.MaxCost < 1 || c.InteractiveCost < 1:
+		return c, configErrorf("quota: costs must be positive")
+	case !(c.BatchJobs() <= MaxQuotaJobs):
+		return c, configErrorf("quota: a run would queue %.0f batch jobs, more than %d", c.BatchJobs(), MaxQuotaJobs)
 	}
 	return c, nil
 }
@@ -275,7 +299,7 @@ func quotaOnce(ctx context.Context, env *Env, cfg QuotaConfig, k quotaKey, rep i
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(rep)))
 	// Enough batch work that the queue never runs dry: half as much again as
 	// the quota lets through.
-	n := int(float64(cfg.Tokens) * cfg.Duration.Seconds() / cfg.Window.Seconds() / (float64(cfg.MaxCost+1) / 2) * 1.5)
+	n := int(cfg.BatchJobs())
 	costs := make([]int64, n+100)
 	for i := range costs {
 		costs[i] = 1 + rng.Int64N(cfg.MaxCost)
