@@ -126,8 +126,32 @@ func checkReport(t *testing.T, r *benchkit.Report, scenario string) string {
 	var back map[string]any
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, scenario, back["scenario"])
+	for _, tb := range r.Tables {
+		requireOneTypePerColumn(t, tb)
+	}
 	t.Log("\n" + out)
 	return out
+}
+
+// requireOneTypePerColumn checks that each column of the table holds one
+// JSON type, null aside, so that a reader of --json can rely on it.
+func requireOneTypePerColumn(t *testing.T, tb *benchkit.Table) {
+	t.Helper()
+	types := map[string]map[string]bool{}
+	for _, row := range rows(t, tb) {
+		for col, v := range row {
+			if v == nil {
+				continue
+			}
+			if types[col] == nil {
+				types[col] = map[string]bool{}
+			}
+			types[col][fmt.Sprintf("%T", v)] = true
+		}
+	}
+	for col, ts := range types {
+		require.Len(t, ts, 1, "table %s, column %s holds %v", tb.Name, col, ts)
+	}
 }
 
 // Settings out of range are refused before anything runs, naming the

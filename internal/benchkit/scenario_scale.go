@@ -131,9 +131,10 @@ func Scale(ctx context.Context, env *Env, cfg ScaleConfig) (*Report, error) {
 			if s == SystemFair {
 				fairByRows[rows] = med.Median()
 			}
+			// FIFO has no tenants to count: null in JSON, "-" in text.
 			tenants := any(min(cfg.RowTenants, rows))
 			if s == SystemFIFO {
-				tenants = "-"
+				tenants = nil
 			}
 			rowsT.Add(s, rows, tenants, med, p90, ratioCell(med.Median(), first))
 		}
