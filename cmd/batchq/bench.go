@@ -527,7 +527,7 @@ func enqueueFlags() []cli.Flag {
 		intFlag("enqueue", "bulk-size", d.BulkSize, "jobs per bulk call, at most --bulk-jobs"),
 		intFlag("enqueue", "txn-jobs", d.TxnJobs, "jobs per transaction measurement"),
 		intFlag("enqueue", "txn-size", d.TxnSize, "jobs of one tenant per transaction, at most --txn-jobs"),
-		listFlag("enqueue", "concurrency", d.Concurrency, fmt.Sprintf("goroutines inserting at once, each 1..%d; txn and the bars against fifo and river are measured with 1 only", benchkit.MaxEnqueueConcurrency)),
+		listFlag("enqueue", "concurrency", d.Concurrency, fmt.Sprintf("goroutines inserting at once, each 1..%d and at most --jobs and the bulk calls (--bulk-jobs / --bulk-size); txn and the bars against fifo and river are measured with 1 only", benchkit.MaxEnqueueConcurrency)),
 		intFlag("enqueue", "tenants", d.Tenants, "tenants the jobs are spread over (bulk-apart: each enqueuer's own)"),
 		&cli.StringFlag{Name: "systems", Value: strings.Join(d.Systems, ","), EnvVars: benchEnv("enqueue", "systems"),
 			Usage: "what to enqueue into: fair, fifo (the baseline: INSERT of batchq's rows), river (River's Insert and InsertManyFast; needs make bench-river)"},
@@ -552,6 +552,18 @@ func checkBenchEnqueue(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 	conc, err := intList(c, "concurrency", 1, benchkit.MaxEnqueueConcurrency)
 	if err != nil {
 		return nil, err
+	}
+	// Each enqueuer of a row makes a call, or the row would count
+	// enqueuers that never inserted, and its time per call with them.
+	top := slices.Max(conc)
+	if jobs := c.Int("jobs"); top > jobs {
+		return nil, usagef("batchq: bench enqueue: --concurrency %q: %d: must be at most --jobs (got --jobs %d): each enqueuer makes a call",
+			c.String("concurrency"), top, jobs)
+	}
+	bulkJobs, bulkSize := c.Int("bulk-jobs"), c.Int("bulk-size")
+	if calls := (bulkJobs + bulkSize - 1) / bulkSize; top > calls {
+		return nil, usagef("batchq: bench enqueue: --concurrency %q: %d: must be at most the bulk calls, --bulk-jobs / --bulk-size rounded up (got %d: --bulk-jobs %d, --bulk-size %d): each enqueuer makes a call",
+			c.String("concurrency"), top, calls, bulkJobs, bulkSize)
 	}
 	systems, err := systemsList(c, func(s string) string {
 		if s == benchkit.SystemRiverDefault {

@@ -200,6 +200,13 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"batch twice", []string{"bench", "drain", "--batch", "100,100"}, `batchq: bench drain: --batch "100,100": 100 is named twice` + "\n"},
 		{"concurrency twice", []string{"bench", "enqueue", "--concurrency", "8,8"}, `batchq: bench enqueue: --concurrency "8,8": 8 is named twice` + "\n"},
 
+		// Each enqueuer of a row makes a call: a row of 32 enqueuers
+		// sharing one call would report 31 that never inserted.
+		{"concurrency above jobs", []string{"bench", "enqueue", "--jobs", "4", "--concurrency", "1,8"},
+			`batchq: bench enqueue: --concurrency "1,8": 8: must be at most --jobs (got --jobs 4): each enqueuer makes a call` + "\n"},
+		{"concurrency above bulk calls", []string{"bench", "enqueue", "--bulk-jobs", "2500", "--bulk-size", "1000", "--concurrency", "4"},
+			`batchq: bench enqueue: --concurrency "4": 4: must be at most the bulk calls, --bulk-jobs / --bulk-size rounded up (got 3: --bulk-jobs 2500, --bulk-size 1000): each enqueuer makes a call` + "\n"},
+
 		// A call larger than its measurement's jobs.
 		{"bulk-size above bulk-jobs", []string{"bench", "enqueue", "--bulk-size", "100000", "--bulk-jobs", "1000"},
 			"batchq: bench enqueue: --bulk-size: must be at most --bulk-jobs (got 100000, --bulk-jobs 1000)\n"},

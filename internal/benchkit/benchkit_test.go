@@ -227,6 +227,7 @@ func TestConfigCheck(t *testing.T) {
 		"quota too many jobs":     benchkit.QuotaConfig{Window: time.Millisecond, Duration: time.Hour}.Check(),
 		"quota interval negative": benchkit.QuotaConfig{InteractiveEvery: -time.Second}.Check(),
 		"enqueue system":          benchkit.EnqueueConfig{Systems: []string{"lifo"}}.Check(),
+		"enqueuers above jobs":    benchkit.EnqueueConfig{Jobs: 4, Concurrency: []int{8}}.Check(),
 	} {
 		var ce *benchkit.ConfigError
 		require.ErrorAs(t, err, &ce, name)

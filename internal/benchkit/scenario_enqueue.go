@@ -115,6 +115,11 @@ func (c EnqueueConfig) withDefaults() (EnqueueConfig, error) {
 		if n < 1 || n > MaxEnqueueConcurrency {
 			return c, configErrorf("enqueue: concurrency %d: must be in 1..%d", n, MaxEnqueueConcurrency)
 		}
+		// Each enqueuer makes a call, or a row would count enqueuers that
+		// never inserted.
+		if calls := (c.BulkJobs + c.BulkSize - 1) / c.BulkSize; n > c.Jobs || n > calls {
+			return c, configErrorf("enqueue: concurrency %d: must be at most jobs (%d) and the bulk calls (%d)", n, c.Jobs, calls)
+		}
 	}
 	return c, nil
 }
