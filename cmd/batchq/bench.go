@@ -85,10 +85,10 @@ func benchScenario(name, usage string, check benchCheck, flags ...cli.Flag) *cli
 func runBench(check benchCheck) cli.ActionFunc {
 	return func(c *cli.Context) (err error) {
 		if c.Args().Present() {
-			return usagef("batchq: %s: unexpected argument %q", c.Command.HelpName, c.Args().First())
+			return usagef("batchq: bench %s: unexpected argument %q", c.Command.Name, c.Args().First())
 		}
-		if n := c.Int("reps"); n < 1 || n > 100 {
-			return usagef("batchq: --reps %d: must be in 1..100", n)
+		if err := checkInts(c, intRange{"reps", 1, 100}); err != nil {
+			return err
 		}
 		runs := benchkit.Runs{Reps: c.Int("reps"), NoWarmUp: c.Bool("no-warmup"), Progress: c.App.ErrWriter, Seed: c.Uint64("seed")}
 		run, err := check(c, runs)

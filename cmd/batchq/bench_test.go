@@ -118,8 +118,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"bad list", []string{"bench", "drain", "--processes", "1,x"}, `batchq: bench drain: --processes "1,x": must be a comma-separated list of positive integers`},
-		{"bad reps", []string{"bench", "flood", "--reps", "0"}, "--reps 0: must be in 1..100"},
-		{"argument", []string{"bench", "scale", "now"}, `unexpected argument "now"`},
+		{"bad reps", []string{"bench", "flood", "--reps", "0"}, "batchq: bench flood: --reps: must be in 1..100 (got 0)\n"},
+		{"reps too many", []string{"bench", "drain", "--reps", "101"}, "batchq: bench drain: --reps: must be in 1..100 (got 101)\n"},
+		{"argument", []string{"bench", "scale", "now"}, "batchq: bench scale: unexpected argument \"now\"\n"},
 		{"quota duration", []string{"bench", "quota", "--duration", "1s", "--window", "1s"},
 			"batchq: bench quota: --duration: must be at least 4 times --window (got 1s, --window 1s)\n"},
 		{"unknown system", []string{"bench", "drain", "--systems", "fair,lifo"},
