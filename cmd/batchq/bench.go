@@ -134,7 +134,8 @@ func benchError(err error) error {
 }
 
 // commandLine is the command as given, flags in the order the command
-// defines them, without the database URL.
+// defines them, without the database URL, quoted so that a shell takes it
+// back as it was.
 func commandLine(c *cli.Context) string {
 	parts := []string{c.Command.HelpName}
 	for _, f := range c.Command.Flags {
@@ -148,9 +149,18 @@ func commandLine(c *cli.Context) string {
 			}
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("--%s=%v", name, c.Value(name)))
+		parts = append(parts, "--"+name+"="+shellQuote(fmt.Sprint(c.Value(name))))
 	}
 	return strings.Join(parts, " ")
+}
+
+// shellQuote returns s as a POSIX shell word: as it is when it holds only
+// characters a shell leaves alone, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789,._+-:/=@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // benchFlag names a scenario flag's environment variable after the scenario.

@@ -85,17 +85,19 @@ func TestBenchDrainCLI(t *testing.T) {
 	require.Len(t, rep.Bars, 2*2+2) // processes × (fair, pool) vs FIFO, and processes × pool vs the batch claimer
 }
 
-// The text report: the machine, the server's settings, the table and the
-// bars' section (enqueue has no bars, so the table is the point).
+// The text report: the machine, the server's settings, the table; and the
+// command as a shell takes it back, a value with a space quoted.
 func TestBenchEnqueueCLIText(t *testing.T) {
 	t.Parallel()
 	server := pgtest.ServerURL(t)
 	res := runCLI(t, server, "bench", "enqueue", "--jobs", "20", "--bulk-jobs", "100", "--bulk-size", "50",
-		"--concurrency", "2", "--reps", "1", "--no-warmup")
+		"--concurrency", "2", "--systems", "fair, fifo", "--reps", "1", "--no-warmup")
 	require.Equal(t, 0, res.code, res.stderr)
 	requireDropped(t, server, res.stderr)
 	for _, want := range []string{
-		"batchq bench enqueue", "command:  batchq bench enqueue --jobs=20", "machine:  ", "cores",
+		"batchq bench enqueue",
+		"command:  batchq bench enqueue --jobs=20 --bulk-jobs=100 --bulk-size=50 --concurrency=2 --systems='fair, fifo' --reps=1 --no-warmup\n",
+		"machine:  ", "cores",
 		"shared_buffers=", "synchronous_commit=", "max_connections=", "1 repetitions, no warm-up",
 		"SYSTEM  MODE", "fair    single", "fifo    bulk",
 	} {
@@ -327,4 +329,21 @@ func TestBenchBesideRiver(t *testing.T) {
 	}
 	require.Equal(t, map[string]bool{"pool": true, "fifo": true, "river": true}, systems)
 	require.Positive(t, bars(rep)["drain pool vs River tuned, batch 100, 1 process(es)"])
+}
+
+// A report's command quotes what a shell would split or expand.
+func TestShellQuote(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"fair,fifo":       "fair,fifo",
+		"/opt/bin/river":  "/opt/bin/river",
+		"1h0m0s":          "1h0m0s",
+		"fair, fifo":      "'fair, fifo'",
+		"":                "''",
+		"it's":            `'it'\''s'`,
+		"$HOME/river":     "'$HOME/river'",
+		"/tmp/river bin*": "'/tmp/river bin*'",
+	} {
+		require.Equal(t, want, shellQuote(in), in)
+	}
 }
