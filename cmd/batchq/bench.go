@@ -377,7 +377,7 @@ func floodFlags() []cli.Flag {
 		intFlag("flood", "batch", d.Batch, fmt.Sprintf("jobs per claim, 1..%d", queue.MaxClaim)),
 		intFlag("flood", "quantum", int(d.Quantum), fmt.Sprintf("the queue's quantum, 1..%d", queue.MaxCost)),
 		intFlag("flood", "window-rounds", d.WindowRounds, "length of a fairness window, in rounds"),
-		intFlag("flood", "processes", 1, "worker processes the fair queue's claimers behind the backlog are split over, at most --workers"),
+		intFlag("flood", "processes", 1, "worker processes the fair queue's claimers behind the backlog are split over, at most --workers (a process stops at an empty queue: above 1, the backlog must last until the small tenants arrive)"),
 		&cli.BoolFlag{Name: "show-windows", EnvVars: benchEnv("flood", "show-windows"),
 			Usage: "print each window of the fair queue whose Jain's index is below the bar, with every tenant's tokens in it"},
 	}

@@ -541,6 +541,17 @@ func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand, 
 	if err := rows.Err(); err != nil {
 		return floodResult{}, err
 	}
+	small := 0
+	for _, c := range claims {
+		if c.tenant != floodBig {
+			small++
+		}
+	}
+	if smallTotal := cfg.SmallTenants * cfg.SmallJobs; small < smallTotal {
+		// A worker process stops at an empty queue: these came too late.
+		return floodResult{}, fmt.Errorf("benchkit: flood: the worker processes found the queue empty and stopped with %d of the small tenants' %d jobs claimed: "+
+			"with --processes above 1 the backlog must last until the small tenants have arrived; raise --backlog or lower --arrive-after", small, smallTotal)
+	}
 	return floodMeasure(ctx, env, cfg, floodKey{SystemFair, true}, rep, claims, arrivedAt, allArrivedAt, enqueueMS)
 }
 

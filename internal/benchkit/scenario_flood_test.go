@@ -109,6 +109,22 @@ func TestBenchFloodAcrossProcesses(t *testing.T) {
 	}
 }
 
+// A worker process stops at an empty queue, so a backlog its processes
+// empty before the small tenants' jobs are in leaves those unclaimed (here
+// two jobs, against transactions of 2,000 jobs each): the run says so, and
+// what to change, rather than that it lost jobs.
+func TestBenchFloodAcrossProcessesNeedsABacklogThatLasts(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	_, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{
+		Runs: benchkit.Runs{Reps: 1, NoWarmUp: true}, Backlog: 2, SmallTenants: 2, SmallJobs: 2000,
+		Workers: 2, Processes: 2, Spawn: testSpawner(t),
+	})
+	require.ErrorContains(t, err, "benchkit: flood: the worker processes found the queue empty and stopped with ")
+	require.ErrorContains(t, err, " of the small tenants' 4000 jobs claimed: with --processes above 1 the backlog must last "+
+		"until the small tenants have arrived; raise --backlog or lower --arrive-after")
+}
+
 // With ShowWindows, the progress lines name every window of the fair queue
 // below the bar with each tenant's tokens: the lowest of them is the run's
 // Jain min, and no window at or above the bar is shown.
