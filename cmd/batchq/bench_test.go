@@ -236,6 +236,25 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 }
 
+// A role that may not create databases is told that it needs CREATEDB, and
+// not sent to 'batchq migrate grants', whose grants do not give it.
+func TestBenchRoleWithoutCreatedb(t *testing.T) {
+	t.Parallel()
+	server := pgtest.ServerURL(t)
+	role := uniqueRole(t, "bench")
+	dropRolesAtEnd(t, server, role)
+	conn, err := pgx.Connect(context.Background(), server)
+	require.NoError(t, err)
+	_, err = conn.Exec(context.Background(), "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN NOCREATEDB")
+	conn.Close(context.Background())
+	require.NoError(t, err)
+
+	res := runCLI(t, withUser(t, server, role, "unused"), "bench", "scale", "--rows", "10", "--tenants", "1", "--reps", "1")
+	require.Equal(t, 1, res.code, res.stderr)
+	require.Regexp(t, `^batchq: benchkit: create database batchq_bench_[0-9a-f]+ \(the role needs CREATEDB\): `+
+		`ERROR: permission denied to create database \(SQLSTATE 42501\)\n$`, res.stderr)
+}
+
 // A river program that fails without a word says so, rather than ending
 // its error with a colon.
 func TestBenchRiverBinThatFailsSilently(t *testing.T) {
