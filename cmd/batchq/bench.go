@@ -467,7 +467,7 @@ func quotaFlags() []cli.Flag {
 		durationFlag("quota", "jitter", d.Jitter, "up to this much more, at random (0: none)"),
 		&cli.Float64Flag{Name: "reserve", Value: d.Reserve, EnvVars: benchEnv("quota", "reserve"),
 			Usage: "fraction of the quota batch work leaves to interactive calls, in [0, 1)"},
-		intFlag("quota", "pools", d.Pools, fmt.Sprintf("worker pools, each on its own connection pool of 8 + workers/4 connections, %d in all at most", benchkit.MaxQuotaConnections)),
+		intFlag("quota", "pools", d.Pools, "worker pools, each on its own connection pool"),
 		intFlag("quota", "workers", d.Workers, "handlers per pool"),
 		intFlag("quota", "max-cost", int(d.MaxCost), "batch jobs cost 1..max-cost tokens (max-cost at most --tokens)"),
 		intFlag("quota", "interactive", d.Interactive, "interactive callers"),
@@ -515,10 +515,6 @@ func checkBenchQuota(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 		Pools: c.Int("pools"), Workers: c.Int("workers"), MaxCost: int64(c.Int("max-cost")),
 		Interactive: c.Int("interactive"), InteractiveEvery: c.Duration("interactive-every"),
 		InteractiveCost: int64(c.Int("interactive-cost")),
-	}
-	if n := cfg.Connections(); n > benchkit.MaxQuotaConnections {
-		return nil, usagef("batchq: bench quota: --pools × (8 + --workers/4) connections: must be at most %d (--pools %d, --workers %d)",
-			benchkit.MaxQuotaConnections, cfg.Pools, cfg.Workers)
 	}
 	if n := cfg.BatchJobs(); !(n <= benchkit.MaxQuotaJobs) {
 		return nil, usagef("batchq: bench quota: --tokens %d per --window %s over --duration %s at costs 1..--max-cost %d: "+

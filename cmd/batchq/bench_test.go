@@ -156,12 +156,6 @@ func TestBenchUsageErrors(t *testing.T) {
 			"batchq: bench quota: --max-cost: must be at most --tokens (got 60000, --tokens 50000)\n"},
 		{"quota interactive-cost above tokens", []string{"bench", "quota", "--tokens", "100", "--max-cost", "10"},
 			"batchq: bench quota: --interactive-cost: must be at most --tokens (got 500, --tokens 100)\n"},
-		// Each pool holds up to 8 + workers/4 connections: 40 pools of 16
-		// failed partway, as whichever call first found no connection.
-		{"quota pools too many", []string{"bench", "quota", "--pools", "40"},
-			"batchq: bench quota: --pools × (8 + --workers/4) connections: must be at most 96 (--pools 40, --workers 16)\n"},
-		{"quota workers too many", []string{"bench", "quota", "--pools", "1", "--workers", "1000000"},
-			"batchq: bench quota: --pools × (8 + --workers/4) connections: must be at most 96 (--pools 1, --workers 1000000)\n"},
 		{"quota window 0", []string{"bench", "quota", "--window", "0s"}, "batchq: bench quota: --window: must be at least 1ms (got 0s)\n"},
 		{"quota window negative", []string{"bench", "quota", "--window", "-1s"}, "batchq: bench quota: --window: must be at least 1ms (got -1s)\n"},
 		{"quota window too short", []string{"bench", "quota", "--window", "1ns", "--duration", "4ns"}, "batchq: bench quota: --window: must be at least 1ms (got 1ns)\n"},

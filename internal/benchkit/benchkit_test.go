@@ -225,8 +225,6 @@ func TestConfigCheck(t *testing.T) {
 		"quota window negative":   benchkit.QuotaConfig{Window: -time.Second}.Check(),
 		"quota window too short":  benchkit.QuotaConfig{Window: time.Nanosecond, Duration: time.Microsecond}.Check(),
 		"quota too many jobs":     benchkit.QuotaConfig{Window: time.Millisecond, Duration: time.Hour}.Check(),
-		"quota too many pools":    benchkit.QuotaConfig{Pools: 40}.Check(),
-		"quota pools overflow":    benchkit.QuotaConfig{Pools: math.MaxInt, Workers: math.MaxInt}.Check(),
 		"quota interval negative": benchkit.QuotaConfig{InteractiveEvery: -time.Second}.Check(),
 		"enqueue system":          benchkit.EnqueueConfig{Systems: []string{"lifo"}}.Check(),
 		"enqueuers above jobs":    benchkit.EnqueueConfig{Jobs: 4, Concurrency: []int{8}}.Check(),

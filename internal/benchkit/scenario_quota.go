@@ -86,24 +86,7 @@ const (
 	// would take longer to make and enqueue than the run sends calls, if
 	// memory held them at all.
 	MaxQuotaJobs = 1_000_000
-	// MaxQuotaConnections bounds the connections a run's worker pools hold
-	// in all (Connections). A fleet the server cannot connect fails partway,
-	// as whichever call first finds no connection.
-	MaxQuotaConnections = 96
 )
-
-// Connections is the most connections the run's worker pools hold: 8 +
-// Workers/4 each. It is more than MaxQuotaConnections, not a product that
-// overflows, when Pools or Workers alone are too many.
-func (c QuotaConfig) Connections() int {
-	if c.Pools > MaxQuotaConnections || c.Workers > 4*MaxQuotaConnections {
-		return MaxQuotaConnections + 1
-	}
-	return c.Pools * poolConns(c.Workers)
-}
-
-// poolConns is the size of a worker pool's connection pool.
-func poolConns(workers int) int { return 8 + workers/4 }
 
 // BatchJobs is the batch jobs each run queues so that the queue never runs
 // dry: half as much again as Tokens per Window let through in Duration, at
@@ -160,8 +143,6 @@ func (c QuotaConfig) withDefaults() (QuotaConfig, error) {
 		return c, configErrorf("quota: sizes must be positive")
 	case c.MaxCost < 1 || c.InteractiveCost < 1:
 		return c, configErrorf("quota: costs must be positive")
-	case c.Connections() > MaxQuotaConnections:
-		return c, configErrorf("quota: pools × (8 + workers/4) connections must be at most %d (pools %d, workers %d)", MaxQuotaConnections, c.Pools, c.Workers)
 	case !(c.BatchJobs() <= MaxQuotaJobs):
 		return c, configErrorf("quota: a run would queue %.0f batch jobs, more than %d", c.BatchJobs(), MaxQuotaJobs)
 	}
@@ -498,7 +479,7 @@ func batchqClient(ctx context.Context, env *Env, cfg QuotaConfig, k quotaKey, ta
 		var wg sync.WaitGroup
 		var firstErr atomic.Pointer[error]
 		for i := range cfg.Pools {
-			pool, err := connect(ctx, env.URL, poolConns(cfg.Workers))
+			pool, err := connect(ctx, env.URL, 8+cfg.Workers/4)
 			if err != nil {
 				return err
 			}
