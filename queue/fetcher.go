@@ -57,10 +57,10 @@ func (p *pool) fetch(ctx context.Context) error {
 	}()
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
-	// While claimed jobs wait for a free handler, the pool looks now and
-	// then whether the queue was paused: then it hands them back, as they
-	// have not started, and runs only what already runs.
-	pauseCheck := time.NewTicker(p.cfg.PollInterval)
+	// While claimed jobs wait for a free handler, the pool looks once every
+	// pauseCheckEvery whether the queue was paused: then it hands them back,
+	// as they have not started, and runs only what already runs.
+	pauseCheck := time.NewTicker(pauseCheckEvery)
 	defer pauseCheck.Stop()
 	for {
 		if ctx.Err() != nil {
@@ -224,6 +224,12 @@ func (p *pool) handBackStale(ready []*dispatch, now time.Time) []*dispatch {
 	}
 	return ready[n:]
 }
+
+// pauseCheckEvery is how often the fetcher asks whether the queue was
+// paused while claimed jobs wait for a handler. Not the poll interval: a
+// pool polling every 10 ms held jobs waiting almost all the time, and asked
+// a hundred times a second.
+const pauseCheckEvery = time.Second
 
 // cancelCheckEvery is how often the jobs that have waited that long for a
 // handler are looked at for an operator's cancel. The lease keeper's
