@@ -187,6 +187,18 @@ func claimRun(t *testing.T, b *testBundle, tenant string) (int64, [16]byte) {
 	return id, token
 }
 
+// claimTwoRuns enqueues two jobs of tenant, of these costs, and claims
+// them in one claim: the first row the claim returned, the other job, and
+// the claim's token.
+func claimTwoRuns(t *testing.T, b *testBundle, tenant string, cost1, cost2 int64) (first, second int64, token [16]byte) {
+	t.Helper()
+	b.enqueue(t, tenant, cost1)
+	b.enqueue(t, tenant, cost2)
+	first, token = claimRun(t, b, tenant)
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM batchq.jobs WHERE tenant = $1 AND id <> $2`, tenant, first).Scan(&second))
+	return first, second, token
+}
+
 // requireRefused checks that err is a worker call's refusal of an argument:
 // BQ101 naming the field, with the message "batchq: <call>: <field>:
 // <rule>", as docs/sql-api.md's Errors describe it.
@@ -231,11 +243,7 @@ func TestCompleteOfARunListedTwiceFinishesItOnce(t *testing.T) {
 func TestCompletePairsCostsAndResultsWithTheirIds(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	b.enqueue(t, "pair", 10)
-	b.enqueue(t, "pair", 30)
-	first, token := claimRun(t, b, "pair")
-	var second int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM batchq.jobs WHERE tenant = 'pair' AND id <> $1`, first).Scan(&second))
+	first, second, token := claimTwoRuns(t, b, "pair", 10, 30)
 
 	for _, c := range []struct{ costs, results, field, rule string }{
 		{`ARRAY[5]::bigint[]`, `NULL`, "actual_costs", "must hold one element per id, or be NULL (got 1 for 2)"},
@@ -261,11 +269,7 @@ func TestCompletePairsCostsAndResultsWithTheirIds(t *testing.T) {
 func TestCompleteRefusesAResultThatIsNotJSONByName(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	b.enqueue(t, "json", 10)
-	b.enqueue(t, "json", 10)
-	first, token := claimRun(t, b, "json")
-	var second int64
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT id FROM batchq.jobs WHERE tenant = 'json' AND id <> $1`, first).Scan(&second))
+	first, second, token := claimTwoRuns(t, b, "json", 10, 10)
 	for _, c := range []struct{ result, why string }{
 		{`not json`, `invalid input syntax for type json: Token "not" is invalid.`},
 		{`[`, `invalid input syntax for type json: The input string ended unexpectedly.`},
