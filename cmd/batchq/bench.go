@@ -369,7 +369,7 @@ func floodFlags() []cli.Flag {
 	d := benchkit.DefaultFloodConfig()
 	return []cli.Flag{
 		intFlag("flood", "backlog", d.Backlog, "jobs the flooding tenant has queued (at least 2)"),
-		intFlag("flood", "small-tenants", d.SmallTenants, "tenants that arrive after the flood"),
+		intFlag("flood", "small-tenants", d.SmallTenants, fmt.Sprintf("tenants that arrive after the flood, 1..%d, each in a transaction of its own, committed together", benchkit.MaxFloodSmallTenants)),
 		intFlag("flood", "small-jobs", d.SmallJobs, "jobs of each small tenant"),
 		intFlag("flood", "arrive-after", 0, "jobs claimed before the small tenants arrive, below --backlog (0: backlog/50)"),
 		intFlag("flood", "max-cost", int(d.MaxCost), fmt.Sprintf("jobs cost 1..max-cost tokens (max-cost at most %d)", queue.MaxCost)),
@@ -386,7 +386,7 @@ func floodFlags() []cli.Flag {
 func checkBenchFlood(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 	// The backlog is at least 2: the small tenants arrive after at least
 	// one of its jobs is claimed, and before the last.
-	err := checkInts(c, intRange{"backlog", 2, unbounded}, intRange{"small-tenants", 1, unbounded},
+	err := checkInts(c, intRange{"backlog", 2, unbounded}, intRange{"small-tenants", 1, benchkit.MaxFloodSmallTenants},
 		intRange{"small-jobs", 1, unbounded}, intRange{"arrive-after", 0, unbounded},
 		intRange{"max-cost", 1, int(queue.MaxCost)}, intRange{"workers", 1, benchkit.MaxFloodWorkers},
 		intRange{"batch", 1, queue.MaxClaim}, intRange{"quantum", 1, int(queue.MaxCost)},

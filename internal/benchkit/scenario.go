@@ -38,6 +38,9 @@ const (
 	// rather than run at once.
 	MaxFloodWorkers       = 32
 	MaxEnqueueConcurrency = 32
+	// MaxFloodSmallTenants bounds a flood's arriving tenants: each arrives
+	// on a connection of its own, beside the Env's pool.
+	MaxFloodSmallTenants = 50
 )
 
 // Unbounded is the upper end of a setting with no limit of its own.

@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,6 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batchq/batchq/internal/fifo"
+	"github.com/batchq/batchq/internal/fifo/fifodb"
 	"github.com/batchq/batchq/queue"
 )
 
@@ -21,8 +26,10 @@ type FloodConfig struct {
 	// Backlog is the jobs the flooding tenant has queued before anyone else
 	// arrives.
 	Backlog int
-	// SmallTenants tenants of SmallJobs jobs each arrive after it, once the
-	// workers have claimed ArriveAfter jobs (0: Backlog/50).
+	// SmallTenants tenants (at most MaxFloodSmallTenants) of SmallJobs jobs
+	// each arrive after it, once the workers have claimed ArriveAfter jobs
+	// (0: Backlog/50): each tenant's jobs in a transaction of its own, all
+	// committed together.
 	SmallTenants int
 	SmallJobs    int
 	ArriveAfter  int
@@ -99,7 +106,7 @@ func (c FloodConfig) withDefaults() (FloodConfig, error) {
 	// The backlog is at least 2: the small tenants arrive after at least
 	// one of its jobs is claimed, and before the last.
 	if err := inRange("flood", setting{"backlog", int64(c.Backlog), 2, Unbounded},
-		setting{"small-tenants", int64(c.SmallTenants), 1, Unbounded}, setting{"small-jobs", int64(c.SmallJobs), 1, Unbounded},
+		setting{"small-tenants", int64(c.SmallTenants), 1, MaxFloodSmallTenants}, setting{"small-jobs", int64(c.SmallJobs), 1, Unbounded},
 		setting{"max-cost", c.MaxCost, 1, queue.MaxCost}, setting{"workers", int64(c.Workers), 1, MaxFloodWorkers},
 		setting{"batch", int64(c.Batch), 1, queue.MaxClaim}, setting{"quantum", c.Quantum, 1, queue.MaxCost},
 		setting{"window-rounds", int64(c.WindowRounds), 1, Unbounded}); err != nil {
@@ -556,34 +563,82 @@ func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand, 
 }
 
 // arrive enqueues the small tenants' jobs: each tenant's in a transaction of
-// its own, all at once. It returns how long each enqueue took, in ms, and
-// the first error.
+// its own, on a connection of its own, and all of them commit together, once
+// every one has inserted its jobs, so that the tenants arrive at one moment
+// however long each insert took. It returns how long each enqueue took in
+// ms, its insert and its commit (not the wait for the others between them),
+// and the first error; on an error no tenant's jobs are committed.
 func arrive(ctx context.Context, env *Env, cfg FloodConfig, system string, rng *rand.Rand) ([]float64, error) {
 	var (
 		mu        sync.Mutex
 		enqueueMS []float64
 		firstErr  error
+		failed    atomic.Bool
+		inserted  sync.WaitGroup
 		arrivals  sync.WaitGroup
 	)
+	inserted.Add(cfg.SmallTenants)
 	for i := range cfg.SmallTenants {
 		tenants, costs := make([]string, cfg.SmallJobs), make([]int64, cfg.SmallJobs)
 		for j := range tenants {
 			tenants[j], costs[j] = smallTenant(i), 1+rng.Int64N(cfg.MaxCost)
 		}
 		arrivals.Go(func() {
-			t0 := time.Now()
-			err := insertJobs(ctx, env, system, tenants, costs)
-			took := float64(time.Since(t0)) / float64(time.Millisecond)
+			took, err := arriveTogether(ctx, env, system, tenants, costs, &inserted, &failed)
 			mu.Lock()
 			defer mu.Unlock()
-			enqueueMS = append(enqueueMS, took)
-			if err != nil && firstErr == nil {
-				firstErr = err
+			if err != nil {
+				// Another tenant's error is the one to report.
+				if firstErr == nil || errors.Is(firstErr, errArrivalAbandoned) {
+					firstErr = err
+				}
+				return
 			}
+			enqueueMS = append(enqueueMS, float64(took)/float64(time.Millisecond))
 		})
 	}
 	arrivals.Wait()
 	return enqueueMS, firstErr
+}
+
+// errArrivalAbandoned is a tenant's arrival rolled back because another's
+// failed.
+var errArrivalAbandoned = errors.New("benchkit: flood: arrival rolled back: another tenant's enqueue failed")
+
+// arriveTogether inserts one tenant's jobs in a transaction on a connection
+// of its own, marks inserted done, waits for the other tenants' inserts and
+// commits, unless one of them failed. It returns the time its insert and its
+// commit took.
+func arriveTogether(ctx context.Context, env *Env, system string, tenants []string, costs []int64,
+	inserted *sync.WaitGroup, failed *atomic.Bool) (time.Duration, error) {
+	ready := sync.OnceFunc(inserted.Done)
+	defer ready()
+	conn, err := pgx.ConnectConfig(ctx, env.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		failed.Store(true)
+		return 0, fmt.Errorf("benchkit: flood: connect for %s: %w", tenants[0], err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	t0 := time.Now()
+	tx, err := conn.Begin(ctx)
+	if err == nil {
+		err = insertJobsTx(ctx, env, system, tx, tenants, costs)
+	}
+	if err != nil {
+		failed.Store(true)
+		return 0, fmt.Errorf("benchkit: flood: enqueue %s: %w", tenants[0], err)
+	}
+	took := time.Since(t0)
+	ready()
+	inserted.Wait()
+	if failed.Load() {
+		return 0, errors.Join(errArrivalAbandoned, tx.Rollback(ctx))
+	}
+	t1 := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("benchkit: flood: commit %s: %w", tenants[0], err)
+	}
+	return took + time.Since(t1), nil
 }
 
 // insertJobs enqueues jobs into the system's queue in one transaction.
@@ -591,12 +646,26 @@ func insertJobs(ctx context.Context, env *Env, system string, tenants []string, 
 	if system == SystemFIFO {
 		return env.FIFO.Insert(ctx, tenants, costs)
 	}
+	_, err := env.Client.EnqueueMany(ctx, benchJobs(tenants, costs))
+	return err
+}
+
+// insertJobsTx enqueues jobs into the system's queue in tx.
+func insertJobsTx(ctx context.Context, env *Env, system string, tx pgx.Tx, tenants []string, costs []int64) error {
+	if system == SystemFIFO {
+		return fifodb.New().Insert(ctx, tx, fifo.InsertParams(tenants, costs))
+	}
+	_, err := env.Client.EnqueueManyTx(ctx, tx, benchJobs(tenants, costs))
+	return err
+}
+
+// benchJobs is the bench queue's jobs, one per tenant and cost.
+func benchJobs(tenants []string, costs []int64) []queue.NewJob {
 	jobs := make([]queue.NewJob, len(tenants))
 	for i := range jobs {
 		jobs[i] = queue.NewJob{Queue: benchQueue, Tenant: tenants[i], Cost: costs[i]}
 	}
-	_, err := env.Client.EnqueueMany(ctx, jobs)
-	return err
+	return jobs
 }
 
 // claimedJob is a claimed job of either system.

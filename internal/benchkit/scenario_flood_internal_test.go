@@ -1,9 +1,14 @@
 package benchkit
 
 import (
+	"context"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/pgtest"
+	"github.com/batchq/batchq/queue"
 )
 
 // A window in which one tenant got nothing reads as unfair, and what
@@ -37,4 +42,42 @@ func TestWindowJainShowsWhoALowWindowStarved(t *testing.T) {
 	require.Len(t, windowJain(claims, 4, 2, 10, 2), 2)
 	require.Equal(t, []string{"big", "small-00", "small-01"}, tenantNames(true, 2))
 	require.Equal(t, []string{"small-00"}, tenantNames(false, 1))
+}
+
+// The small tenants arrive together: each in a transaction of its own, all
+// committed once every one has inserted, so no tenant is served alone while
+// another's insert is still running. When one tenant's enqueue is refused,
+// no tenant's jobs are committed, and the refusal is the error.
+func TestFloodArrivalCommitsTogetherOrNotAtAll(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, err := OpenEnv(ctx, pgtest.URL(t), 4)
+	require.NoError(t, err)
+	t.Cleanup(env.Close)
+	require.NoError(t, env.reset(ctx, queue.QueueConfig{}))
+	count := func(system string) (n int) {
+		table := map[string]string{SystemFair: "batchq.jobs", SystemFIFO: "batchq_fifo.jobs"}[system]
+		require.NoError(t, env.Pool.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n))
+		return n
+	}
+	cfg := FloodConfig{SmallTenants: 3, SmallJobs: 10, MaxCost: 10}
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	require.NoError(t, env.Client.SetTenant(ctx, queue.Tenant{Name: smallTenant(1), Weight: 1, MaxQueued: 5}))
+	ms, err := arrive(ctx, env, cfg, SystemFair, rng)
+	require.ErrorIs(t, err, queue.ErrQueueFull)
+	require.NotErrorIs(t, err, errArrivalAbandoned)
+	require.Empty(t, ms)
+	require.Zero(t, count(SystemFair), "no tenant's jobs are committed")
+
+	require.NoError(t, env.Client.SetTenant(ctx, queue.Tenant{Name: smallTenant(1), Weight: 1}))
+	for _, system := range []string{SystemFair, SystemFIFO} {
+		ms, err := arrive(ctx, env, cfg, system, rng)
+		require.NoError(t, err)
+		require.Len(t, ms, 3)
+		for _, v := range ms {
+			require.Positive(t, v)
+		}
+		require.Equal(t, 30, count(system), system)
+	}
 }
