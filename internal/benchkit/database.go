@@ -120,6 +120,11 @@ type Env struct {
 	// Peer measures the River systems; nil when they are not asked for.
 	// UsePeer sets it.
 	Peer *PeerProgram
+	// arrivals holds a flood's arriving tenants' connections, one per
+	// tenant, beside Pool's claimers, and keeps them from one repetition
+	// to the next as an application's pool would: the warm-up's arrivals
+	// open them, the measured ones find them warm.
+	arrivals *pgxpool.Pool
 }
 
 // UsePeer creates p's schema in the database and has the scenarios measure
@@ -149,11 +154,19 @@ func OpenEnv(ctx context.Context, dbURL string, maxConns int) (*Env, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Env{URL: dbURL, Pool: pool, Client: client, FIFO: f}, nil
+	arrivals, err := connect(ctx, dbURL, MaxFloodSmallTenants)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Env{URL: dbURL, Pool: pool, Client: client, FIFO: f, arrivals: arrivals}, nil
 }
 
-// Close closes the pool.
-func (e *Env) Close() { e.Pool.Close() }
+// Close closes the pools.
+func (e *Env) Close() {
+	e.Pool.Close()
+	e.arrivals.Close()
+}
 
 // benchQueue is the queue every scenario works in.
 const benchQueue = "bench"

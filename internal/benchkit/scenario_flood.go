@@ -563,9 +563,9 @@ func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand, 
 }
 
 // arrive enqueues the small tenants' jobs: each tenant's in a transaction of
-// its own, on a connection of its own, and all of them commit together, once
-// every one has inserted its jobs, so that the tenants arrive at one moment
-// however long each insert took. It returns how long each enqueue took in
+// its own, on a connection of its own (env.arrivals), and all of them commit
+// together, once every one has inserted its jobs, so that the tenants arrive
+// at one moment however long each insert took. It returns how long each enqueue took in
 // ms, its insert and its commit (not the wait for the others between them),
 // and the first error; on an error no tenant's jobs are committed.
 func arrive(ctx context.Context, env *Env, cfg FloodConfig, system string, rng *rand.Rand) ([]float64, error) {
@@ -606,19 +606,19 @@ func arrive(ctx context.Context, env *Env, cfg FloodConfig, system string, rng *
 var errArrivalAbandoned = errors.New("benchkit: flood: arrival rolled back: another tenant's enqueue failed")
 
 // arriveTogether inserts one tenant's jobs in a transaction on a connection
-// of its own, marks inserted done, waits for the other tenants' inserts and
+// of env.arrivals, marks inserted done, waits for the other tenants' inserts and
 // commits, unless one of them failed. It returns the time its insert and its
 // commit took.
 func arriveTogether(ctx context.Context, env *Env, system string, tenants []string, costs []int64,
 	inserted *sync.WaitGroup, failed *atomic.Bool) (time.Duration, error) {
 	ready := sync.OnceFunc(inserted.Done)
 	defer ready()
-	conn, err := pgx.ConnectConfig(ctx, env.Pool.Config().ConnConfig.Copy())
+	conn, err := env.arrivals.Acquire(ctx)
 	if err != nil {
 		failed.Store(true)
 		return 0, fmt.Errorf("benchkit: flood: connect for %s: %w", tenants[0], err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer conn.Release()
 	t0 := time.Now()
 	tx, err := conn.Begin(ctx)
 	if err == nil {
