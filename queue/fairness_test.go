@@ -406,8 +406,9 @@ func TestAdjustmentsThatCancelOutStillMoveTheJobsBetween(t *testing.T) {
 }
 
 // A claim skips rows another transaction holds: maintenance re-keying a
-// tenant's backlog locks its head while the claim takes rows far behind.
-// Such a claim must not move the round that joining tenants join: a tenant
+// tenant's backlog locks its head (FOR NO KEY UPDATE, as batchq.rekey and
+// batchq.apply_adjustments do) while the claim takes rows far behind. Such
+// a claim must not move the round that joining tenants join: a tenant
 // arriving meanwhile is served within the round at the head, not after the
 // whole backlog in front of the rows the claim took.
 func TestJoinerIsServedInTheHeadRoundAfterAClaimSkippedLockedRows(t *testing.T) {
@@ -419,7 +420,7 @@ func TestJoinerIsServedInTheHeadRoundAfterAClaimSkippedLockedRows(t *testing.T) 
 	tx, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx)
-	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE tenant = 'import' ORDER BY id LIMIT 1000 FOR UPDATE`)
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE tenant = 'import' ORDER BY id LIMIT 1000 FOR NO KEY UPDATE`)
 	require.NoError(t, err)
 	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 5})
 	require.NoError(t, err)
@@ -435,6 +436,47 @@ func TestJoinerIsServedInTheHeadRoundAfterAClaimSkippedLockedRows(t *testing.T) 
 	order := tenantsOf(b.drainOrder(t, 20))
 	require.Equal(t, 10, slices.Index(order, "newcomer"),
 		"after the ten jobs of the head round, not after a hundred rounds: %v", order)
+}
+
+// Rows another claim holds are claimed, as the rows a claim behind them
+// takes are: that claim moves the cursor to the round it ended in, so a
+// tenant joining while the first claim is still open gets one turn a round
+// from there, not a burst of the rounds both claims went through.
+func TestRowsAnotherClaimHoldsDoNotHoldTheCursorBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	b.enqueueN(t, "import", 200, 10) // ten jobs a round, rounds 0..19
+	cursor := func() int64 {
+		return b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue)
+	}
+
+	// A claim of round 0 stays open (it leaves the cursor at 0, so it does
+	// not hold the cursor's row) while another takes rounds 1..5.
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	var held int
+	require.NoError(t, tx.QueryRow(b.ctx, `SELECT count(*) FROM batchq.claim($1, 10, 'first', 1000000)`, b.queue).Scan(&held))
+	require.Equal(t, 10, held)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 50})
+	require.NoError(t, err)
+	require.Len(t, jobs, 50)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT round FROM batchq.jobs WHERE id = $1`, jobs[0].ID))
+	require.Equal(t, int64(5), cursor(), "the round the second claim ended in")
+	for _, j := range jobs {
+		require.NoError(t, b.client.Complete(b.ctx, j, queue.Result{}))
+	}
+
+	b.enqueueN(t, "newcomer", 5, 100) // one job a round
+	require.NoError(t, tx.Commit(b.ctx))
+	var want []string
+	for i := range 3 {
+		if i > 0 {
+			want = append(want, slices.Repeat([]string{"import"}, 10)...)
+		}
+		want = append(want, "newcomer") // rounds 5, 6, 7: after import's turn
+	}
+	require.Equal(t, want, tenantsOf(b.drainOrder(t, len(want))))
 }
 
 // A row another transaction holds in a round the cursor has passed is behind

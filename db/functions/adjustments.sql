@@ -172,7 +172,9 @@ BEGIN
           WHERE r.queue = p_queue AND r.tenant = ANY (v_locked)) w
     WHERE NOT (w.next_seq IS NOT NULL AND w.lo >= 0 AND w.hi > 0 AND w.hi < w.share);
     -- The jobs the folds rewrite, locked in id order: claims pass over these
-    -- meanwhile, not over a tenant's whole backlog.
+    -- meanwhile, not over a tenant's whole backlog. FOR NO KEY UPDATE, so
+    -- that a claim's probe for rows holding the cursor back still finds them
+    -- (batchq.claim).
     PERFORM 1 FROM batchq.jobs j
     WHERE j.queue = p_queue
       AND j.id = ANY (ARRAY(SELECT q.id FROM unnest(v_pos, v_from, v_next) AS w (pos, from_seq, next_seq)
@@ -183,7 +185,7 @@ BEGIN
                                                 OFFSET 0) q)) -- kept a subquery: as a join it read the queue
       AND j.state = 'queued'
     ORDER BY j.id
-    FOR UPDATE;
+    FOR NO KEY UPDATE;
     FOR v IN
         SELECT r.tenant, r.pos, r.join_round, r.share, w.next_seq FROM batchq.tenant_ring r
         JOIN unnest(v_tenants, v_next) AS w (tenant, next_seq) ON w.tenant = r.tenant

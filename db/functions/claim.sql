@@ -117,14 +117,20 @@ BEGIN
         RETURN;
     END IF;
     -- The first row still waiting from the cursor's round up to this
-    -- claim's first row holds the cursor back.
+    -- claim's first row holds the cursor back, unless another claim holds
+    -- it: those rows are claimed, as this claim's are, and a tenant joining
+    -- at their round would be served the rounds the claims went through.
+    -- Claims (and whatever else takes rows out of the queue) lock rows FOR
+    -- UPDATE, which the key-share probe skips; a re-key or a fold holds the
+    -- rows it moves FOR NO KEY UPDATE, which the probe reads through.
     v_reached := least(v_last_round,
                        (SELECT h.round FROM batchq.jobs h
                         WHERE h.queue = p_queue AND h.state = 'queued'
                           AND h.round >= v_cursor
                           AND (h.round, h.pos, h.seq) < (v_first_round, v_first_pos, v_first_seq)
                         ORDER BY h.round, h.pos, h.seq
-                        LIMIT 1));
+                        LIMIT 1
+                        FOR KEY SHARE SKIP LOCKED));
     IF v_reached > v_cursor THEN
         UPDATE batchq.queue_cursors cur SET round = v_reached
         WHERE cur.queue = p_queue AND cur.round < v_reached

@@ -51,10 +51,12 @@ BEGIN
     IF v_tenants IS NULL THEN
         RETURN;
     END IF;
+    -- FOR NO KEY UPDATE: claims skip these rows, and their probe for rows
+    -- that hold the cursor back still finds them (batchq.claim).
     PERFORM 1 FROM batchq.jobs j
     WHERE j.queue = p_queue AND j.pos = ANY (v_pos) AND j.state = 'queued'
     ORDER BY j.id
-    FOR UPDATE OF j;
+    FOR NO KEY UPDATE OF j;
 
     FOR v IN
         SELECT r.tenant, r.pos, r.join_round, r.share, r.visited
