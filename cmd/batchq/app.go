@@ -16,6 +16,9 @@ import (
 // --database-url nor DATABASE_URL says otherwise.
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
+// databaseURLEnv is the environment variable of --database-url.
+const databaseURLEnv = "DATABASE_URL"
+
 // usageError marks a mistake in how a command was called; it exits with 2.
 type usageError struct{ msg string }
 
@@ -42,7 +45,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{
 				Name:    "database-url",
 				Usage:   "Postgres connection URL",
-				EnvVars: []string{"DATABASE_URL"},
+				EnvVars: []string{databaseURLEnv},
 				Value:   defaultDatabaseURL,
 			},
 			globalFormatFlag(),

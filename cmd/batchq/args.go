@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +30,11 @@ func withQueueClient(run func(*cli.Context, *queue.Client) error) cli.ActionFunc
 		if _, err := outputFormat(c); err != nil {
 			return err
 		}
-		client, closeClient, err := openQueueClient(c.Context, c.String("database-url"))
+		url, err := databaseURL(c)
+		if err != nil {
+			return err
+		}
+		client, closeClient, err := openQueueClient(c.Context, url)
 		if err != nil {
 			return err
 		}
@@ -38,6 +44,40 @@ func withQueueClient(run func(*cli.Context, *queue.Client) error) cli.ActionFunc
 		}
 		return nil
 	}
+}
+
+// databaseURL returns --database-url, the one place every command that
+// connects reads it. An empty one is refused: pgx would take it for libpq's
+// defaults (the local socket, the database named after the OS user), not
+// for defaultDatabaseURL, and the command would run on another database.
+func databaseURL(c *cli.Context) (string, error) {
+	url := c.String("database-url")
+	if strings.TrimSpace(url) != "" {
+		return url, nil
+	}
+	if env, ok := flagEnv(c, "database-url"); ok {
+		return "", usagef("batchq: %s %q (for --database-url): empty; give a URL, or unset %s for the default, %s",
+			env, url, env, defaultDatabaseURL)
+	}
+	return "", usagef("batchq: --database-url %q: empty; give a URL, or leave --database-url out for %s or the default, %s",
+		url, databaseURLEnv, defaultDatabaseURL)
+}
+
+// flagEnv returns the environment variable that gave the string flag name
+// its value, if one did: one of its variables that is set to that value. A
+// value on the command line wins over the variable (and is taken for the
+// variable's only where the two are the same).
+func flagEnv(c *cli.Context, name string) (string, bool) {
+	f, ok := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name).(interface{ GetEnvVars() []string })
+	if !ok {
+		return "", false
+	}
+	for _, env := range f.GetEnvVars() {
+		if v, set := os.LookupEnv(env); set && v == c.String(name) {
+			return env, true
+		}
+	}
+	return "", false
 }
 
 func openQueueClient(ctx context.Context, url string) (*queue.Client, func(), error) {

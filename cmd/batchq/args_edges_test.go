@@ -147,6 +147,58 @@ func TestFlagEnvironmentErrorsNameTheVariable(t *testing.T) {
 	}
 }
 
+// connectingCommands are command lines that reach the database, one for
+// each way a command connects: a queue client, migrate's database/sql,
+// grants --apply, work, console, demo and bench.
+var connectingCommands = [][]string{
+	{"queues", "list"},
+	{"enqueue", "--queue", "q", "--tenant", "t", "--cost", "1"},
+	{"jobs", "show", "1"},
+	{"report", "backlog"},
+	{"prune", "--older-than", "30d"},
+	{"migrate", "up"},
+	{"migrate", "status"},
+	{"migrate", "grants", "--apply"},
+	{"work", "--queue", "q", "--target", "http://127.0.0.1:1/"},
+	{"console", "--addr", "127.0.0.1:0"},
+	{"demo", "--console-addr", ""},
+	{"bench", "scale"},
+}
+
+// An empty --database-url is refused, not handed to pgx, which would take
+// it for libpq's defaults (the local socket, and the database named after
+// the OS user) rather than the documented default.
+func TestEmptyDatabaseURLIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, args := range connectingCommands {
+		for _, url := range []string{"", "  "} {
+			r := runCLI(t, "", append([]string{"--database-url", url}, args...)...)
+			require.Equal(t, 2, r.code, "%q: %s", args, r.stderr)
+			require.Equal(t, `batchq: --database-url "`+url+`": empty; give a URL, or leave --database-url out `+
+				"for DATABASE_URL or the default, "+defaultDatabaseURL+"\n", r.stderr, "%q", args)
+			require.Empty(t, r.stdout, "%q", args)
+		}
+	}
+}
+
+// DATABASE_URL set but empty is refused naming the variable: it is more
+// likely a variable that lost its value than a wish for libpq's defaults.
+// Not parallel: it sets the environment.
+func TestEmptyDatabaseURLVariableIsRefused(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	for _, args := range connectingCommands {
+		r := runCLI(t, "", args...)
+		require.Equal(t, 2, r.code, "%q: %s", args, r.stderr)
+		require.Equal(t, `batchq: DATABASE_URL "" (for --database-url): empty; give a URL, or unset DATABASE_URL `+
+			"for the default, "+defaultDatabaseURL+"\n", r.stderr, "%q", args)
+		require.Empty(t, r.stdout, "%q", args)
+	}
+	// Given on the command line, the flag wins over the empty variable.
+	r := runCLI(t, noServer, "queues", "list")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "failed to connect to `user=nobody database=none`")
+}
+
 // Help is where it was: the app's, a group's and a command's, by the help
 // command and by --help, before or after the arguments.
 func TestHelpStillWorks(t *testing.T) {

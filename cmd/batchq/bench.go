@@ -52,7 +52,11 @@ func benchWorkerCommand() *cli.Command {
 		Hidden:          true,
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
-			return benchkit.WorkerMain(c.Context, c.String("database-url"), c.Args().Slice(), os.Stdin, c.App.Writer)
+			url, err := databaseURL(c)
+			if err != nil {
+				return err
+			}
+			return benchkit.WorkerMain(c.Context, url, c.Args().Slice(), os.Stdin, c.App.Writer)
 		},
 	}
 }
@@ -95,7 +99,11 @@ func runBench(check benchCheck) cli.ActionFunc {
 		if err != nil {
 			return benchError(err)
 		}
-		db, err := benchkit.CreateDatabase(c.Context, c.String("database-url"))
+		url, err := databaseURL(c)
+		if err != nil {
+			return err
+		}
+		db, err := benchkit.CreateDatabase(c.Context, url)
 		if err != nil {
 			return err
 		}

@@ -78,7 +78,11 @@ func runConsole(c *cli.Context) error {
 	if err != nil {
 		return usagef("batchq: --addr %q: %v", addr, err)
 	}
-	cfg, err := pgxpool.ParseConfig(c.String("database-url"))
+	url, err := databaseURL(c)
+	if err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return usagef("batchq: --database-url: %v", err)
 	}

@@ -49,8 +49,12 @@ func runDemo(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("batchq: demo: unexpected argument %q", c.Args().First())
 	}
+	url, err := databaseURL(c)
+	if err != nil {
+		return err
+	}
 	cfg := demo.Config{
-		DatabaseURL:  c.String("database-url"),
+		DatabaseURL:  url,
 		DatabaseName: c.String("database-name"),
 		Duration:     c.Duration("duration"),
 		Speed:        c.Float64("speed"),
@@ -83,7 +87,7 @@ func runDemo(c *cli.Context) error {
 	} else if err != nil {
 		return err
 	}
-	_, err := demo.Run(c.Context, cfg) // marks the database it creates (demo.Marker)
+	_, err = demo.Run(c.Context, cfg) // marks the database it creates (demo.Marker)
 	return err
 }
 

@@ -99,11 +99,15 @@ func migrateGrants(c *cli.Context) error {
 		return err
 	}
 
-	cfg, err := pgx.ParseConfig(c.String("database-url"))
+	url, err := databaseURL(c)
+	if err != nil {
+		return err
+	}
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return usagef("batchq: --database-url: %v", err)
 	}
-	if err := requireMigrated(c); err != nil {
+	if err := requireMigrated(c, url); err != nil {
 		return err
 	}
 	conn, err := pgx.ConnectConfig(c.Context, cfg)
@@ -169,8 +173,8 @@ func grantsRefusal(err error, roles map[string]string) error {
 
 // requireMigrated fails unless every migration is applied: the grants name
 // functions and columns of the latest schema.
-func requireMigrated(c *cli.Context) error {
-	db, err := openSQL(c.String("database-url"))
+func requireMigrated(c *cli.Context, url string) error {
+	db, err := openSQL(url)
 	if err != nil {
 		return err
 	}

@@ -74,7 +74,11 @@ refuse --format json and csv.`,
 // withDB opens --database-url for run and closes it after.
 func withDB(run func(*cli.Context, *sql.DB) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		db, err := openSQL(c.String("database-url"))
+		url, err := databaseURL(c)
+		if err != nil {
+			return err
+		}
+		db, err := openSQL(url)
 		if err != nil {
 			return err
 		}

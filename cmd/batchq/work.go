@@ -120,7 +120,11 @@ func runWork(c *cli.Context) error {
 		return usagef("batchq: --refill %q: must be window or bucket", c.String("refill"))
 	}
 
-	cfg, err := pgxpool.ParseConfig(c.String("database-url"))
+	url, err := databaseURL(c)
+	if err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return usagef("batchq: --database-url: %v", err)
 	}
