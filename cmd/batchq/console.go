@@ -54,6 +54,9 @@ func runConsole(c *cli.Context) error {
 	if _, err := commandArgs(c); err != nil {
 		return err
 	}
+	if err := textOnly(c, "console", "it serves web pages and prints one line of text"); err != nil {
+		return err
+	}
 	opts := console.Options{TopTenants: c.Int("top-tenants"), Refresh: c.Duration("refresh"), Reserve: c.Float64("reserve")}
 	switch n := opts.TopTenants; {
 	case n < 1 || n > 1000:

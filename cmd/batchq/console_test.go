@@ -37,6 +37,11 @@ func TestConsoleUsageErrors(t *testing.T) {
 		{[]string{"console", "--refresh", "600h"}, "batchq: --refresh 600h0m0s: must be from 100ms to 24h0m0s\n"},
 		{[]string{"console", "--reserve", "1"}, "batchq: --reserve 1: must be in [0,1)\n"},
 		{[]string{"console", "extra"}, "batchq: console: unexpected argument \"extra\"; usage: batchq console\n"},
+		// Its output is web pages, and a line saying where: no data for JSON or CSV.
+		{[]string{"--format", "json", "console", "--addr", "127.0.0.1:0"},
+			"batchq: console: --format json: it serves web pages and prints one line of text; leave --format and BATCHQ_FORMAT unset, or give --format table\n"},
+		{[]string{"--format", "csv", "console", "--addr", "127.0.0.1:0"},
+			"batchq: console: --format csv: it serves web pages and prints one line of text; leave --format and BATCHQ_FORMAT unset, or give --format table\n"},
 	} {
 		r := runCLI(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", tc.args...)
 		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)

@@ -49,6 +49,9 @@ func runDemo(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("batchq: demo: unexpected argument %q", c.Args().First())
 	}
+	if err := textOnly(c, "demo", "it prints a live table and a report for people, which are text only"); err != nil {
+		return err
+	}
 	url, err := databaseURL(c)
 	if err != nil {
 		return err

@@ -31,6 +31,11 @@ func TestDemoUsageErrors(t *testing.T) {
 		{[]string{"demo", "--database-name", "Demo-DB"}, "batchq: --database-name \"Demo-DB\": must be 1-63 characters of a-z, 0-9 and _, not starting with a digit\n"},
 		{[]string{"demo", "extra"}, "batchq: demo: unexpected argument \"extra\"\n"},
 		{[]string{"demo", "--console-addr", "8080"}, "batchq: --console-addr \"8080\": must be HOST:PORT or :PORT\n"},
+		// Its live table, report and chart are for people: no data for JSON or CSV.
+		{[]string{"--format", "json", "demo"},
+			"batchq: demo: --format json: it prints a live table and a report for people, which are text only; leave --format and BATCHQ_FORMAT unset, or give --format table\n"},
+		{[]string{"--format", "csv", "demo"},
+			"batchq: demo: --format csv: it prints a live table and a report for people, which are text only; leave --format and BATCHQ_FORMAT unset, or give --format table\n"},
 	} {
 		// No server answers here: a usage error must come first.
 		res := runCLI(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", tc.args...)

@@ -88,7 +88,7 @@ func migrateGrants(c *cli.Context) error {
 		passwords = append(passwords, password{p.role, v})
 	}
 	if !c.Bool("apply") {
-		if err := textOnly(c, "migrate grants", "without --apply"); err != nil {
+		if err := textOnly(c, "migrate grants", "without --apply it prints SQL, which is text only"); err != nil {
 			return err
 		}
 		_, err := fmt.Fprint(c.App.Writer, sql)

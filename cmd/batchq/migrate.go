@@ -459,7 +459,7 @@ func migrateGet(c *cli.Context) error {
 	if _, err := commandArgs(c); err != nil {
 		return err
 	}
-	if err := textOnly(c, "migrate get", ""); err != nil {
+	if err := textOnly(c, "migrate get", "it prints SQL, which is text only"); err != nil {
 		return err
 	}
 	if c.Bool("functions") {
@@ -498,19 +498,17 @@ func migrateGet(c *cli.Context) error {
 }
 
 // textOnly refuses a --format other than table (given to the command or
-// before it, or in BATCHQ_FORMAT) for a command that prints SQL, which has
-// no JSON or CSV form; when says when it does ("", or "without --apply").
-func textOnly(c *cli.Context, command, when string) error {
+// before it, or in BATCHQ_FORMAT) for a command whose output has no JSON or
+// CSV form, rather than print text a program would fail to parse; why says
+// what it prints ("it prints SQL, which is text only").
+func textOnly(c *cli.Context, command, why string) error {
 	f, err := outputFormat(c)
 	if err != nil {
 		return err
 	}
 	if f != formatTable {
-		if when != "" {
-			when += " "
-		}
-		return usagef("batchq: %s: --format %s: %sit prints SQL, which is text only; leave --format and BATCHQ_FORMAT "+
-			"unset, or give --format table", command, f, when)
+		return usagef("batchq: %s: --format %s: %s; leave --format and BATCHQ_FORMAT "+
+			"unset, or give --format table", command, f, why)
 	}
 	return nil
 }
