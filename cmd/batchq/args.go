@@ -80,6 +80,16 @@ func flagEnv(c *cli.Context, name string) (string, bool) {
 	return "", false
 }
 
+// givenFlag names the string flag name and its value as they were given,
+// for an error: --name "value", or VAR "value" (for --name) when its
+// environment variable gave it, as envFlagError names a variable.
+func givenFlag(c *cli.Context, name string) string {
+	if env, ok := flagEnv(c, name); ok {
+		return fmt.Sprintf("%s %q (for --%s)", env, c.String(name), name)
+	}
+	return fmt.Sprintf("--%s %q", name, c.String(name))
+}
+
 func openQueueClient(ctx context.Context, url string) (*queue.Client, func(), error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

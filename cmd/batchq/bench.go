@@ -262,7 +262,7 @@ func drainFlags() []cli.Flag {
 // riverBinFlag names the batchq-river program, for the river systems.
 func riverBinFlag(scenario string) cli.Flag {
 	return &cli.StringFlag{Name: "river-bin", EnvVars: benchEnv(scenario, "river-bin"),
-		Usage: "the `PATH` of the batchq-river program that make bench-river builds (default: batchq-river beside this program, else on PATH)"}
+		Usage: "the `PATH` of the batchq-river program that make bench-river builds, for the River systems of --systems, and refused without one (default: batchq-river beside this program, else on PATH)"}
 }
 
 // systemsList reads --systems, refusing a system named twice and one that
@@ -290,10 +290,15 @@ func oneOf(name string, names ...string) string {
 	return "must be " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// riverProgram finds the batchq-river program when systems names one of the
-// River systems, else returns nil.
-func riverProgram(c *cli.Context, systems []string) (*benchkit.PeerProgram, error) {
-	if !slices.ContainsFunc(systems, func(s string) bool { return slices.Contains(benchkit.RiverSystems, s) }) {
+// riverProgram finds the batchq-river program when systems names one of
+// rivers, the River systems the scenario takes, else returns nil. Without
+// one, a --river-bin is refused: nothing would run the program it names.
+func riverProgram(c *cli.Context, systems, rivers []string) (*benchkit.PeerProgram, error) {
+	if !slices.ContainsFunc(systems, func(s string) bool { return slices.Contains(rivers, s) }) {
+		if c.IsSet("river-bin") {
+			return nil, usagef("batchq: bench %s: %s: only used with --systems %s (got --systems %q)",
+				c.Command.Name, givenFlag(c, "river-bin"), strings.Join(rivers, " or "), c.String("systems"))
+		}
 		return nil, nil
 	}
 	p, err := benchkit.FindRiver(c.String("river-bin"))
@@ -348,7 +353,7 @@ func checkBenchDrain(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 			}
 		}
 	}
-	river, err := riverProgram(c, systems)
+	river, err := riverProgram(c, systems, benchkit.RiverSystems)
 	if err != nil {
 		return nil, err
 	}
@@ -593,7 +598,7 @@ func checkBenchEnqueue(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	river, err := riverProgram(c, systems)
+	river, err := riverProgram(c, systems, []string{benchkit.SystemRiver})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -225,6 +226,12 @@ func TestBenchUsageErrors(t *testing.T) {
 			"batchq: bench enqueue: --river-bin " + notExecutable + ": not executable (mode -rw-r--r--)\n"},
 		{"river-bin a directory", []string{"bench", "drain", "--systems", "river", "--river-bin", os.TempDir()},
 			"batchq: bench drain: --river-bin " + os.TempDir() + ": a directory, not the batchq-river program\n"},
+		// Without a River system nothing runs the program: a --river-bin
+		// given then is a mistake, not something to pass over.
+		{"river-bin without river", []string{"bench", "drain", "--river-bin", "/opt/batchq-river"},
+			`batchq: bench drain: --river-bin "/opt/batchq-river": only used with --systems river or river-default (got --systems "fair,pool,fifo,lean")` + "\n"},
+		{"river-bin without river, enqueue", []string{"bench", "enqueue", "--systems", "fair,fifo", "--river-bin", "/opt/batchq-river"},
+			`batchq: bench enqueue: --river-bin "/opt/batchq-river": only used with --systems river (got --systems "fair,fifo")` + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runCLI(t, server, tc.args...)
@@ -232,6 +239,22 @@ func TestBenchUsageErrors(t *testing.T) {
 			require.Contains(t, res.stderr, tc.want)
 			require.Empty(t, res.stdout)
 			require.NotContains(t, res.stderr, "working in database")
+		})
+	}
+}
+
+// A --river-bin from its environment variable without a River system is
+// refused as the flag is, naming the variable. Not parallel: it sets the
+// environment.
+func TestBenchRiverBinVariableWithoutRiver(t *testing.T) {
+	for _, scenario := range []string{"drain", "enqueue"} {
+		env := "BATCHQ_BENCH_" + strings.ToUpper(scenario) + "_RIVER_BIN"
+		t.Run(scenario, func(t *testing.T) {
+			t.Setenv(env, "/opt/batchq-river")
+			res := runCLI(t, noServer, "bench", scenario, "--systems", "fair")
+			require.Equal(t, 2, res.code, res.stderr)
+			require.Regexp(t, `^batchq: bench `+scenario+`: `+env+` "/opt/batchq-river" \(for --river-bin\): only used with --systems river`, res.stderr)
+			require.Empty(t, res.stdout)
 		})
 	}
 }
