@@ -91,6 +91,9 @@ func runBench(check benchCheck) cli.ActionFunc {
 		if c.Args().Present() {
 			return usagef("batchq: bench %s: unexpected argument %q", c.Command.Name, c.Args().First())
 		}
+		if err := textOnly(c, "bench "+c.Command.Name, "its report is text, or JSON with --json"); err != nil {
+			return err
+		}
 		if err := checkInts(c, intRange{"reps", 1, 100}); err != nil {
 			return err
 		}

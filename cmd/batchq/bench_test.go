@@ -124,6 +124,11 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bad reps", []string{"bench", "flood", "--reps", "0"}, "batchq: bench flood: --reps: must be in 1..100 (got 0)\n"},
 		{"reps too many", []string{"bench", "drain", "--reps", "101"}, "batchq: bench drain: --reps: must be in 1..100 (got 101)\n"},
 		{"argument", []string{"bench", "scale", "now"}, "batchq: bench scale: unexpected argument \"now\"\n"},
+		// The global --format: the report is text, or JSON with --json.
+		{"format json", []string{"--format", "json", "bench", "scale"},
+			"batchq: bench scale: --format json: its report is text, or JSON with --json; leave --format and BATCHQ_FORMAT unset, or give --format table\n"},
+		{"format csv", []string{"--format", "csv", "bench", "drain", "--json"},
+			"batchq: bench drain: --format csv: its report is text, or JSON with --json; leave --format and BATCHQ_FORMAT unset, or give --format table\n"},
 		{"quota duration", []string{"bench", "quota", "--duration", "1s", "--window", "1s"},
 			"batchq: bench quota: --duration: must be at least 4 times --window (got 1s, --window 1s)\n"},
 		{"unknown system", []string{"bench", "drain", "--systems", "fair,lifo"},
