@@ -41,23 +41,33 @@ func metricsTopTenantsFlag() cli.Flag {
 	}
 }
 
-// startMetrics serves the pool's metrics when --metrics-addr is set: it
-// wires wc.OnEvent to a collector and listens. stop shuts the server down.
-func startMetrics(c *cli.Context, client *queue.Client, wc *queue.WorkerConfig, log *slog.Logger) (stop func(), err error) {
+// checkMetricsFlags checks the metrics flags before anything connects; it
+// returns the address to listen on ("" for no metrics).
+func checkMetricsFlags(c *cli.Context) (listen string, err error) {
 	// Checked whether or not metrics are served, as --reserve is: a bad
 	// value is a mistake either way.
-	top := c.Int("metrics-top-tenants")
-	if top < 1 || top > 10000 {
-		return nil, usagef("batchq: --metrics-top-tenants %d: must be in 1..10000", top)
+	if top := c.Int("metrics-top-tenants"); top < 1 || top > 10000 {
+		return "", usagef("batchq: --metrics-top-tenants %d: must be in 1..10000", top)
 	}
 	addr := c.String("metrics-addr")
 	if addr == "" {
+		return "", nil
+	}
+	listen, err = metricsListenAddr(addr)
+	if err != nil {
+		return "", usagef("batchq: --metrics-addr %q: %v", addr, err)
+	}
+	return listen, nil
+}
+
+// startMetrics serves the pool's metrics at listen (checkMetricsFlags) when
+// it is set: it wires wc.OnEvent to a collector and listens. stop shuts the
+// server down.
+func startMetrics(c *cli.Context, listen string, client *queue.Client, wc *queue.WorkerConfig, log *slog.Logger) (stop func(), err error) {
+	if listen == "" {
 		return func() {}, nil
 	}
-	listen, err := metricsListenAddr(addr)
-	if err != nil {
-		return nil, usagef("batchq: --metrics-addr %q: %v", addr, err)
-	}
+	addr, top := c.String("metrics-addr"), c.Int("metrics-top-tenants")
 	key := c.String("quota-key")
 	cfg := metrics.Config{Client: client, Queues: []string{wc.Queue}, TopTenants: top, Logger: log}
 	if wc.Throttle != nil {

@@ -141,7 +141,10 @@ func TestMetricsHandlerMethods(t *testing.T) {
 	}
 }
 
+// The metrics flags are checked before anything connects: in a database
+// where the queue is unknown, a bad flag is what the user hears of.
 func TestWorkRejectsBadMetricsFlags(t *testing.T) {
+	dbURL := pgtest.URL(t) // migrated, without queue q
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -149,10 +152,15 @@ func TestWorkRejectsBadMetricsFlags(t *testing.T) {
 		{[]string{"--metrics-addr", "9090"}, `--metrics-addr "9090": must be HOST:PORT or :PORT`},
 		{[]string{"--metrics-addr", ":0", "--metrics-top-tenants", "0"}, "--metrics-top-tenants 0: must be in 1..10000"},
 		{[]string{"--metrics-top-tenants", "-5"}, "--metrics-top-tenants -5: must be in 1..10000"}, // without --metrics-addr
-		{[]string{"--metrics-addr", "999.1.1.1:9090"}, `--metrics-addr "999.1.1.1:9090": host "999.1.1.1" is not found`},
 	} {
-		r := runCLI(t, "", append([]string{"work", "--queue", "q", "--target", "http://x"}, tc.args...)...)
+		r := runCLI(t, dbURL, append([]string{"work", "--queue", "q", "--target", "http://x"}, tc.args...)...)
 		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
 		require.Contains(t, r.stderr, tc.want)
 	}
+	// A host is looked up when the server starts listening, once the queue
+	// is known.
+	require.Zero(t, runCLI(t, dbURL, "queues", "create", "q").code)
+	r := runCLI(t, dbURL, "work", "--queue", "q", "--target", "http://x", "--metrics-addr", "999.1.1.1:9090")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, `--metrics-addr "999.1.1.1:9090": host "999.1.1.1" is not found`)
 }

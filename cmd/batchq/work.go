@@ -120,6 +120,11 @@ func runWork(c *cli.Context) error {
 		return usagef("batchq: --refill %q: must be window or bucket", c.String("refill"))
 	}
 
+	metricsAt, err := checkMetricsFlags(c)
+	if err != nil {
+		return err
+	}
+
 	url, err := databaseURL(c)
 	if err != nil {
 		return err
@@ -164,7 +169,7 @@ func runWork(c *cli.Context) error {
 	if _, err := client.Queue(c.Context, wc.Queue); errors.Is(err, queue.ErrUnknownQueue) {
 		return usagef("batchq: --queue: %v (batchq queues create %s makes it)", err, wc.Queue)
 	}
-	stopMetrics, err := startMetrics(c, client, &wc, log)
+	stopMetrics, err := startMetrics(c, metricsAt, client, &wc, log)
 	if err != nil {
 		return err
 	}
