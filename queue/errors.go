@@ -141,6 +141,17 @@ func unknownQueue(name string) error {
 	return fmt.Errorf("%w: %s", ErrUnknownQueue, quote(name))
 }
 
+// unknownQueueRefusal returns ErrUnknownQueue for the SQL API's refusal of
+// a queue that does not exist (BQ201), nil for any other error: for the
+// calls that keep their other errors as the database wrote them.
+func unknownQueueRefusal(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "BQ201" {
+		return refusal(err)
+	}
+	return nil
+}
+
 func ledgerFull(queue, tenant string) error {
 	return fmt.Errorf("%w: tenant %s in queue %s has no room left in its ledger; its queued jobs must drain before it takes more",
 		ErrLedgerFull, quote(tenant), quote(queue))

@@ -233,6 +233,9 @@ func (c *Client) completeRuns(ctx context.Context, done []Completion) (map[run]b
 		}
 		return nil
 	})
+	if u := unknownQueueRefusal(err); u != nil {
+		return nil, u
+	}
 	if err != nil {
 		return nil, fmt.Errorf("batchq: complete %d jobs: %w", len(done), err)
 	}
@@ -442,6 +445,9 @@ func (c *Client) failMany(ctx context.Context, fs []failure) (map[run]string, er
 		}
 		return nil
 	})
+	if u := unknownQueueRefusal(err); u != nil {
+		return nil, u
+	}
 	if err != nil {
 		return nil, fmt.Errorf("batchq: fail %d jobs: %w", len(fs), err)
 	}
@@ -522,6 +528,9 @@ func (c *Client) releaseMany(ctx context.Context, jobs []*Job, delays []time.Dur
 		}
 		return nil
 	})
+	if u := unknownQueueRefusal(err); u != nil {
+		return nil, u
+	}
 	if err != nil {
 		return nil, fmt.Errorf("batchq: release %d jobs: %w", len(jobs), err)
 	}
@@ -584,6 +593,9 @@ func (c *Client) heartbeat(ctx context.Context, jobs []*Job) (lost, stop []run, 
 		}
 		return nil
 	})
+	if u := unknownQueueRefusal(err); u != nil {
+		return nil, nil, u
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("batchq: heartbeat: %w", err)
 	}

@@ -2,12 +2,10 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/batchq/batchq/internal/dbsqlc"
 )
@@ -67,9 +65,8 @@ func (c *Client) maintain(ctx context.Context, queue string) (MaintainStats, []s
 	// Each step refuses a queue that is not there (BQ201): one deleted
 	// meanwhile is ErrUnknownQueue at any step.
 	stepErr := func(step string, err error) error {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "BQ201" {
-			return refusal(err)
+		if u := unknownQueueRefusal(err); u != nil {
+			return u
 		}
 		return fmt.Errorf("batchq: maintain %q: %s: %w", queue, step, err)
 	}

@@ -490,3 +490,61 @@ func TestJobFilterRefusesAnEmptyWindow(t *testing.T) {
 	require.Equal(t, int64(2), b.scalar(t, `SELECT jobs FROM batchq.matching_jobs($1, NULL, NULL, NULL, now() - interval '1 hour')
 		WHERE state = 'queued'`, b.queue))
 }
+
+// The finishing calls refuse a queue that does not exist (BQ201), as a claim
+// does, rather than report each run's lease lost: a worker in another
+// language with its queue's name wrong hears that, not that every job it
+// ran was taken from it. The run stays as it was, and the Go client says
+// ErrUnknownQueue; a lost lease in a queue that exists is still one.
+func TestFinishRefusesNoSuchQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "acme", 10)
+	id, token := claimRun(t, b, "acme")
+	calls := []struct{ name, sql string }{
+		{"complete", `SELECT * FROM batchq.complete($1, $2, $3, NULL, NULL)`},
+		{"fail", `SELECT * FROM batchq.fail($1, $2, $3, array_fill('e'::text, ARRAY[cardinality($2::bigint[])]),
+			array_fill(now(), ARRAY[cardinality($2::bigint[])]), array_fill(false, ARRAY[cardinality($2::bigint[])]))`},
+		{"release", `SELECT * FROM batchq.release($1, $2, $3, array_fill(0::bigint, ARRAY[cardinality($2::bigint[])]))`},
+		{"heartbeat", `SELECT * FROM batchq.heartbeat($1, $2, $3)`},
+	}
+	// A run of a queue that exists, and none at all.
+	for _, runs := range []struct {
+		ids    []int64
+		tokens [][16]byte
+	}{{[]int64{id}, [][16]byte{token}}, {[]int64{}, [][16]byte{}}} {
+		for _, call := range calls {
+			_, err := b.pool.Exec(b.ctx, call.sql, "nosuch", runs.ids, runs.tokens)
+			var pe *pgconn.PgError
+			require.ErrorAs(t, err, &pe, "%s of %v", call.name, runs.ids)
+			require.Equal(t, "BQ201", pe.Code, call.name)
+			require.Equal(t, `batchq: unknown queue: "nosuch"`, pe.Message, call.name)
+			require.JSONEq(t, `{"queue": "nosuch"}`, pe.Detail, call.name)
+		}
+	}
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'running'`, id))
+
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Empty(t, jobs)
+	b.enqueue(t, "acme", 10)
+	jobs, err = b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	elsewhere := *jobs[0]
+	elsewhere.Queue = "nosuch"
+	require.ErrorIs(t, b.client.Complete(b.ctx, &elsewhere, queue.Result{}), queue.ErrUnknownQueue)
+	_, err = b.client.Fail(b.ctx, &elsewhere, errors.New("boom"), nil)
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	require.ErrorIs(t, b.client.Release(b.ctx, &elsewhere, 0), queue.ErrUnknownQueue)
+	err = b.client.Heartbeat(b.ctx, &elsewhere)
+	require.ErrorIs(t, err, queue.ErrUnknownQueue)
+	require.EqualError(t, err, `batchq: unknown queue: "nosuch"`)
+
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
+	require.ErrorIs(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}), queue.ErrLeaseLost)
+	_, err = b.client.Fail(b.ctx, jobs[0], errors.New("boom"), nil)
+	require.ErrorIs(t, err, queue.ErrLeaseLost)
+	require.ErrorIs(t, b.client.Release(b.ctx, jobs[0], 0), queue.ErrLeaseLost)
+	require.ErrorIs(t, b.client.Heartbeat(b.ctx, jobs[0]), queue.ErrLeaseLost)
+}

@@ -82,7 +82,8 @@ $$;
 -- none at all. A job whose actual cost differs from its estimate has the
 -- difference recorded in its tenant's ledger. Returns the runs it did not
 -- finish, whose lease was lost: usually none. A run listed twice counts
--- once, as first listed.
+-- once, as first listed. No such queue is refused (BQ201), as a claim
+-- refuses it: looked up only when a run was not finished, or none listed.
 CREATE OR REPLACE FUNCTION batchq.complete(p_queue text, p_ids bigint[], p_tokens uuid[], p_actual_costs bigint[],
                                            p_results text[])
 RETURNS TABLE (id bigint, lease_token uuid)
@@ -164,6 +165,9 @@ BEGIN
     SELECT DISTINCT i.id, i.token
     FROM unnest(p_ids, p_tokens) AS i (id, token)
     WHERE NOT EXISTS (SELECT FROM done d WHERE d.id = i.id AND d.lease_token = i.token);
+    IF FOUND OR coalesce(cardinality(p_ids), 0) = 0 THEN
+        PERFORM batchq.raise_unknown_queue(p_queue);
+    END IF;
 END
 $$;
 
@@ -174,7 +178,8 @@ $$;
 -- other is finished as 'failed', or 'discarded' when its p_final says
 -- retrying would not help. Returns each run it recorded and what became of
 -- its job; the runs missing lost their lease. A run listed twice counts once,
--- as first listed.
+-- as first listed. No such queue is refused (BQ201), looked up only when no
+-- run held its lease.
 CREATE OR REPLACE FUNCTION batchq.fail(p_queue text, p_ids bigint[], p_tokens uuid[], p_errors text[],
                                        p_retry_at timestamptz[], p_final boolean[])
 RETURNS TABLE (id bigint, lease_token uuid, outcome text)
@@ -240,6 +245,9 @@ BEGIN
                 ORDER BY j.id
                 FOR UPDATE OF j) l
           ORDER BY l.id, l.n) t;
+    IF v.retry IS NULL AND v.failed IS NULL AND v.discarded IS NULL AND v.cancelled IS NULL THEN
+        PERFORM batchq.raise_unknown_queue(p_queue);
+    END IF;
     IF v.retry IS NOT NULL THEN
         RETURN QUERY
         UPDATE batchq.jobs j
@@ -273,7 +281,8 @@ $$;
 -- tenant's queue at the tail. It never ran, so its cost goes back to its
 -- tenant's ledger, as an expired job's does. A job an operator cancelled is
 -- finished as 'cancelled' instead. Returns the runs it released or
--- cancelled; the rest lost their lease.
+-- cancelled; the rest lost their lease. No such queue is refused (BQ201),
+-- looked up only when no run held its lease.
 CREATE OR REPLACE FUNCTION batchq.release(p_queue text, p_ids bigint[], p_tokens uuid[], p_delays_us bigint[])
 RETURNS TABLE (id bigint, lease_token uuid, outcome text)
 LANGUAGE plpgsql
@@ -338,12 +347,16 @@ BEGIN
         SELECT p_queue, r.tenant, r.pos, r.seq, -r.cost FROM released r
     )
     SELECT r.id, r.token, 'released'::text FROM released r;
+    IF NOT FOUND AND v_cancel IS NULL THEN
+        PERFORM batchq.raise_unknown_queue(p_queue);
+    END IF;
 END
 $$;
 
 -- heartbeat extends the leases of running jobs of p_queue whose token still
 -- holds them by the queue's lease length. Returns the runs it extended, and
--- whether an operator asked for each to stop.
+-- whether an operator asked for each to stop. No such queue is refused
+-- (BQ201), looked up only when no run held its lease.
 CREATE OR REPLACE FUNCTION batchq.heartbeat(p_queue text, p_ids bigint[], p_tokens uuid[])
 RETURNS TABLE (id bigint, lease_token uuid, lease_expires_at timestamptz, cancel_requested boolean)
 LANGUAGE plpgsql
@@ -372,6 +385,9 @@ BEGIN
     FROM target t
     WHERE j.queue = p_queue AND j.id = t.id
     RETURNING j.id, j.lease_token, j.lease_expires_at, j.cancel_requested_at IS NOT NULL;
+    IF NOT FOUND THEN
+        PERFORM batchq.raise_unknown_queue(p_queue);
+    END IF;
 END
 $$;
 
