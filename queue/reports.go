@@ -80,9 +80,13 @@ type TenantUsageRow struct {
 
 // TenantUsage returns, per queue and tenant, the use made of each queue by
 // the jobs that finished in [since, until): of one queue, or of all when
-// queue is "".
+// queue is "". A since not before until is refused with an
+// *InvalidJobError (field "since").
 func (c *Client) TenantUsage(ctx context.Context, since, until time.Time, queue string) ([]TenantUsageRow, error) {
 	rows, err := c.q.TenantUsage(ctx, c.pool, dbsqlc.TenantUsageParams{Since: since, Until: until, Queue: optional(queue)})
+	if r := refusal(err); r != nil {
+		return nil, r
+	}
 	if err != nil {
 		return nil, fmt.Errorf("batchq: tenant usage report: %w", err)
 	}

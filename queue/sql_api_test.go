@@ -548,3 +548,43 @@ func TestFinishRefusesNoSuchQueue(t *testing.T) {
 	require.ErrorIs(t, b.client.Release(b.ctx, jobs[0], 0), queue.ErrLeaseLost)
 	require.ErrorIs(t, b.client.Heartbeat(b.ctx, jobs[0]), queue.ErrLeaseLost)
 }
+
+// tenant_usage refuses a window that holds no time by name, as
+// matching_jobs and cancel_jobs refuse theirs: its two ends swapped or
+// equal, or either NULL, which matched nothing and so answered that no job
+// finished. TenantUsage says which, as an *InvalidJobError.
+func TestTenantUsageRefusesAnEmptyWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "acme", 10)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
+
+	early, late := "2026-12-01T20:00:00Z", "2026-12-01T21:00:00Z"
+	for _, c := range []struct {
+		since, until any
+		field, rule  string
+	}{
+		{nil, late, "since", "must not be null, or no job matches"},
+		{early, nil, "until", "must not be null, or no job matches"},
+		{nil, nil, "since", "must not be null, or no job matches"},
+		{late, early, "since", "must be before until, or no job matches (got " + late + ", until " + early + ")"},
+		{early, early, "since", "must be before until, or no job matches (got " + early + ", until " + early + ")"},
+	} {
+		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.tenant_usage($1::timestamptz, $2::timestamptz)`, c.since, c.until)
+		requireRefused(t, err, "tenant_usage", c.field, c.rule)
+	}
+
+	at := time.Now()
+	_, err = b.client.TenantUsage(b.ctx, at, at.Add(-time.Hour), "")
+	var bad *queue.InvalidJobError
+	require.ErrorAs(t, err, &bad)
+	require.Equal(t, "since", bad.Field)
+	require.Contains(t, bad.Rule, "must be before until")
+
+	rows, err := b.client.TenantUsage(b.ctx, at.Add(-time.Hour), at.Add(time.Hour), "")
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, int64(1), rows[0].Succeeded)
+}

@@ -345,6 +345,12 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 		done += u.Succeeded
 	}
 	require.Equal(t, int64(24), done)
+	// A window that holds no time is refused by its rule, not for want of
+	// a right the application role does not have.
+	_, err = appClient.TenantUsage(ctx, time.Now(), time.Now().Add(-time.Hour), "docs")
+	var badWindow *queue.InvalidJobError
+	require.ErrorAs(t, err, &badWindow)
+	require.Equal(t, "since", badWindow.Field)
 	audit, err := appClient.Outcomes(ctx, &queue.OutcomesOpts{Queue: "docs"})
 	require.NoError(t, err)
 	require.Len(t, audit, 24)
