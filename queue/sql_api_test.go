@@ -393,6 +393,36 @@ func TestFireScheduleRefusesNullArguments(t *testing.T) {
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.schedules WHERE last_run_at IS NOT NULL`))
 }
 
+// fire_schedule refuses a schedule that does not exist (BQ204), which it
+// answered with NULL, as when another maintainer had fired the tick: a
+// caller with the name wrong would fire nothing for ever and never hear why.
+// A tick already fired is still NULL.
+func TestFireScheduleRefusesNoSuchSchedule(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+		Name: "hourly", Queue: b.queue, Tenant: "acme", Cost: 1, Cron: "@hourly",
+	}))
+	s, err := b.client.GetSchedule(b.ctx, "hourly")
+	require.NoError(t, err)
+	due := s.NextRunAt
+
+	const fire = `SELECT batchq.fire_schedule($1, $2::timestamptz, $2::timestamptz, true, $2::timestamptz + interval '1 hour')`
+	_, err = b.pool.Exec(b.ctx, fire, "nosuch", due)
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "BQ204", pe.Code)
+	require.Equal(t, `batchq: schedule not found: "nosuch"`, pe.Message)
+	require.JSONEq(t, `{"schedule": "nosuch"}`, pe.Detail)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+
+	var id *int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, fire, "hourly", due.Add(-time.Hour)).Scan(&id))
+	require.Nil(t, id, "a tick that is not the schedule's next: another maintainer fired it")
+	require.NoError(t, b.pool.QueryRow(b.ctx, fire, "hourly", due).Scan(&id))
+	require.NotNil(t, id)
+}
+
 // console_queued's limit bounds how many queued jobs it reads a tenant: one
 // below 1 is refused by name, not with LIMIT's own error, and NULL, which
 // LIMIT takes for none, is refused too rather than read every job.

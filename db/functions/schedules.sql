@@ -42,7 +42,10 @@ $$;
 -- tenant's ring row (an application's enqueue) for longer than the lock
 -- timeout: the tick stays due for the next pass, and maintenance does not
 -- wait on an application. Returns the job's id, NULL when none was
--- enqueued.
+-- enqueued. No such schedule is refused (BQ204, in the words of the Go
+-- client's ErrScheduleNotFound), not answered with NULL as if another
+-- maintainer had handled the tick: a caller with the name wrong would fire
+-- nothing for ever.
 CREATE OR REPLACE FUNCTION batchq.fire_schedule(p_name text, p_due timestamptz, p_tick timestamptz,
                                                 p_enqueue boolean, p_next timestamptz)
 RETURNS bigint
@@ -75,7 +78,13 @@ BEGIN
             format('must be after the tick (got %s, tick %s)', batchq.rfc3339(p_next), batchq.rfc3339(p_tick)));
     END IF;
     SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
-    IF NOT FOUND OR s.next_run_at <> p_due THEN
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'BQ204',
+            MESSAGE = format('batchq: schedule not found: %s', batchq.quote(p_name)),
+            DETAIL = jsonb_build_object('schedule', p_name)::text;
+    END IF;
+    IF s.next_run_at <> p_due THEN
         RETURN NULL;
     END IF;
     IF p_enqueue THEN
