@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -158,8 +159,11 @@ func ledgerFull(queue, tenant string) error {
 }
 
 // quote writes s as a JSON string, as the SQL functions' errors do
-// (batchq.quote), so an error reads the same from Go and from SQL. Text that
-// is not UTF-8, which never reaches SQL, is quoted as Go quotes it, so its
+// (batchq.quote), so an error reads the same from Go and from SQL. The C1
+// controls and the bidirectional controls are written as \uNNNN, as
+// encoding/json writes U+2028 and U+2029: raw, one could break the line or
+// show the rest of the error in another order than it holds. Text that is
+// not UTF-8, which never reaches SQL, is quoted as Go quotes it, so its
 // bytes still show.
 func quote(s string) string {
 	if !utf8.ValidString(s) {
@@ -169,7 +173,26 @@ func quote(s string) string {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)
-	return strings.TrimSuffix(b.String(), "\n")
+	q := strings.TrimSuffix(b.String(), "\n")
+	if !strings.ContainsFunc(q, hiddenControl) {
+		return q
+	}
+	var out strings.Builder
+	for _, r := range q {
+		if hiddenControl(r) {
+			fmt.Fprintf(&out, `\u%04x`, r)
+		} else {
+			out.WriteRune(r)
+		}
+	}
+	return out.String()
+}
+
+// hiddenControl reports the characters quote escapes beyond what
+// encoding/json does: the C1 controls (U+0080-U+009F) and the bidirectional
+// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069).
+func hiddenControl(r rune) bool {
+	return (r >= 0x80 && r <= 0x9f) || unicode.Is(unicode.Bidi_Control, r)
 }
 
 // refusal turns an enqueue refused by batchq's SQL functions (SQLSTATE class

@@ -31,10 +31,33 @@ func TestSQLRulesMatchGo(t *testing.T) {
 	require.Equal(t, queue.MinWeight, b.scalarFloat(t,
 		`SELECT substring(pg_get_constraintdef(oid) FROM 'weight >= \(?([0-9.]+)')::float8 FROM pg_constraint WHERE conname = 'tenants_weight_range'`))
 
-	for _, s := range []string{"", "acme", `a"b\c`, "tab\there", "new\nline", "\x01\x1f\x7f", "é€😀", "\u2028\u2029", "<&>", "\b\f\r"} {
+	// Every character from U+007F to U+00A0, and the neighbours of the
+	// bidirectional controls: both sides draw the line in the same places.
+	var edges []rune
+	for r := rune(0x7f); r <= 0xa0; r++ {
+		edges = append(edges, r)
+	}
+	edges = append(edges, 0x061b, 0x061c, 0x061d, 0x200d, 0x200e, 0x200f, 0x2010, 0x2027, 0x202f, 0x2065, 0x206a)
+	for _, s := range []string{"", "acme", `a"b\c`, "tab\there", "new\nline", "\x01\x1f\x7f", "é€😀", "\u2028\u2029", "<&>", "\b\f\r",
+		string(edges)} {
 		var got string
 		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT batchq.quote($1)`, s).Scan(&got))
 		require.Equal(t, queue.Quote(s), got, "%q", s)
+	}
+	// A name that holds a C1 control (U+0085 breaks the line on some
+	// terminals) or a bidirectional one (U+202E shows what follows it
+	// backwards) is written with it escaped, as U+2028 and U+2029 are, so
+	// an error reads as the name is; the characters around them stay.
+	for s, want := range map[string]string{
+		"\u2028\u2029":                `"\u2028\u2029"`,
+		"a\u0080b\u0085c\u009f\u00a0": `"a\u0080b\u0085c\u009f` + "\u00a0\"",
+		"\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069": `"\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"`,
+		"acme\u202egnp.exe\t\u05d0\u200d":                                          `"acme\u202egnp.exe\t` + "\u05d0\u200d\"",
+	} {
+		require.Equal(t, want, queue.Quote(s), "%q", s)
+		var got string
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT batchq.quote($1)`, s).Scan(&got))
+		require.Equal(t, want, got, "%q", s)
 	}
 
 	for _, tm := range []time.Time{

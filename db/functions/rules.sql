@@ -36,10 +36,21 @@ CREATE OR REPLACE FUNCTION batchq.zero_time() RETURNS timestamptz
     LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN '0001-01-01 00:00:00+00'::timestamptz;
 
 -- quote writes s as a JSON string, as package queue quotes names in errors
--- (encoding/json without HTML escaping, which also escapes U+2028 and U+2029).
+-- (encoding/json without HTML escaping, which also escapes U+2028 and
+-- U+2029), with the C1 controls (U+0080-U+009F) and the bidirectional
+-- controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) written
+-- as \uNNNN too: raw, one could break an error's line, or show the rest of
+-- it in another order than it holds. Most names hold none: one match.
 CREATE OR REPLACE FUNCTION batchq.quote(s text) RETURNS text
     LANGUAGE sql STABLE PARALLEL SAFE
-    RETURN coalesce(replace(replace(to_json(s)::text, U&'\2028', '\u2028'), U&'\2029', '\u2029'), 'null');
+    RETURN (SELECT CASE
+        WHEN q.j !~ '[\u0080-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]' THEN q.j
+        ELSE (SELECT string_agg(CASE WHEN x.c ~ '[\u0080-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]'
+                                     THEN '\u' || lpad(to_hex(ascii(x.c)), 4, '0')
+                                     ELSE x.c END, '' ORDER BY x.n)
+              FROM regexp_split_to_table(q.j, '') WITH ORDINALITY AS x (c, n))
+        END
+        FROM (SELECT coalesce(to_json(s)::text, 'null') AS j) q);
 
 -- rfc3339 writes t as Go's time.RFC3339Nano does in UTC.
 CREATE OR REPLACE FUNCTION batchq.rfc3339(t timestamptz) RETURNS text
