@@ -85,9 +85,11 @@ func TestPoolOnAPausedQueue(t *testing.T) {
 			handedBack.Add(1)
 		}
 	}
-	// The pool keeps one job claimed ahead of its one handler.
+	// The pool keeps one job claimed ahead of its one handler. Its
+	// maintenance is off, or it could requeue the job it hands back before
+	// the states are read below.
 	wait := b.work(ctx, queue.WorkerConfig{Queue: b.queue, Handler: handler, Concurrency: 1, BatchSize: 1,
-		Drain: true, PollInterval: 10 * time.Millisecond, OnEvent: onEvent})
+		Drain: true, PollInterval: 10 * time.Millisecond, MaintainInterval: -1, OnEvent: onEvent})
 	require.Eventually(t, func() bool { return ran.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
 	// The second job is claimed ahead (the claim runs beside the handler)
 	// before the pause, or the pause would find nothing to hand back.
