@@ -1028,3 +1028,47 @@ func rewrittenByAPass(t *testing.T, b *testBundle, tenant string) int64 {
 	require.Empty(t, broken)
 	return b.scalar(t, `SELECT count(*) FROM batchq.jobs j JOIN before b ON b.id = j.id WHERE j.ctid <> b.at`)
 }
+
+// batchq.claim may run in a transaction of the caller's (docs/sql-api.md):
+// a worker in another language claims, runs the job and finishes it before
+// it commits. The probe for rows holding the cursor back must not keep a
+// lock on a row the claim did not take: other claims would pass over the
+// head of the queue, and a cancel of that job would wait, for as long as
+// the caller's transaction stays open.
+func TestClaimInACallersTransactionHoldsNoRowItDidNotTake(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	b.enqueueN(t, "import", 30, 10) // ten jobs a round, rounds 0..2
+	head := b.scalar(t, `SELECT min(id) FROM batchq.jobs WHERE tenant = 'import'`)
+
+	// A re-key holds round 0 while the caller's claim takes from round 1.
+	rekey, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer rekey.Rollback(b.ctx)
+	_, err = rekey.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE tenant = 'import' ORDER BY id LIMIT 10 FOR NO KEY UPDATE`)
+	require.NoError(t, err)
+	caller, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer caller.Rollback(b.ctx)
+	var took int
+	require.NoError(t, caller.QueryRow(b.ctx, `SELECT count(*) FROM batchq.claim($1, 5, 'caller', 1000000)`, b.queue).Scan(&took))
+	require.Equal(t, 5, took)
+	require.NoError(t, rekey.Rollback(b.ctx))
+
+	// The caller's transaction is still open: the head is free to claim.
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, head, jobs[0].ID, "the head of the queue, not a job behind it")
+
+	// And a cancel of the next job in round 0 does not wait for the caller.
+	next := b.scalar(t, `SELECT min(id) FROM batchq.jobs WHERE tenant = 'import' AND state = 'queued'`)
+	conn, err := b.pool.Acquire(b.ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(b.ctx, `SET lock_timeout = '200ms'`)
+	require.NoError(t, err)
+	_, err = conn.Exec(b.ctx, `SELECT batchq.cancel($1, 'test')`, next)
+	_, _ = conn.Exec(b.ctx, `RESET lock_timeout`)
+	require.NoError(t, err)
+}

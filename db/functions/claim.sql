@@ -123,14 +123,23 @@ BEGIN
     -- Claims (and whatever else takes rows out of the queue) lock rows FOR
     -- UPDATE, which the key-share probe skips; a re-key or a fold holds the
     -- rows it moves FOR NO KEY UPDATE, which the probe reads through.
-    v_reached := least(v_last_round,
-                       (SELECT h.round FROM batchq.jobs h
-                        WHERE h.queue = p_queue AND h.state = 'queued'
-                          AND h.round >= v_cursor
-                          AND (h.round, h.pos, h.seq) < (v_first_round, v_first_pos, v_first_seq)
-                        ORDER BY h.round, h.pos, h.seq
-                        LIMIT 1
-                        FOR KEY SHARE SKIP LOCKED));
+    -- The probe's lock is only how it tells them apart: it is taken in a
+    -- subtransaction that is rolled back, so a claim in a longer
+    -- transaction of the caller's does not keep other claims and cancels
+    -- off a row it did not take (TestClaimInACallersTransactionHoldsNoRowItDidNotTake).
+    BEGIN
+        v_reached := least(v_last_round,
+                           (SELECT h.round FROM batchq.jobs h
+                            WHERE h.queue = p_queue AND h.state = 'queued'
+                              AND h.round >= v_cursor
+                              AND (h.round, h.pos, h.seq) < (v_first_round, v_first_pos, v_first_seq)
+                            ORDER BY h.round, h.pos, h.seq
+                            LIMIT 1
+                            FOR KEY SHARE SKIP LOCKED));
+        RAISE SQLSTATE 'BQ999';
+    EXCEPTION WHEN SQLSTATE 'BQ999' THEN
+        NULL; -- v_reached keeps its value: variables are not rolled back
+    END;
     IF v_reached > v_cursor THEN
         UPDATE batchq.queue_cursors cur SET round = v_reached
         WHERE cur.queue = p_queue AND cur.round < v_reached
