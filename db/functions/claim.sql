@@ -36,6 +36,7 @@ DECLARE
     v_first_seq bigint;
     v_cursor bigint;
     v_reached bigint;
+    v_held bigint;         -- the round of the first row waiting before them
     v_paused boolean;
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL THEN
@@ -120,26 +121,39 @@ BEGIN
     -- claim's first row holds the cursor back, unless another claim holds
     -- it: those rows are claimed, as this claim's are, and a tenant joining
     -- at their round would be served the rounds the claims went through.
-    -- Claims (and whatever else takes rows out of the queue) lock rows FOR
-    -- UPDATE, which the key-share probe skips; a re-key or a fold holds the
-    -- rows it moves FOR NO KEY UPDATE, which the probe reads through.
-    -- The probe's lock is only how it tells them apart: it is taken in a
-    -- subtransaction that is rolled back, so a claim in a longer
-    -- transaction of the caller's does not keep other claims and cancels
-    -- off a row it did not take (TestClaimInACallersTransactionHoldsNoRowItDidNotTake).
-    BEGIN
-        v_reached := least(v_last_round,
-                           (SELECT h.round FROM batchq.jobs h
-                            WHERE h.queue = p_queue AND h.state = 'queued'
-                              AND h.round >= v_cursor
-                              AND (h.round, h.pos, h.seq) < (v_first_round, v_first_pos, v_first_seq)
-                            ORDER BY h.round, h.pos, h.seq
-                            LIMIT 1
-                            FOR KEY SHARE SKIP LOCKED));
-        RAISE SQLSTATE 'BQ999';
-    EXCEPTION WHEN SQLSTATE 'BQ999' THEN
-        NULL; -- v_reached keeps its value: variables are not rolled back
-    END;
+    -- A plain read finds whether any row waits there at all (with one
+    -- claimer, none does).
+    v_held := (SELECT h.round FROM batchq.jobs h
+               WHERE h.queue = p_queue AND h.state = 'queued'
+                 AND h.round >= v_cursor
+                 AND (h.round, h.pos, h.seq) < (v_first_round, v_first_pos, v_first_seq)
+               ORDER BY h.round, h.pos, h.seq
+               LIMIT 1);
+    IF v_held IS NOT NULL THEN
+        -- Claims (and whatever else takes rows out of the queue) lock rows
+        -- FOR UPDATE, which a key-share read skips; a re-key or a fold
+        -- holds the rows it moves FOR NO KEY UPDATE, which it reads
+        -- through. The lock is only how the read tells them apart: it is
+        -- taken in a subtransaction, rolled back when it took one, so a
+        -- claim in a longer transaction of the caller's does not keep other
+        -- claims and cancels off a row it did not take
+        -- (TestClaimInACallersTransactionHoldsNoRowItDidNotTake).
+        BEGIN
+            v_held := (SELECT h.round FROM batchq.jobs h
+                       WHERE h.queue = p_queue AND h.state = 'queued'
+                         AND h.round >= v_cursor
+                         AND (h.round, h.pos, h.seq) < (v_first_round, v_first_pos, v_first_seq)
+                       ORDER BY h.round, h.pos, h.seq
+                       LIMIT 1
+                       FOR KEY SHARE SKIP LOCKED);
+            IF v_held IS NOT NULL THEN
+                RAISE SQLSTATE 'BQ999';
+            END IF;
+        EXCEPTION WHEN SQLSTATE 'BQ999' THEN
+            NULL; -- v_held keeps its value: variables are not rolled back
+        END;
+    END IF;
+    v_reached := least(v_last_round, v_held);
     IF v_reached > v_cursor THEN
         UPDATE batchq.queue_cursors cur SET round = v_reached
         WHERE cur.queue = p_queue AND cur.round < v_reached
