@@ -567,7 +567,9 @@ func floodProcs(ctx context.Context, env *Env, cfg FloodConfig, rng *rand.Rand, 
 // together, once every one has inserted its jobs, so that the tenants arrive
 // at one moment however long each insert took. It returns how long each enqueue took in
 // ms, its insert and its commit (not the wait for the others between them),
-// and the first error; on an error no tenant's jobs are committed.
+// and the first error. An error in an insert leaves every tenant's jobs
+// uncommitted; the commits themselves are one per tenant, so one that fails
+// may leave the others committed.
 func arrive(ctx context.Context, env *Env, cfg FloodConfig, system string, rng *rand.Rand) ([]float64, error) {
 	var (
 		mu        sync.Mutex
