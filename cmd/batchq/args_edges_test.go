@@ -137,6 +137,7 @@ func TestFlagEnvironmentErrorsNameTheVariable(t *testing.T) {
 		{"BATCHQ_CONCURRENCY", "x", `batchq: BATCHQ_CONCURRENCY "x" (for --concurrency): not a whole number`},
 		{"BATCHQ_CONCURRENCY", "99999999999999999999", `batchq: BATCHQ_CONCURRENCY "99999999999999999999" (for --concurrency): out of range for a whole number`},
 		{"BATCHQ_RESERVE", "lots", `batchq: BATCHQ_RESERVE "lots" (for --reserve): not a number`},
+		{"BATCHQ_METRICS_ADDR", "9090", `batchq: BATCHQ_METRICS_ADDR "9090" (for --metrics-addr): must be HOST:PORT or :PORT`},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.env, tc.value)

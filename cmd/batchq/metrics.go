@@ -55,7 +55,7 @@ func checkMetricsFlags(c *cli.Context) (listen string, err error) {
 	}
 	listen, err = metricsListenAddr(addr)
 	if err != nil {
-		return "", usagef("batchq: --metrics-addr %q: %v", addr, err)
+		return "", usagef("batchq: %s: %v", givenFlag(c, "metrics-addr"), err)
 	}
 	return listen, nil
 }
@@ -67,7 +67,7 @@ func startMetrics(c *cli.Context, listen string, client *queue.Client, wc *queue
 	if listen == "" {
 		return func() {}, nil
 	}
-	addr, top := c.String("metrics-addr"), c.Int("metrics-top-tenants")
+	top := c.Int("metrics-top-tenants")
 	key := c.String("quota-key")
 	cfg := metrics.Config{Client: client, Queues: []string{wc.Queue}, TopTenants: top, Logger: log}
 	if wc.Throttle != nil {
@@ -90,7 +90,7 @@ func startMetrics(c *cli.Context, listen string, client *queue.Client, wc *queue
 	if dnsErr := (*net.DNSError)(nil); errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 		// A host that names nothing is a bad value, as a bad port is; a port
 		// in use or refused is not.
-		return nil, usagef("batchq: --metrics-addr %q: host %q is not found", addr, dnsErr.Name)
+		return nil, usagef("batchq: %s: host %q is not found", givenFlag(c, "metrics-addr"), dnsErr.Name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("batchq: --metrics-addr: %w", err)
