@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,11 +29,7 @@ func withQueueClient(run func(*cli.Context, *queue.Client) error) cli.ActionFunc
 		if _, err := outputFormat(c); err != nil {
 			return err
 		}
-		url, err := databaseURL(c)
-		if err != nil {
-			return err
-		}
-		client, closeClient, err := openQueueClient(c.Context, url)
+		client, closeClient, err := openQueueClient(c)
 		if err != nil {
 			return err
 		}
@@ -55,12 +50,24 @@ func databaseURL(c *cli.Context) (string, error) {
 	if strings.TrimSpace(url) != "" {
 		return url, nil
 	}
+	instead := "leave --database-url out for " + databaseURLEnv + " or the default"
 	if env, ok := flagEnv(c, "database-url"); ok {
-		return "", usagef("batchq: %s %q (for --database-url): empty; give a URL, or unset %s for the default, %s",
-			env, url, env, defaultDatabaseURL)
+		instead = "unset " + env + " for the default"
 	}
-	return "", usagef("batchq: --database-url %q: empty; give a URL, or leave --database-url out for %s or the default, %s",
-		url, databaseURLEnv, defaultDatabaseURL)
+	return "", usagef("batchq: %s: empty; give a URL, or %s, %s", givenFlag(c, "database-url"), instead, defaultDatabaseURL)
+}
+
+// poolConfig parses --database-url (databaseURL) for a pgxpool.
+func poolConfig(c *cli.Context) (*pgxpool.Config, error) {
+	url, err := databaseURL(c)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, usagef("batchq: --database-url: %v", err)
+	}
+	return cfg, nil
 }
 
 // flagEnv returns the environment variable that gave the string flag name
@@ -90,14 +97,14 @@ func givenFlag(c *cli.Context, name string) string {
 	return fmt.Sprintf("--%s %q", name, c.String(name))
 }
 
-func openQueueClient(ctx context.Context, url string) (*queue.Client, func(), error) {
-	cfg, err := pgxpool.ParseConfig(url)
+func openQueueClient(c *cli.Context) (*queue.Client, func(), error) {
+	cfg, err := poolConfig(c)
 	if err != nil {
-		return nil, nil, usagef("batchq: --database-url: %v", err)
+		return nil, nil, err
 	}
 	// A command makes a handful of queries one after another.
 	cfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(c.Context, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("batchq: connect: %w", err)
 	}

@@ -81,13 +81,9 @@ func runConsole(c *cli.Context) error {
 	if err != nil {
 		return usagef("batchq: --addr %q: %v", addr, err)
 	}
-	url, err := databaseURL(c)
+	cfg, err := poolConfig(c)
 	if err != nil {
 		return err
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return usagef("batchq: --database-url: %v", err)
 	}
 	console.TunePool(cfg)
 	pool, err := pgxpool.NewWithConfig(c.Context, cfg)

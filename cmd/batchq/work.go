@@ -125,13 +125,9 @@ func runWork(c *cli.Context) error {
 		return err
 	}
 
-	url, err := databaseURL(c)
+	cfg, err := poolConfig(c)
 	if err != nil {
 		return err
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return usagef("batchq: --database-url: %v", err)
 	}
 	// Claims, finishes, heartbeats, maintenance, the throttle and the
 	// notification listener each want a connection now and then.
