@@ -446,23 +446,18 @@ func TestRowsAnotherClaimHoldsDoNotHoldTheCursorBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Quantum: 100})
 	b.enqueueN(t, "import", 200, 10) // ten jobs a round, rounds 0..19
-	cursor := func() int64 {
-		return b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue)
-	}
 
 	// A claim of round 0 stays open (it leaves the cursor at 0, so it does
 	// not hold the cursor's row) while another takes rounds 1..5.
 	tx, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx)
-	var held int
-	require.NoError(t, tx.QueryRow(b.ctx, `SELECT count(*) FROM batchq.claim($1, 10, 'first', 1000000)`, b.queue).Scan(&held))
-	require.Equal(t, 10, held)
+	require.Equal(t, 10, b.claimInTx(t, tx, 10, "first"))
 	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 50})
 	require.NoError(t, err)
 	require.Len(t, jobs, 50)
 	require.Equal(t, int64(1), b.scalar(t, `SELECT round FROM batchq.jobs WHERE id = $1`, jobs[0].ID))
-	require.Equal(t, int64(5), cursor(), "the round the second claim ended in")
+	require.Equal(t, int64(5), b.cursor(t), "the round the second claim ended in")
 	for _, j := range jobs {
 		require.NoError(t, b.client.Complete(b.ctx, j, queue.Result{}))
 	}
@@ -489,9 +484,6 @@ func TestRowHeldBehindTheCursorDoesNotHoldItBack(t *testing.T) {
 	b := setup(t, queue.QueueConfig{Quantum: 10})
 	b.enqueueN(t, "a", 6, 10) // rounds 0..5
 	b.enqueueN(t, "b", 6, 10)
-	cursor := func() int64 {
-		return b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue)
-	}
 	claim := func(n int) []*queue.Job {
 		jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: n})
 		require.NoError(t, err)
@@ -512,11 +504,11 @@ func TestRowHeldBehindTheCursorDoesNotHoldItBack(t *testing.T) {
 	for _, j := range claim(5) {
 		require.NotEqual(t, held, j.ID)
 	}
-	require.EqualValues(t, 2, cursor())
+	require.EqualValues(t, 2, b.cursor(t))
 
 	// The next claim, while the row is still held, takes rounds 3..4.
 	claim(3)
-	require.EqualValues(t, 4, cursor(), "the held round-1 row does not keep the cursor at 2")
+	require.EqualValues(t, 4, b.cursor(t), "the held round-1 row does not keep the cursor at 2")
 	require.NoError(t, tx.Rollback(b.ctx))
 }
 
@@ -573,7 +565,7 @@ func TestClaimStoppedByItsBudgetLeavesTheCursorAtTheRowsItLeft(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, jobs)
 	require.Equal(t, "expired", b.outcome(t, expired))
-	require.Zero(t, b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue))
+	require.Zero(t, b.cursor(t))
 
 	b.enqueue(t, "c", 10)
 	_, err = b.client.Maintain(b.ctx, b.queue) // a's refund: its last job moves to round 1
@@ -598,7 +590,7 @@ func TestDroppedExpiredJobsDoNotMoveTheCursor(t *testing.T) {
 	require.Equal(t, []string{"b"}, tenantsOf(jobs))
 	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{}))
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'a'`))
-	require.Zero(t, b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue))
+	require.Zero(t, b.cursor(t))
 
 	b.enqueueN(t, "c", 2, 10)
 	require.Equal(t, []string{"c", "b", "c", "b", "b"}, tenantsOf(b.drainOrder(t, 10)))
@@ -774,7 +766,7 @@ func TestRefundsGiveNoCreditPastTheCurrentRound(t *testing.T) {
 	for _, j := range claimed {
 		require.NoError(t, b.client.Complete(b.ctx, j, queue.Result{ActualCost: 10}))
 	}
-	cursor := b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue)
+	cursor := b.cursor(t)
 	_, err = b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)
 	require.Equal(t, cursor, b.scalar(t, `SELECT min(round) FROM batchq.jobs WHERE tenant = 'big'`),
@@ -1050,9 +1042,7 @@ func TestClaimInACallersTransactionHoldsNoRowItDidNotTake(t *testing.T) {
 	caller, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
 	defer caller.Rollback(b.ctx)
-	var took int
-	require.NoError(t, caller.QueryRow(b.ctx, `SELECT count(*) FROM batchq.claim($1, 5, 'caller', 1000000)`, b.queue).Scan(&took))
-	require.Equal(t, 5, took)
+	require.Equal(t, 5, b.claimInTx(t, caller, 5, "caller"))
 	require.NoError(t, rekey.Rollback(b.ctx))
 
 	// The caller's transaction is still open: the head is free to claim.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -93,6 +94,21 @@ func (b *testBundle) scalarFloat(t testing.TB, sql string, args ...any) float64 
 	var f float64
 	require.NoError(t, b.pool.QueryRow(b.ctx, sql, args...).Scan(&f))
 	return f
+}
+
+// cursor is the round of the queue's cursor.
+func (b *testBundle) cursor(t testing.TB) int64 {
+	t.Helper()
+	return b.scalar(t, `SELECT round FROM batchq.queue_cursors WHERE queue = $1`, b.queue)
+}
+
+// claimInTx claims up to n jobs with the SQL API in tx, which stays open,
+// and returns how many it took.
+func (b *testBundle) claimInTx(t testing.TB, tx pgx.Tx, n int, worker string) int {
+	t.Helper()
+	var took int
+	require.NoError(t, tx.QueryRow(b.ctx, `SELECT count(*) FROM batchq.claim($1, $2, $3, 1000000)`, b.queue, n, worker).Scan(&took))
+	return took
 }
 
 func (b *testBundle) exec(t testing.TB, sql string, args ...any) {

@@ -367,26 +367,33 @@ func TestMaintenanceRefusesNoSuchQueue(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrUnknownQueue, "a queue deleted is gone for its maintenance too")
 }
 
+// hourlySchedule creates schedule "hourly" in b's queue and returns its next
+// tick.
+func (b *testBundle) hourlySchedule(t *testing.T) time.Time {
+	t.Helper()
+	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+		Name: "hourly", Queue: b.queue, Tenant: "acme", Cost: 1, Cron: "@hourly",
+	}))
+	s, err := b.client.GetSchedule(b.ctx, "hourly")
+	require.NoError(t, err)
+	return s.NextRunAt
+}
+
 // fire_schedule refuses a NULL due tick, which would pass for any schedule's
 // next tick and fire it whenever called, and a NULL enqueue, which was taken
 // for a skip: each by name, with nothing fired or moved.
 func TestFireScheduleRefusesNullArguments(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
-		Name: "hourly", Queue: b.queue, Tenant: "acme", Cost: 1, Cron: "@hourly",
-	}))
-	s, err := b.client.GetSchedule(b.ctx, "hourly")
-	require.NoError(t, err)
-	due := s.NextRunAt
+	due := b.hourlySchedule(t)
 
-	_, err = b.pool.Exec(b.ctx, `SELECT batchq.fire_schedule('hourly', NULL, now(), true, now() + interval '1 minute')`)
+	_, err := b.pool.Exec(b.ctx, `SELECT batchq.fire_schedule('hourly', NULL, now(), true, now() + interval '1 minute')`)
 	requireRefused(t, err, "fire_schedule", "due", "must be the schedule's next tick, as due_schedules gave it (got null)")
 	_, err = b.pool.Exec(b.ctx, `SELECT batchq.fire_schedule('hourly', $1::timestamptz, $1::timestamptz, NULL, $1::timestamptz + interval '1 hour')`, due)
 	requireRefused(t, err, "fire_schedule", "enqueue",
 		"must be true (enqueue the tick's job) or false (skip the tick) (got null)")
 
-	s, err = b.client.GetSchedule(b.ctx, "hourly")
+	s, err := b.client.GetSchedule(b.ctx, "hourly")
 	require.NoError(t, err)
 	require.True(t, due.Equal(s.NextRunAt), "its next tick stays %s (got %s)", due, s.NextRunAt)
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
@@ -400,15 +407,10 @@ func TestFireScheduleRefusesNullArguments(t *testing.T) {
 func TestFireScheduleRefusesNoSuchSchedule(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
-		Name: "hourly", Queue: b.queue, Tenant: "acme", Cost: 1, Cron: "@hourly",
-	}))
-	s, err := b.client.GetSchedule(b.ctx, "hourly")
-	require.NoError(t, err)
-	due := s.NextRunAt
+	due := b.hourlySchedule(t)
 
 	const fire = `SELECT batchq.fire_schedule($1, $2::timestamptz, $2::timestamptz, true, $2::timestamptz + interval '1 hour')`
-	_, err = b.pool.Exec(b.ctx, fire, "nosuch", due)
+	_, err := b.pool.Exec(b.ctx, fire, "nosuch", due)
 	var pe *pgconn.PgError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "BQ204", pe.Code)
