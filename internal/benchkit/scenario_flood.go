@@ -1,6 +1,7 @@
 package benchkit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/batchq/batchq/drr"
 	"github.com/batchq/batchq/internal/fifo"
 	"github.com/batchq/batchq/internal/fifo/fifodb"
 	"github.com/batchq/batchq/queue"
@@ -133,8 +135,11 @@ type floodResult struct {
 	posMax           float64
 	jainMin, jainMed float64 // over the windows in which every tenant was backlogged
 	windows          int
-	deadlocks        int    // claims the database aborted as deadlocked, retried
-	deadlock         string // what the first one said
+	// The lowest window of the same jobs in the exact fair order, as claims
+	// in flight return it and as one claimer does (see exactOrder).
+	exactInFlight, exactAlone float64
+	deadlocks                 int    // claims the database aborted as deadlocked, retried
+	deadlock                  string // what the first one said
 }
 
 type floodKey struct {
@@ -269,6 +274,20 @@ func Flood(ctx context.Context, env *Env, cfg FloodConfig) (*Report, error) {
 	rep.Bars = append(rep.Bars, newBar("flood: Jain's index in every window while all tenants are backlogged (the lowest)", fairJain, floodJainBar, false,
 		fmt.Sprintf("fair: lowest of %d windows over %d repetitions; FIFO: %s over %d windows",
 			fairWindows, cfg.reps(), fmtFloat(fifoJain, 4), fifoWindows)))
+	exact := func(get func(floodResult) float64) float64 {
+		m := math.NaN()
+		for _, r := range res[floodKey{SystemFair, true}] {
+			if v := get(r); !(v >= m) {
+				m = v
+			}
+		}
+		return m
+	}
+	if inFlight := exact(func(r floodResult) float64 { return r.exactInFlight }); !math.IsNaN(inFlight) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("flood: the same jobs in the exact fair order (package drr), windows cut as here, "+
+			"score a lowest window of %s when %d claims of %d return in any order, as concurrent claims do, and %s from one claimer",
+			fmtFloat(inFlight, 4), cfg.Workers, cfg.Batch, fmtFloat(exact(func(r floodResult) float64 { return r.exactAlone }), 4)))
+	}
 	return rep.finish(), nil
 }
 
@@ -439,8 +458,21 @@ func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, re
 	}
 	res.windows = len(jains)
 	res.jainMin, res.jainMed = math.NaN(), math.NaN()
+	res.exactInFlight, res.exactAlone = math.NaN(), math.NaN()
 	if len(jains) > 0 {
 		res.jainMin, res.jainMed = slices.Min(jains), median(jains)
+		lowest := func(claims []floodClaim) float64 {
+			m := math.NaN()
+			for _, w := range windowJain(claims, allArrivedAt, len(names), cfg.Quantum, cfg.WindowRounds) {
+				if !(w.jain >= m) {
+					m = w.jain
+				}
+			}
+			return m
+		}
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(rep)))
+		res.exactInFlight = lowest(exactOrder(claims, allArrivedAt, cfg.Quantum, cfg.Workers, cfg.Batch, rng))
+		res.exactAlone = lowest(exactOrder(claims, allArrivedAt, cfg.Quantum, 1, cfg.Batch, rng))
 	}
 	return res, nil
 }
@@ -801,6 +833,60 @@ func windowJain(claims []floodClaim, from int64, tenants int, quantum int64, rou
 		out = append(out, floodWindow{jain: jain(tokens, tenants), tokens: tokens, first: i, last: j - 1})
 		for moved := int64(0); i <= end && moved < step; i++ {
 			moved += claims[i].cost
+		}
+	}
+	return out
+}
+
+// exactOrder is what the windows are read against: the claims made up to
+// seq from as they were, then the same jobs in the exact fair order of
+// package drr (each tenant's jobs in the order they were claimed, the
+// tenants in the ring in the order of their first claim after from), as
+// inFlight claimers taking batch jobs at a time return them. Claim i of
+// the exact order ends at a time drawn from [i, i+inFlight) claims, so the
+// claims in flight together come back in any order, as concurrent claims
+// do. With one claimer the order is exact; with more, Jain's index over
+// its windows is what a fair order scores by this measure, windows cut in
+// the order claims return, when that many claims run at once.
+func exactOrder(claims []floodClaim, from int64, quantum int64, inFlight, batch int, rng *rand.Rand) []floodClaim {
+	q, err := drr.New[struct{}](drr.Config{Quantum: quantum, MaxPerTenant: math.MaxInt})
+	if err != nil {
+		panic(err) // a quantum the scenario checked
+	}
+	out := make([]floodClaim, 0, len(claims))
+	for _, c := range claims {
+		if c.seq <= from {
+			out = append(out, c)
+			continue
+		}
+		if err := q.Enqueue(drr.Job[struct{}]{Tenant: c.tenant, Cost: c.cost}); err != nil {
+			panic(err) // costs of claimed jobs are valid
+		}
+	}
+	type claim struct {
+		ends float64
+		jobs []floodClaim
+	}
+	var ordered []claim
+	for i := 0; q.Len() > 0; i++ {
+		c := claim{ends: float64(i)}
+		if inFlight > 1 {
+			c.ends += rng.Float64() * float64(inFlight)
+		}
+		for len(c.jobs) < batch {
+			j, ok := q.Dequeue(nil)
+			if !ok {
+				break
+			}
+			c.jobs = append(c.jobs, floodClaim{tenant: j.Tenant, cost: j.Cost})
+		}
+		ordered = append(ordered, c)
+	}
+	slices.SortStableFunc(ordered, func(a, b claim) int { return cmp.Compare(a.ends, b.ends) })
+	for _, c := range ordered {
+		for _, j := range c.jobs {
+			j.seq = int64(len(out)) + 1
+			out = append(out, j)
 		}
 	}
 	return out

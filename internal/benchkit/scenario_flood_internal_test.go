@@ -2,11 +2,15 @@ package benchkit
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batchq/batchq/drr"
 	"github.com/batchq/batchq/internal/pgtest"
 	"github.com/batchq/batchq/queue"
 )
@@ -81,3 +85,95 @@ func TestFloodArrivalCommitsTogetherOrNotAtAll(t *testing.T) {
 		require.Equal(t, 30, count(system), system)
 	}
 }
+
+// exactOrder replays the claims after the arrival in the exact fair order:
+// from one claimer, as package drr orders them, and a fair order scores at
+// least the bar in every window; with claims in flight, each claim's jobs
+// stay together and come back no further than the claims in flight from
+// their place, the jobs are the same, and the windows cut in that order
+// can fall below the bar although the order is exact.
+func TestExactOrderIsTheFairOrderAsClaimsInFlightReturnIt(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	const quantum, tenants = 1000, 21
+	// Recorded claims in a shuffled order: the import's backlog first, then
+	// twenty tenants of 1,000 jobs each.
+	var claims []floodClaim
+	add := func(tenant string) {
+		claims = append(claims, floodClaim{seq: int64(len(claims)) + 1, tenant: tenant, cost: 1 + rng.Int64N(1000)})
+	}
+	for range 1000 {
+		add(floodBig)
+	}
+	from := int64(len(claims))
+	for range 20000 {
+		add(floodBig)
+	}
+	for i := range 20000 {
+		add(fmt.Sprintf("small-%02d", i%20))
+	}
+	tail := claims[from:]
+	rng.Shuffle(len(tail), func(i, j int) { tail[i], tail[j] = tail[j], tail[i] })
+
+	lowest := func(claims []floodClaim) float64 {
+		ws := windowJain(claims, from, tenants, quantum, 10)
+		require.NotEmpty(t, ws)
+		m := 1.0
+		for _, w := range ws {
+			m = min(m, w.jain)
+		}
+		return m
+	}
+
+	alone := exactOrder(claims, from, quantum, 1, 10, rng)
+	require.Len(t, alone, len(claims))
+	require.Equal(t, claims[:from], alone[:from], "the claims before the arrival stay as they were")
+	q, err := drr.New[struct{}](drr.Config{Quantum: quantum, MaxPerTenant: 1 << 30})
+	require.NoError(t, err)
+	for _, c := range tail {
+		require.NoError(t, q.Enqueue(drr.Job[struct{}]{Tenant: c.tenant, Cost: c.cost}))
+	}
+	for i, c := range alone[from:] {
+		j, ok := q.Dequeue(nil)
+		require.True(t, ok)
+		require.Equal(t, floodClaim{seq: from + int64(i) + 1, tenant: j.Tenant, cost: j.Cost}, c, "job %d of the exact order", i)
+	}
+	require.GreaterOrEqual(t, lowest(alone), floodJainBar, "the exact order from one claimer")
+
+	inFlight := exactOrder(claims, from, quantum, 8, 10, rng)
+	require.Len(t, inFlight, len(claims))
+	require.Equal(t, claims[:from], inFlight[:from], "the claims before the arrival stay as they were")
+	// Each run of ten is a claim of the exact order, every claim comes back
+	// once, and none further than the eight claims in flight from its place.
+	key := func(jobs []floodClaim) string {
+		var b strings.Builder
+		for _, j := range jobs {
+			fmt.Fprintf(&b, "%s:%d ", j.tenant, j.cost)
+		}
+		return b.String()
+	}
+	places := map[string][]int{}
+	exact := alone[from:]
+	for c := 0; c*10 < len(exact); c++ {
+		k := key(exact[c*10 : min(c*10+10, len(exact))])
+		places[k] = append(places[k], c)
+	}
+	got := inFlight[from:]
+	moved := 0
+	for c := 0; c*10 < len(got); c++ {
+		require.Equal(t, from+int64(c*10)+1, got[c*10].seq, "seq follows the order")
+		k := key(got[c*10 : min(c*10+10, len(got))])
+		ps := places[k]
+		require.NotEmpty(t, ps, "claim %d in flight is a claim of the exact order", c)
+		at := slices.IndexFunc(ps, func(p int) bool { return abs(p-c) <= 8 })
+		require.GreaterOrEqual(t, at, 0, "claim %d came back within 8 claims of its place (exact places %v)", c, ps)
+		if ps[at] != c {
+			moved++
+		}
+		places[k] = slices.Delete(ps, at, at+1)
+	}
+	require.Positive(t, moved, "claims in flight come back out of order")
+	require.Less(t, lowest(inFlight), floodJainBar, "eight claims of ten in flight, windows of 10 rounds")
+}
+
+func abs(n int) int { return max(n, -n) }

@@ -67,6 +67,10 @@ func TestBenchFlood(t *testing.T) {
 	// bar keeps (a median of one measured repetition is that window, unrounded).
 	require.LessOrEqual(t, r.Bars[1].Value, math.Round(median(t, fair, "jain_min")*1e4)/1e4)
 	require.Greater(t, r.Bars[1].Value, median(t, fifo, "jain_median"))
+	// Beside the bar, what the same jobs in the exact order score by it.
+	require.Len(t, r.Notes, 1)
+	require.Regexp(t, `^flood: the same jobs in the exact fair order \(package drr\), windows cut as here, score a lowest window of `+
+		`[01]\.\d+ when 1 claims of 1 return in any order, as concurrent claims do, and [01]\.\d+ from one claimer$`, r.Notes[0])
 }
 
 // With its claimers in worker processes, the fair queue behind the backlog
