@@ -87,6 +87,24 @@ func flagEnv(c *cli.Context, name string) (string, bool) {
 	return "", false
 }
 
+// refuseEmpty refuses a string flag given as "", which the API would take
+// for its default (the kind "default", no unique key, every queue): on a
+// command line an empty value is more likely a variable that was not set
+// than a choice, which leaving the flag out makes (instead says so, %s
+// standing for the flag's name).
+func refuseEmpty(c *cli.Context, instead string, names ...string) error {
+	for _, name := range names {
+		if c.IsSet(name) && c.String(name) == "" {
+			flag := "--" + name
+			if env, ok := flagEnv(c, name); ok {
+				flag = fmt.Sprintf("%s (for --%s)", env, name)
+			}
+			return usagef("batchq: %s: must not be empty (%s)", flag, strings.ReplaceAll(instead, "%s", name))
+		}
+	}
+	return nil
+}
+
 // givenFlag names the string flag name and its value as they were given,
 // for an error: --name "value", or VAR "value" (for --name) when its
 // environment variable gave it, as envFlagError names a variable.

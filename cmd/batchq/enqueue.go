@@ -108,6 +108,12 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 			return usagef("batchq: enqueue: --%s is required (or --file to read jobs)", f)
 		}
 	}
+	if err := refuseEmpty(c, `leave it out for "default"`, "kind"); err != nil {
+		return err
+	}
+	if err := refuseEmpty(c, "leave it out for none", "unique-key"); err != nil {
+		return err
+	}
 	j := queue.NewJob{
 		Queue: c.String("queue"), Tenant: c.String("tenant"), Kind: c.String("kind"), Cost: c.Int64("cost"),
 		TTL: daysDuration(c, "ttl"), MaxAttempts: c.Int("max-attempts"), UniqueKey: c.String("unique-key"),

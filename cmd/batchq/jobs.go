@@ -154,10 +154,8 @@ func jobsCancel(c *cli.Context, client *queue.Client) error {
 // jobsCancelMany counts, or with --yes cancels, the jobs a filter matches.
 func jobsCancelMany(c *cli.Context, client *queue.Client) error {
 	f := queue.JobFilter{Queue: c.String("queue"), Tenant: c.String("tenant"), Kind: c.String("kind")}
-	for flag, name := range map[string]string{"tenant": f.Tenant, "kind": f.Kind} {
-		if c.IsSet(flag) && name == "" {
-			return usagef("batchq: --%s: must not be empty (leave it out for every %s)", flag, flag)
-		}
+	if err := refuseEmpty(c, "leave it out for every %s", "tenant", "kind"); err != nil {
+		return err
 	}
 	now := time.Now()
 	var err error

@@ -96,6 +96,9 @@ func reportBacklog(c *cli.Context, client *queue.Client) error {
 // checkQueue returns ErrUnknownQueue, as enqueue does, when --queue names no
 // queue: the report would be empty, as for a queue with nothing in it.
 func checkQueue(c *cli.Context, client *queue.Client) error {
+	if err := refuseEmpty(c, "leave it out for every queue", "queue"); err != nil {
+		return err
+	}
 	if name := c.String("queue"); name != "" {
 		if _, err := client.Queue(c.Context, name); err != nil {
 			return err
@@ -162,6 +165,9 @@ func reportOutcomes(c *cli.Context, client *queue.Client) error {
 	}
 	since, until, err := window(c)
 	if err != nil {
+		return err
+	}
+	if err := refuseEmpty(c, "leave it out for every %s", "tenant", "outcome"); err != nil {
 		return err
 	}
 	if o := c.String("outcome"); o != "" && !outcomeNames[o] {

@@ -118,6 +118,14 @@ func scheduleUpdate(c *cli.Context) (queue.ScheduleUpdate, int, error) {
 	if u.Missed != nil && *u.Missed == "" {
 		return u, n, usagef("batchq: --missed: must be %s or %s (got \"\")", queue.MissedSkip, queue.MissedOne)
 	}
+	// So would an empty --kind, "default".
+	if c.Command.Name == "set" {
+		if err := refuseEmpty(c, "leave it out to keep the schedule's", "kind"); err != nil {
+			return u, n, err
+		}
+	} else if err := refuseEmpty(c, `leave it out for "default"`, "kind"); err != nil {
+		return u, n, err
+	}
 	// So would an empty --timezone, UTC: refused as an empty --payload is,
 	// since it is more likely an unset variable than a choice.
 	if u.Timezone != nil && *u.Timezone == "" {
