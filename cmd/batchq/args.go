@@ -87,6 +87,39 @@ func flagEnv(c *cli.Context, name string) (string, bool) {
 	return "", false
 }
 
+// onCommandLine says whether flag name was given on the command line, not
+// by its environment variable. A variable set for a whole fleet may hold a
+// setting some of its commands have no use for; a flag given to one command
+// was meant for it.
+func onCommandLine(c *cli.Context, name string) bool {
+	if !c.IsSet(name) {
+		return false
+	}
+	if f, ok := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name).(interface{ GetEnvVars() []string }); ok {
+		for _, env := range f.GetEnvVars() {
+			if _, set := os.LookupEnv(env); set {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// goesWith refuses the flags of names given on the command line without
+// the flag they need (anchor, unset or empty), which they would do nothing
+// without; why says what is missing then.
+func goesWith(c *cli.Context, anchor, why string, names ...string) error {
+	if c.String(anchor) != "" {
+		return nil
+	}
+	for _, name := range names {
+		if onCommandLine(c, name) {
+			return usagef("batchq: %s: --%s goes with --%s (%s)", c.Command.Name, name, anchor, why)
+		}
+	}
+	return nil
+}
+
 // refuseEmpty refuses a string flag given as "", which the API would take
 // for its default (the kind "default", no unique key, every queue): on a
 // command line an empty value is more likely a variable that was not set

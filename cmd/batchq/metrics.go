@@ -49,6 +49,9 @@ func checkMetricsFlags(c *cli.Context) (listen string, err error) {
 	if top := c.Int("metrics-top-tenants"); top < 1 || top > 10000 {
 		return "", usagef("batchq: --metrics-top-tenants %d: must be in 1..10000", top)
 	}
+	if err := goesWith(c, "metrics-addr", "without an address no metrics are served", "metrics-top-tenants"); err != nil {
+		return "", err
+	}
 	addr := c.String("metrics-addr")
 	if addr == "" {
 		return "", nil

@@ -119,6 +119,13 @@ func runWork(c *cli.Context) error {
 	default:
 		return usagef("batchq: --refill %q: must be window or bucket", c.String("refill"))
 	}
+	// Given to this command without a quota key, they would set nothing;
+	// from the environment (BATCHQ_RESERVE, say, set for a whole fleet) they
+	// may be meant for other workers, and are only checked.
+	if err := goesWith(c, "quota-key", "without a quota key there is no throttle",
+		"reserve", "refill", "max-retry-after"); err != nil {
+		return err
+	}
 
 	metricsAt, err := checkMetricsFlags(c)
 	if err != nil {
@@ -163,7 +170,12 @@ func runWork(c *cli.Context) error {
 	}
 	// Before anything starts or says it is working.
 	if _, err := client.Queue(c.Context, wc.Queue); errors.Is(err, queue.ErrUnknownQueue) {
-		return usagef("batchq: --queue: %v (batchq queues create %s makes it)", err, wc.Queue)
+		msg := strings.TrimPrefix(err.Error(), "batchq: ")
+		if !strings.Contains(msg, " is not a queue name") {
+			// A name queues create takes; others say their rule instead.
+			msg += fmt.Sprintf(" (batchq queues create %s makes it)", wc.Queue)
+		}
+		return usagef("batchq: --queue: %s", msg)
 	}
 	stopMetrics, err := startMetrics(c, metricsAt, client, &wc, log)
 	if err != nil {

@@ -101,6 +101,15 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		{[]string{"--queue", "q", "--target", "http://x", "--maintain-interval", "0s"}, "batchq: --maintain-interval 0s: must be > 0, or negative for never"},
 		{[]string{"--queue", "q", "--target", "http://x", "--max-retry-after", "48h"}, "batchq: --max-retry-after 48h0m0s: must be in (0s, 24h0m0s]"},
 		{[]string{"--queue", "q", "--target", "http://x", "--max-retry-after", "0s"}, "batchq: --max-retry-after 0s: must be in (0s, 24h0m0s]"},
+		// Settings of a throttle or of metrics given without one are mistakes.
+		{[]string{"--queue", "q", "--target", "http://x", "--reserve", "0.3"},
+			"batchq: work: --reserve goes with --quota-key (without a quota key there is no throttle)\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--refill", "bucket", "--quota-key", ""},
+			"batchq: work: --refill goes with --quota-key (without a quota key there is no throttle)\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--max-retry-after", "1m"},
+			"batchq: work: --max-retry-after goes with --quota-key (without a quota key there is no throttle)\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--metrics-top-tenants", "5"},
+			"batchq: work: --metrics-top-tenants goes with --metrics-addr (without an address no metrics are served)\n"},
 		{[]string{"--queue", "q", "--target", "http://x", "extra"}, `batchq: work: unexpected argument "extra"`},
 		{nil, "batchq: work: --queue is required (see batchq work --help)"},
 		{[]string{"--target", "http://x"}, "batchq: work: --queue is required (see batchq work --help)"},
@@ -116,6 +125,23 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 	}
 }
 
+// The same settings from the environment, which a whole fleet may share,
+// are checked but not refused for want of a quota key or an address.
+func TestWorkTakesThrottleSettingsFromTheEnvironmentWithoutAKey(t *testing.T) {
+	t.Setenv("BATCHQ_RESERVE", "0.3")
+	t.Setenv("BATCHQ_REFILL", "bucket")
+	t.Setenv("BATCHQ_MAX_RETRY_AFTER", "1m")
+	t.Setenv("BATCHQ_METRICS_TOP_TENANTS", "5")
+	dbURL := pgtest.URL(t) // migrated, without queue q
+	r := runCLI(t, dbURL, "work", "--queue", "q", "--target", "http://x")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: --queue: unknown queue: \"q\" (batchq queues create q makes it)\n", r.stderr, "the next check, past the flags")
+	t.Setenv("BATCHQ_RESERVE", "1.5")
+	r = runCLI(t, dbURL, "work", "--queue", "q", "--target", "http://x")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "must be in [0,1)")
+}
+
 // An unknown queue is a usage error that names its flag, found before any
 // work: nothing says it is working.
 func TestWorkUnknownQueueIsAUsageError(t *testing.T) {
@@ -123,9 +149,14 @@ func TestWorkUnknownQueueIsAUsageError(t *testing.T) {
 	url := pgtest.URL(t)
 	r := runCLI(t, url, "work", "--queue", "nope", "--target", "http://127.0.0.1:1", "--drain")
 	require.Equal(t, 2, r.code, r.stderr)
-	require.Contains(t, r.stderr, `batchq: --queue: batchq: unknown queue: "nope"`)
+	require.Equal(t, "batchq: --queue: unknown queue: \"nope\" (batchq queues create nope makes it)\n", r.stderr)
 	require.NotContains(t, r.stderr, "working")
 	require.Empty(t, r.stdout)
+
+	r = runCLI(t, url, "work", "--queue", "a b", "--target", "http://127.0.0.1:1", "--drain")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: --queue: unknown queue: \"a b\" is not a queue name: "+
+		"1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit\n", r.stderr)
 }
 
 // work --drain of a paused queue finishes nothing new, says why, and exits
