@@ -166,6 +166,7 @@ func TestOneJobEnqueueKeepsItsPlans(t *testing.T) {
 	_, err = conn.Exec(b.ctx, `SET track_functions = 'all'`)
 	require.NoError(t, err)
 	b.enqueue(t, "acme", 10) // so later jobs take the path of a tenant with jobs queued
+	joiners := 0
 
 	for _, path := range []struct {
 		name    string
@@ -173,6 +174,11 @@ func TestOneJobEnqueueKeepsItsPlans(t *testing.T) {
 	}{
 		{"Go client", func(tx pgx.Tx) error {
 			_, err := b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "acme", Cost: 10})
+			return err
+		}},
+		{"Go client, a tenant that joins the ring", func(tx pgx.Tx) error {
+			joiners++
+			_, err := b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: fmt.Sprint("joiner-", joiners), Cost: 10})
 			return err
 		}},
 		{"enqueue_job", func(tx pgx.Tx) error {

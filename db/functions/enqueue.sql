@@ -76,6 +76,7 @@ DECLARE
     v_joined      text[];
     v_one         record;
     v_head        bigint;
+    v_ringed      boolean := false; -- the one-job path called ring_join
     v_id          bigint;
     v_sched       boolean[];  -- each line: inserted 'scheduled', for later
     v_any_sched   boolean;
@@ -96,32 +97,48 @@ BEGIN
         RETURN;
     END IF;
 
-    -- One job without a unique key, for a tenant with jobs queued already:
-    -- what an application's transaction enqueues most often, in a few short
-    -- statements. The same steps as below for that case: the ring row
-    -- locked, the head read with a fresh snapshot, the bound by the seq
-    -- span, the job keyed on the tenant's ledger, the commit-time check
-    -- noted. A tenant that joins the ring, or looks full, or whose ledger
-    -- nears the ceiling, takes the general path.
+    -- One job without a unique key: what an application's transaction
+    -- enqueues most often, in a few short statements. The same steps as
+    -- below for that case: the ring row locked (a tenant with nothing queued
+    -- joins the ring first, by ring_join, at the round current now), the
+    -- head read with a fresh snapshot, the bound by the seq span, the job
+    -- keyed on the tenant's ledger, the commit-time check noted. A tenant
+    -- that looks full, or whose ledger nears the ceiling, takes the general
+    -- path.
     IF v_n = 1 AND coalesce(p_unique_key[1], '') = '' AND NOT coalesce(p_run_at[1] > statement_timestamp(), false)
        AND greatest(cardinality(p_kind), cardinality(p_cost), cardinality(p_deadline), cardinality(p_max_attempts),
                     cardinality(p_payload), cardinality(p_unique_key), cardinality(p_run_at)) <= 1 THEN
         -- Before the ring row is read (docs/design/commit-time-check.md).
         SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
-        SELECT r.ctid AS rid, r.pos, r.share, r.cum, r.enq_seq, r.join_round, coalesce(r.scheduled, 0) AS scheduled,
-               coalesce((SELECT t.max_queued FROM batchq.queue_tenants t WHERE t.queue = p_queue AND t.tenant = r.tenant),
-                        (SELECT w.max_queued FROM batchq.tenants w WHERE w.name = r.tenant),
-                        q.max_per_tenant) AS bound
-        INTO v_one
-        FROM batchq.tenant_ring r
-        WHERE r.queue = p_queue AND r.tenant = p_tenant[1]
-        FOR UPDATE OF r;
-        IF FOUND AND v_one.pos > 0 THEN
-            SELECT j.seq INTO v_head FROM batchq.jobs j
-            WHERE j.queue = p_queue AND j.pos = v_one.pos AND j.state = 'queued'
-            ORDER BY j.seq LIMIT 1;
+        LOOP
+            SELECT r.ctid AS rid, r.pos, r.share, r.cum, r.enq_seq, r.join_round, coalesce(r.scheduled, 0) AS scheduled,
+                   coalesce((SELECT t.max_queued FROM batchq.queue_tenants t WHERE t.queue = p_queue AND t.tenant = r.tenant),
+                            (SELECT w.max_queued FROM batchq.tenants w WHERE w.name = r.tenant),
+                            q.max_per_tenant) AS bound
+            INTO v_one
+            FROM batchq.tenant_ring r
+            WHERE r.queue = p_queue AND r.tenant = p_tenant[1]
+            FOR UPDATE OF r;
+            EXIT WHEN v_ringed; -- the row as ring_join left it
+            IF FOUND AND v_one.pos > 0 THEN
+                SELECT j.seq INTO v_head FROM batchq.jobs j
+                WHERE j.queue = p_queue AND j.pos = v_one.pos AND j.state = 'queued'
+                ORDER BY j.seq LIMIT 1;
+            END IF;
+            EXIT WHEN v_head IS NOT NULL;
+            -- Nothing queued: a new membership, as the general path starts
+            -- one, in the round current now (read after ring_join, as there).
+            SELECT l.head INTO v_head FROM batchq.ring_join(p_queue, p_tenant, p_cost, false) AS l;
+            IF v_head IS NULL THEN
+                v_joined := p_tenant;
+                SELECT coalesce(max(c.round), 0) INTO v_cursor FROM batchq.queue_cursors c WHERE c.queue = p_queue;
+            END IF;
+            v_ringed := true;
+        END LOOP;
+        IF v_joined IS NOT NULL THEN
+            v_one.join_round := greatest(v_one.join_round, v_cursor);
         END IF;
-        IF v_head IS NOT NULL AND v_one.enq_seq - v_head + 2 + v_one.scheduled <= v_one.bound
+        IF (CASE WHEN v_head IS NULL THEN 1 ELSE v_one.enq_seq - v_head + 2 END) + v_one.scheduled <= v_one.bound
            AND v_one.cum + p_cost[1]::numeric <= batchq.key_ceiling()
            AND v_one.join_round + (v_one.cum + p_cost[1]::numeric) / v_one.share <= batchq.key_ceiling() THEN
             INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
@@ -133,15 +150,22 @@ BEGIN
                     v_one.cum + p_cost[1], v_one.enq_seq + 1)
             RETURNING id INTO v_id;
             UPDATE batchq.tenant_ring r
-            SET cum = r.cum + p_cost[1], enq_seq = r.enq_seq + 1,
-                reached = greatest(r.reached, batchq.drr_round(r.join_round, r.cum + p_cost[1], r.share))
+            SET cum = r.cum + p_cost[1], enq_seq = r.enq_seq + 1, join_round = v_one.join_round,
+                reached = greatest(r.reached, batchq.drr_round(v_one.join_round, r.cum + p_cost[1], r.share))
             WHERE r.queue = p_queue AND r.ctid = v_one.rid; -- this transaction holds the row, so its ctid stays
-            INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings)
+            INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
             VALUES (p_queue, batchq.drr_round(v_one.join_round, v_one.cum + 1, v_one.share), ARRAY[p_tenant[1]],
-                    ARRAY[v_one.pos], ARRAY[v_one.enq_seq + 1], v_settings);
+                    ARRAY[v_one.pos], ARRAY[v_one.enq_seq + 1], v_settings, coalesce(v_joined, '{}'));
+            -- As below: workers are woken for a tenant that had nothing queued.
+            IF v_joined IS NOT NULL THEN
+                PERFORM pg_notify('batchq_jobs', p_queue);
+            END IF;
             RETURN QUERY SELECT 1, v_id, 'inserted'::text, p_tenant[1], NULL::integer, NULL::integer, NULL::integer;
             RETURN;
         END IF;
+        -- The general path looks again: ring_join's membership, with no job
+        -- keyed in it, is taken up or started afresh there.
+        v_joined := NULL;
     END IF;
 
     -- Kept plans join lines to tenants in nested loops, which costs lines ×
