@@ -46,8 +46,10 @@ BEGIN
     INTO v_tenants, v_pos
     FROM batchq.tenant_ring r
     JOIN batchq.queues q ON q.name = r.queue
+    -- The weight apart, so that drr_share is inlined (see ring_join).
+    CROSS JOIN LATERAL (SELECT batchq.tenant_weight(p_queue, r.tenant) AS weight OFFSET 0) w
     WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
-      AND r.share <> batchq.drr_share(q.quantum, batchq.tenant_weight(p_queue, r.tenant));
+      AND r.share <> batchq.drr_share(q.quantum, w.weight);
     IF v_tenants IS NULL THEN
         RETURN;
     END IF;
@@ -64,9 +66,10 @@ BEGIN
         WHERE r.queue = p_queue AND r.tenant = ANY (v_tenants)
         ORDER BY r.tenant
     LOOP
-        SELECT batchq.drr_share(q.quantum, batchq.tenant_weight(p_queue, v.tenant)), coalesce(c.round, 0)
+        SELECT batchq.drr_share(q.quantum, w.weight), coalesce(c.round, 0)
         INTO v_share, v_cursor
-        FROM batchq.queues q
+        FROM (SELECT batchq.tenant_weight(p_queue, v.tenant) AS weight OFFSET 0) w
+        CROSS JOIN batchq.queues q
         LEFT JOIN batchq.queue_cursors c ON c.queue = q.name AND c.queue = p_queue
         WHERE q.name = p_queue;
         -- Pending adjustments first, at the old share: they are about the
