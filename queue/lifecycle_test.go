@@ -1149,3 +1149,55 @@ func TestFinishingJobsOfSeveralQueues(t *testing.T) {
 	err = b.client.Heartbeat(b.ctx, jobs[2], jobs[3])
 	require.ErrorIs(t, err, queue.ErrLeaseLost)
 }
+
+// A call of many jobs for one tenant (an import) keys them on the tenant's
+// ledger in line order, ids drawn in that order, and fills the tenant's
+// bound exactly: the call that fits goes in whole, the one that does not
+// writes nothing. The same whether the tenant joins the ring with the call
+// or has jobs queued already.
+func TestOneTenantImportKeysItsLinesInOrderUpToTheBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxPerTenant: 10, Quantum: 100})
+	lines := func(costs ...int64) []queue.NewJob {
+		jobs := make([]queue.NewJob, len(costs))
+		for i, c := range costs {
+			jobs[i] = queue.NewJob{Queue: b.queue, Tenant: "imp", Cost: c}
+		}
+		return jobs
+	}
+	first, err := b.client.EnqueueMany(b.ctx, lines(50, 150, 100, 1, 299, 100, 30)) // joins the ring
+	require.NoError(t, err)
+	second, err := b.client.EnqueueMany(b.ctx, lines(70, 200, 5)) // behind its own queued jobs
+	require.NoError(t, err)
+	ids := append(first, second...)
+	require.Len(t, ids, 10)
+
+	// Each job's ledger is the running sum of the costs before it and its
+	// own, its seq counts on, its round is drr_round of its ledger, and ids
+	// follow the lines.
+	rows, err := b.pool.Query(b.ctx, `SELECT j.id, j.cost, j.cum, j.seq, j.round, r.join_round, r.share
+		FROM batchq.jobs j JOIN batchq.tenant_ring r ON r.queue = j.queue AND r.tenant = j.tenant
+		WHERE j.queue = $1 AND j.tenant = 'imp' ORDER BY j.seq`, b.queue)
+	require.NoError(t, err)
+	var cum, i int64
+	for rows.Next() {
+		var id, cost, jcum, seq, round, joinRound, share int64
+		require.NoError(t, rows.Scan(&id, &cost, &jcum, &seq, &round, &joinRound, &share))
+		cum += cost
+		require.Equal(t, ids[i].ID, id, "line %d", i+1)
+		require.Equal(t, cum, jcum, "line %d's ledger", i+1)
+		require.Equal(t, i+1, seq, "line %d's seq", i+1)
+		require.Equal(t, joinRound+max((jcum-1)/share+1, 1)-1, round, "line %d's round", i+1)
+		i++
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, int64(10), i)
+
+	// Full now: one more line, or a call of two, is refused whole.
+	_, err = b.client.EnqueueMany(b.ctx, lines(1, 1))
+	var full *queue.QueueFullError
+	require.ErrorAs(t, err, &full)
+	require.Equal(t, queue.QueueFullError{Queue: b.queue, Tenant: "imp", Bound: 10, Queued: 10, Adding: 2}, *full)
+	require.Equal(t, int64(10), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'imp'`))
+	require.Equal(t, int64(1)+10, b.scalar(t, `SELECT enq_seq + 1 FROM batchq.tenant_ring WHERE tenant = 'imp'`))
+}

@@ -76,7 +76,9 @@ DECLARE
     v_joined      text[];
     v_one         record;
     v_head        bigint;
-    v_ringed      boolean := false; -- the one-job path called ring_join
+    v_ringed      boolean := false; -- the one-tenant path called ring_join
+    v_lines_cost  numeric;          -- what the one tenant's lines cost in all
+    v_one_tenant  boolean := false; -- every line one tenant's, to run now, without a unique key
     v_id          bigint;
     v_sched       boolean[];  -- each line: inserted 'scheduled', for later
     v_any_sched   boolean;
@@ -97,17 +99,27 @@ BEGIN
         RETURN;
     END IF;
 
-    -- One job without a unique key: what an application's transaction
-    -- enqueues most often, in a few short statements. The same steps as
-    -- below for that case: the ring row locked (a tenant with nothing queued
-    -- joins the ring first, by ring_join, at the round current now), the
-    -- head read with a fresh snapshot, the bound by the seq span, the job
-    -- keyed on the tenant's ledger, the commit-time check noted. A tenant
-    -- that looks full, or whose ledger nears the ceiling, takes the general
-    -- path.
-    IF v_n = 1 AND coalesce(p_unique_key[1], '') = '' AND NOT coalesce(p_run_at[1] > statement_timestamp(), false)
+    -- Jobs of one tenant without unique keys, to run now: what an
+    -- application's transaction enqueues most often (one job), and what an
+    -- import for one tenant sends, in a few short statements. The same steps
+    -- as below for that case: the ring row locked (a tenant with nothing
+    -- queued joins the ring first, by ring_join, at the round current now),
+    -- the head read with a fresh snapshot, the bound by the seq span, the
+    -- jobs keyed on the tenant's ledger in line order, the commit-time check
+    -- noted. A tenant that looks full, or whose ledger nears the ceiling,
+    -- takes the general path.
+    -- Told apart with no query for one job, the common case.
+    IF v_n = 1 THEN
+        v_one_tenant := coalesce(p_unique_key[1], '') = '' AND NOT coalesce(p_run_at[1] > statement_timestamp(), false);
+        v_lines_cost := p_cost[1];
+    ELSIF p_tenant[1] = ALL (p_tenant) THEN
+        v_one_tenant := NOT EXISTS (SELECT 1 FROM unnest(p_unique_key) AS k (k) WHERE k.k <> '')
+                        AND NOT coalesce((SELECT bool_or(r.t > statement_timestamp()) FROM unnest(p_run_at) AS r (t)), false);
+        v_lines_cost := (SELECT sum(c.c) FROM unnest(p_cost) AS c (c));
+    END IF;
+    IF v_one_tenant AND p_tenant[1] IS NOT NULL
        AND greatest(cardinality(p_kind), cardinality(p_cost), cardinality(p_deadline), cardinality(p_max_attempts),
-                    cardinality(p_payload), cardinality(p_unique_key), cardinality(p_run_at)) <= 1 THEN
+                    cardinality(p_payload), cardinality(p_unique_key), cardinality(p_run_at)) <= v_n THEN
         -- Before the ring row is read (docs/design/commit-time-check.md).
         SELECT s.last_value + s.is_called::integer INTO v_settings FROM batchq.settings_version s;
         LOOP
@@ -130,7 +142,7 @@ BEGIN
             -- one, in the round current now (read after ring_join, as there).
             SELECT l.head INTO v_head FROM batchq.ring_join(p_queue, p_tenant, p_cost, false) AS l;
             IF v_head IS NULL THEN
-                v_joined := p_tenant;
+                v_joined := p_tenant[1:1];
                 SELECT coalesce(max(c.round), 0) INTO v_cursor FROM batchq.queue_cursors c WHERE c.queue = p_queue;
             END IF;
             v_ringed := true;
@@ -138,29 +150,59 @@ BEGIN
         IF v_joined IS NOT NULL THEN
             v_one.join_round := greatest(v_one.join_round, v_cursor);
         END IF;
-        IF (CASE WHEN v_head IS NULL THEN 1 ELSE v_one.enq_seq - v_head + 2 END) + v_one.scheduled <= v_one.bound
-           AND v_one.cum + p_cost[1]::numeric <= batchq.key_ceiling()
-           AND v_one.join_round + (v_one.cum + p_cost[1]::numeric) / v_one.share <= batchq.key_ceiling() THEN
-            INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
-            VALUES (p_queue, p_tenant[1], coalesce(nullif(p_kind[1], ''), 'default'), p_cost[1],
-                    CASE WHEN p_deadline[1] IS NULL OR p_deadline[1] < '0002-01-01'
-                         THEN statement_timestamp() + q.default_ttl ELSE p_deadline[1] END,
-                    coalesce(p_payload[1], '{}'::jsonb), 'queued', coalesce(nullif(p_max_attempts[1], 0), q.max_attempts),
-                    batchq.drr_round(v_one.join_round, v_one.cum + p_cost[1], v_one.share), v_one.pos,
-                    v_one.cum + p_cost[1], v_one.enq_seq + 1)
-            RETURNING id INTO v_id;
+        IF (CASE WHEN v_head IS NULL THEN 0 ELSE v_one.enq_seq - v_head + 1 END) + v_n + v_one.scheduled <= v_one.bound
+           AND v_one.cum + v_lines_cost <= batchq.key_ceiling()
+           AND v_one.join_round + (v_one.cum + v_lines_cost) / v_one.share <= batchq.key_ceiling() THEN
+            IF v_n = 1 THEN
+                -- One row, without the lines' window: a few statements
+                -- fewer nodes to start, and the call that happens most.
+                INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum,
+                                         seq)
+                VALUES (p_queue, p_tenant[1], coalesce(nullif(p_kind[1], ''), 'default'), p_cost[1],
+                        CASE WHEN p_deadline[1] IS NULL OR p_deadline[1] < '0002-01-01'
+                             THEN statement_timestamp() + q.default_ttl ELSE p_deadline[1] END,
+                        coalesce(p_payload[1], '{}'::jsonb), 'queued', coalesce(nullif(p_max_attempts[1], 0), q.max_attempts),
+                        batchq.drr_round(v_one.join_round, v_one.cum + p_cost[1], v_one.share), v_one.pos,
+                        v_one.cum + p_cost[1], v_one.enq_seq + 1)
+                RETURNING id INTO v_id;
+                RETURN QUERY SELECT 1, v_id, 'inserted'::text, p_tenant[1], NULL::integer, NULL::integer, NULL::integer;
+            ELSE
+            -- Line order is the tenant's order, so the claim order: rows
+            -- go in, and their ids are drawn, in it.
+            RETURN QUERY
+            WITH lines AS (
+                SELECT x.ord, x.cost, x.kind, x.deadline, x.max_attempts, x.payload,
+                       v_one.cum + sum(x.cost) OVER (ORDER BY x.ord) AS cum
+                FROM unnest(p_cost, p_kind, p_deadline, p_max_attempts, p_payload)
+                     WITH ORDINALITY AS x (cost, kind, deadline, max_attempts, payload, ord)
+                WHERE x.ord <= v_n
+            ), ins AS (
+                INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
+                SELECT p_queue, p_tenant[1], coalesce(nullif(l.kind, ''), 'default'), l.cost,
+                       CASE WHEN l.deadline IS NULL OR l.deadline < '0002-01-01'
+                            THEN statement_timestamp() + q.default_ttl ELSE l.deadline END,
+                       coalesce(l.payload, '{}'::jsonb), 'queued', coalesce(nullif(l.max_attempts, 0), q.max_attempts),
+                       batchq.drr_round(v_one.join_round, l.cum::bigint, v_one.share), v_one.pos, l.cum, v_one.enq_seq + l.ord
+                FROM lines l
+                ORDER BY l.ord
+                RETURNING id, seq
+            )
+            SELECT (i.seq - v_one.enq_seq)::integer, i.id, 'inserted'::text, p_tenant[1], NULL::integer, NULL::integer,
+                   NULL::integer
+            FROM ins i
+            ORDER BY i.seq;
+            END IF;
             UPDATE batchq.tenant_ring r
-            SET cum = r.cum + p_cost[1], enq_seq = r.enq_seq + 1, join_round = v_one.join_round,
-                reached = greatest(r.reached, batchq.drr_round(v_one.join_round, r.cum + p_cost[1], r.share))
+            SET cum = r.cum + v_lines_cost, enq_seq = r.enq_seq + v_n, join_round = v_one.join_round,
+                reached = greatest(r.reached, batchq.drr_round(v_one.join_round, (r.cum + v_lines_cost)::bigint, r.share))
             WHERE r.queue = p_queue AND r.ctid = v_one.rid; -- this transaction holds the row, so its ctid stays
             INSERT INTO batchq.ring_commit_checks (queue, min_round, tenants, pos, first_seq, settings, joined)
-            VALUES (p_queue, batchq.drr_round(v_one.join_round, v_one.cum + 1, v_one.share), ARRAY[p_tenant[1]],
+            VALUES (p_queue, batchq.drr_round(v_one.join_round, v_one.cum + 1, v_one.share), p_tenant[1:1],
                     ARRAY[v_one.pos], ARRAY[v_one.enq_seq + 1], v_settings, coalesce(v_joined, '{}'));
             -- As below: workers are woken for a tenant that had nothing queued.
             IF v_joined IS NOT NULL THEN
                 PERFORM pg_notify('batchq_jobs', p_queue);
             END IF;
-            RETURN QUERY SELECT 1, v_id, 'inserted'::text, p_tenant[1], NULL::integer, NULL::integer, NULL::integer;
             RETURN;
         END IF;
         -- The general path looks again: ring_join's membership, with no job
