@@ -26,19 +26,11 @@
 set -euo pipefail
 . "$(dirname "$0")/seed.sh"
 rounds=${1:-10} cycles=${2:-20} clients=${3:-1}
-admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
-db=batchq_cycle_variants_$$
-url=${admin%/*}/$db
-case $admin in *\?*) url=${admin%%\?*}; url=${url%/*}/$db?${admin#*\?} ;; esac
 variants="base nocursor noupdate floor"
 jobs=$(( (4 * rounds * cycles * clients * 100 / 1000 + 2) * 1000 ))
 threads=$((clients < 2 ? 1 : 2))
-tmp=$(mktemp -d)
-cleanup() { rm -rf "$tmp"; psql -q "$admin" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
 
-psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
-DATABASE_URL=$url bin/batchq migrate up >/dev/null
+batchq_scratch_db batchq_cycle_variants
 DATABASE_URL=$url bin/batchq queues create --max-per-tenant 100000000 q >/dev/null
 
 # The function as the function file has it, renamed.

@@ -20,17 +20,9 @@
 set -euo pipefail
 . "$(dirname "$0")/seed.sh"
 clients=${1:-1} cycles=${2:-480} reps=${3:-3}
-admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
-db=batchq_cycle_$$
-url=${admin%/*}/$db
-case $admin in *\?*) url=${admin%%\?*}; url=${url%/*}/$db?${admin#*\?} ;; esac
 jobs=$((clients * cycles * 100 + 1000))
-tmp=$(mktemp -d)
-cleanup() { rm -rf "$tmp"; psql -q "$admin" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
 
-psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
-DATABASE_URL=$url bin/batchq migrate up >/dev/null
+batchq_scratch_db batchq_cycle
 psql -q "$url" -f internal/fifo/schema.sql >/dev/null
 DATABASE_URL=$url bin/batchq queues create --max-per-tenant 100000000 q >/dev/null
 if [ -n "${CYCLE_HOOK:-}" ]; then psql -q -v ON_ERROR_STOP=1 "$url" -f "$CYCLE_HOOK" >/dev/null; fi

@@ -23,17 +23,10 @@
 # schema is created (say, ALTER TABLE batchq.ring_commit_checks SET UNLOGGED,
 # or a function file of db/functions as it was before).
 set -euo pipefail
+. "$(dirname "$0")/seed.sh"
 txns=${1:-400} reps=${2:-3} shapes=${3:-one join txn bulk}
-admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
-db=batchq_enqueue_$$
-url=${admin%/*}/$db
-case $admin in *\?*) url=${admin%%\?*}; url=${url%/*}/$db?${admin#*\?} ;; esac
-tmp=$(mktemp -d)
-cleanup() { rm -rf "$tmp"; psql -q "$admin" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
 
-psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
-DATABASE_URL=$url bin/batchq migrate up >/dev/null
+batchq_scratch_db batchq_enqueue
 psql -q "$url" -f internal/fifo/schema.sql >/dev/null
 DATABASE_URL=$url bin/batchq queues create --max-per-tenant 100000000 q >/dev/null
 if [ -n "${ENQUEUE_HOOK:-}" ]; then psql -q -v ON_ERROR_STOP=1 "$url" -f "$ENQUEUE_HOOK" >/dev/null; fi

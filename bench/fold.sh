@@ -14,18 +14,12 @@
 #   (default 1) how many a tenant gets per pass: a sum of a grant or more
 #   upwards (FOLD_DELTA=1000) times a fold of every tenant's whole backlog.
 set -euo pipefail
+. "$(dirname "$0")/seed.sh"
 tenants=${1:-100} per=${2:-5000} reps=${3:-3}
 delta=${FOLD_DELTA:--5} corrections=${FOLD_CORRECTIONS:-1}
 batchq=${BATCHQ:-bin/batchq}
-admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
-db=batchq_fold_$$
-url=${admin%/*}/$db
-case $admin in *\?*) url=${admin%%\?*}; url=${url%/*}/$db?${admin#*\?} ;; esac
-cleanup() { psql -q "$admin" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
 
-psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
-DATABASE_URL=$url "$batchq" migrate up >/dev/null
+batchq_scratch_db batchq_fold "$batchq"
 DATABASE_URL=$url "$batchq" queues create --max-per-tenant $((per * 2)) q >/dev/null
 jobs=$((tenants * per))
 psql -q -v ON_ERROR_STOP=1 "$url" >/dev/null <<SQL

@@ -22,17 +22,10 @@
 # To measure a change to a function, set VISIBILITY_HOOK to a file of SQL run
 # once after the schema is created (say, an earlier db/functions/claim.sql).
 set -euo pipefail
+. "$(dirname "$0")/seed.sh"
 clients=${1:-8} newcomers=${2:-20} per=${3:-1000}
-admin=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
-db=batchq_visibility_$$
-url=${admin%/*}/$db
-case $admin in *\?*) url=${admin%%\?*}; url=${url%/*}/$db?${admin#*\?} ;; esac
-tmp=$(mktemp -d)
-cleanup() { rm -rf "$tmp"; psql -q "$admin" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; }
-trap cleanup EXIT
 
-psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
-DATABASE_URL=$url bin/batchq migrate up >/dev/null
+batchq_scratch_db batchq_visibility
 DATABASE_URL=$url bin/batchq queues create --max-per-tenant 100000 q >/dev/null
 if [ -n "${VISIBILITY_HOOK:-}" ]; then psql -q -v ON_ERROR_STOP=1 "$url" -f "$VISIBILITY_HOOK" >/dev/null; fi
 psql -qAt "$url" -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
