@@ -75,16 +75,20 @@ func poolConfig(c *cli.Context) (*pgxpool.Config, error) {
 // value on the command line wins over the variable (and is taken for the
 // variable's only where the two are the same).
 func flagEnv(c *cli.Context, name string) (string, bool) {
-	f, ok := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name).(interface{ GetEnvVars() []string })
-	if !ok {
-		return "", false
-	}
-	for _, env := range f.GetEnvVars() {
+	for _, env := range flagEnvVars(c, name) {
 		if v, set := os.LookupEnv(env); set && v == c.String(name) {
 			return env, true
 		}
 	}
 	return "", false
+}
+
+// flagEnvVars lists the environment variables of flag name, if it has any.
+func flagEnvVars(c *cli.Context, name string) []string {
+	if f, ok := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name).(interface{ GetEnvVars() []string }); ok {
+		return f.GetEnvVars()
+	}
+	return nil
 }
 
 // onCommandLine says whether flag name was given on the command line, not
@@ -95,11 +99,9 @@ func onCommandLine(c *cli.Context, name string) bool {
 	if !c.IsSet(name) {
 		return false
 	}
-	if f, ok := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name).(interface{ GetEnvVars() []string }); ok {
-		for _, env := range f.GetEnvVars() {
-			if _, set := os.LookupEnv(env); set {
-				return false
-			}
+	for _, env := range flagEnvVars(c, name) {
+		if _, set := os.LookupEnv(env); set {
+			return false
 		}
 	}
 	return true
