@@ -71,7 +71,7 @@ const floodJainBar = 0.99
 // quantum 1000, windows of 20 rounds. Windows are cut in the order claims
 // return, and eight claims of ten in flight come back in any order: at 10
 // rounds the exact fair order of the same jobs, returned so, has windows
-// at 0.974-0.983, below the bar; at 20 it clears it (0.994-0.995), so a
+// at 0.98, below the bar; at 20 it clears it (0.993-0.996), so a
 // window below the bar is the queue's and not the measure's (the report's
 // note gives the exact order's lowest window for each run).
 func DefaultFloodConfig() FloodConfig {
