@@ -86,8 +86,10 @@ func TestBenchFloodAcrossProcesses(t *testing.T) {
 		started.Add(1)
 		return spawn(ctx, dbURL, args)
 	}
+	// The processes stop at an empty queue, so the backlog must outlast the
+	// small tenants' arrival: 400 jobs did not, once, under make test's load.
 	cfg := benchkit.FloodConfig{
-		Runs: quiet(t), Backlog: 400, SmallTenants: 3, SmallJobs: 60, MaxCost: 100,
+		Runs: quiet(t), Backlog: 1600, SmallTenants: 3, SmallJobs: 60, MaxCost: 100,
 		Workers: 2, Batch: 5, Quantum: 100, WindowRounds: 4, Processes: 2, Spawn: counting,
 	}
 	r, err := benchkit.Flood(context.Background(), env, cfg)
