@@ -664,6 +664,120 @@ func TestLateCommitJoinsTheRoundCurrentAtCommit(t *testing.T) {
 	}
 }
 
+// Commit-time checks that rewrite many jobs take turns (batchq.rewrite_turn),
+// and each reads the cursor when its turn comes: claims that run while a
+// check waits are rounds its jobs do not land behind. Here another
+// transaction holds the turn while the claims go ten rounds on; the late
+// tenant's jobs then alternate with the import's, as they would had its
+// enqueue committed when the turn came. A check of a few jobs takes no turn,
+// and a turn held past the wait's bound holds no commit back for good.
+func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
+	t.Parallel()
+	// waiting reports whether a backend waits for the turn.
+	waiting := func(b *testBundle, t *testing.T) bool {
+		return b.scalar(t, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND classid = 1650553969 AND objid = 1 AND NOT granted
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) > 0
+	}
+	// holdTurn takes the turn in a transaction of its own, released by
+	// rolling it back.
+	holdTurn := func(b *testBundle, t *testing.T) pgx.Tx {
+		tx, err := b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(b.ctx) })
+		_, err = tx.Exec(b.ctx, `SELECT pg_advisory_xact_lock(1650553969, 1)`)
+		require.NoError(t, err)
+		return tx
+	}
+	// openLate enqueues n jobs of a tenant new to the ring in a transaction
+	// left open, and lets the claims go five rounds on, so that its commit
+	// has jobs to move.
+	openLate := func(b *testBundle, t *testing.T, tenant string, n int) pgx.Tx {
+		tx, err := b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(b.ctx) })
+		late := make([]queue.NewJob, n)
+		for i := range late {
+			late[i] = queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 10}
+		}
+		_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
+		require.NoError(t, err)
+		require.Equal(t, slices.Repeat([]string{"import"}, 5), tenantsOf(b.drainOrder(t, 5)))
+		return tx
+	}
+
+	t.Run("a rewrite waits for its turn, then reads the cursor", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, queue.QueueConfig{Quantum: 10})
+		b.enqueueN(t, "import", 200, 10) // one job a round
+		tx := openLate(b, t, "late", 40)
+		turn := holdTurn(b, t)
+		committed := make(chan error, 1)
+		go func() { committed <- tx.Commit(b.ctx) }()
+		require.Eventually(t, func() bool { return waiting(b, t) }, 10*time.Second, time.Millisecond,
+			"the commit waits for the turn")
+		// Claims go on meanwhile.
+		require.Equal(t, slices.Repeat([]string{"import"}, 10), tenantsOf(b.drainOrder(t, 10)))
+		require.NoError(t, turn.Rollback(b.ctx))
+		require.NoError(t, <-committed)
+
+		broken, err := checkInvariants(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Empty(t, broken, "the moved jobs are keyed in the tenant's membership")
+		require.Equal(t, slices.Repeat([]string{"late", "import"}, 10), tenantsOf(b.drainOrder(t, 20)))
+	})
+
+	t.Run("a few jobs take no turn", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, queue.QueueConfig{Quantum: 10})
+		b.enqueueN(t, "import", 200, 10)
+		tx := openLate(b, t, "late", 3)
+		holdTurn(b, t)
+		committed := make(chan error, 1)
+		go func() { committed <- tx.Commit(b.ctx) }()
+		for {
+			select {
+			case err := <-committed:
+				require.NoError(t, err)
+				require.Equal(t, slices.Repeat([]string{"late", "import"}, 3), tenantsOf(b.drainOrder(t, 6)))
+				return
+			default:
+				require.False(t, waiting(b, t), "a commit of three jobs waits for the turn")
+				time.Sleep(time.Millisecond)
+			}
+		}
+	})
+
+	t.Run("a turn held to a transaction's end holds no commit back for good", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, queue.QueueConfig{Quantum: 10})
+		b.enqueueN(t, "import", 200, 10)
+		// A transaction that runs its checks early, and keeps its own
+		// lock_timeout, holds the turn until it ends.
+		early := openLate(b, t, "early", 40)
+		_, err := early.Exec(b.ctx, `SET LOCAL lock_timeout = '7s'`)
+		require.NoError(t, err)
+		_, err = early.Exec(b.ctx, `SET CONSTRAINTS ALL IMMEDIATE`)
+		require.NoError(t, err)
+		var lockTimeout string
+		require.NoError(t, early.QueryRow(b.ctx, `SHOW lock_timeout`).Scan(&lockTimeout))
+		require.Equal(t, "7s", lockTimeout)
+		require.EqualValues(t, 1, b.scalar(t, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND classid = 1650553969 AND objid = 1 AND granted
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`), "the early check holds the turn")
+
+		late := openLate(b, t, "late", 40)
+		cursor := b.cursor(t)
+		require.NoError(t, late.Commit(b.ctx), "the wait runs out and the check goes on without the turn")
+		require.Equal(t, cursor, b.scalar(t, `SELECT min(round) FROM batchq.jobs WHERE tenant = 'late' AND state = 'queued'`),
+			"the late tenant joins the cursor's round")
+		require.NoError(t, early.Commit(b.ctx))
+		broken, err := checkInvariants(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Empty(t, broken)
+	})
+}
+
 // A late commit gains no rounds when the tenant's first job costs more than
 // one grant either: such a job is served rounds after its grants begin to
 // pay for it, and what the check moves by is the rounds the cursor passed

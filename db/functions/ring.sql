@@ -118,6 +118,37 @@ BEGIN
 END
 $$;
 
+-- rewrite_turn waits until no other transaction's commit-time check is
+-- rewriting jobs, or a second at most, and holds the turn until this
+-- transaction ends; it reports whether it got the turn. The turn is a
+-- transaction-level advisory lock, batchq's key (1650553969, 1), taken
+-- nowhere else. Checks that rewrite thousands of jobs together each take as
+-- long as all of them, and claims go on through rounds meanwhile, so each
+-- tenant they move lands that many rounds behind the cursor when its commit
+-- shows its jobs, and is served alone until it catches up. One at a time,
+-- each check reads the cursor when its turn comes, after the last one's
+-- jobs became visible (docs/design/commit-time-check.md). A wait that runs
+-- out, behind a transaction that ran its checks early (SET CONSTRAINTS ALL
+-- IMMEDIATE, PREPARE TRANSACTION) and holds the turn to its end, goes on
+-- without it, as checks did before there was a turn.
+CREATE OR REPLACE FUNCTION batchq.rewrite_turn() RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lock_timeout text := current_setting('lock_timeout');
+BEGIN
+    PERFORM set_config('lock_timeout', '1s', true);
+    PERFORM pg_advisory_xact_lock(1650553969, 1);
+    -- The lock is kept, the transaction's own lock_timeout restored. (A
+    -- wait that runs out rolls back this block, the setting with it.)
+    PERFORM set_config('lock_timeout', v_lock_timeout, true);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$$;
+
 -- ring_check_at_commit runs when a transaction that added queued jobs
 -- commits (a deferred trigger on batchq.ring_commit_checks, one row per
 -- statement): a tenant whose oldest queued job is one of the transaction's
@@ -141,6 +172,15 @@ BEGIN
     DELETE FROM batchq.ring_commit_checks k WHERE k.queue = NEW.queue AND k.id = NEW.id;
     SELECT c.round INTO v_cursor FROM batchq.queue_cursors c WHERE c.queue = NEW.queue;
     IF v_cursor > NEW.min_round THEN
+        -- A rewrite of more than a few jobs waits for its turn, then reads
+        -- the cursor again (batchq.rewrite_turn). The transaction's own jobs
+        -- of the noted tenants bound what it may move.
+        IF (SELECT sum((SELECT r.enq_seq FROM batchq.tenant_ring r WHERE r.queue = NEW.queue AND r.tenant = t.tenant)
+                       - t.first_seq + 1)
+            FROM unnest(NEW.tenants, NEW.first_seq) AS t (tenant, first_seq)) > 32 THEN
+            PERFORM batchq.rewrite_turn();
+            SELECT c.round INTO v_cursor FROM batchq.queue_cursors c WHERE c.queue = NEW.queue;
+        END IF;
         FOR v IN
             -- The head's start: the round whose grant first goes to it, not
             -- the round it is served in (a job costing k grants is served k
