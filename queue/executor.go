@@ -29,8 +29,12 @@ func (p *pool) handle() {
 		if took, ran := p.runJob(d); ran {
 			p.noteRun(took)
 		}
-		p.inflight.Add(-1)
-		p.poke()
+		// The fetcher claims again only once no more than Concurrency jobs
+		// are held (see claimSize), so only then is it woken: a wake-up for
+		// each job of a batch cost a pass of its loop per job.
+		if p.inflight.Add(-1) <= int64(p.cfg.Concurrency) {
+			p.poke()
+		}
 	}
 }
 
