@@ -36,7 +36,7 @@ type leaseKeeper struct {
 
 type runningJob struct {
 	token    pgtype.UUID // the run's lease token: the same job may run again under another
-	lease    *Job        // a copy holding the id and token, for heartbeats; nil once lost
+	lost     bool        // its lease was lost: no more heartbeats
 	cancel   context.CancelFunc
 	stopping bool // an operator cancelled the job, and its handler was told
 }
@@ -108,12 +108,12 @@ func (k *leaseKeeper) cancelled(j *Job) bool {
 // stalled, before the heartbeat noticed). That run's handler is cancelled
 // now, rather than left running beside the new one.
 func (k *leaseKeeper) trackLocked(j *Job, cancel context.CancelFunc) {
-	if r, ok := k.running[j.ID]; ok && r.token != j.token && r.lease != nil {
+	if r, ok := k.running[j.ID]; ok && r.token != j.token && !r.lost {
 		k.log.Warn("job claimed again while a run of it under an earlier lease is still going; cancelling that run", "job", j.ID)
-		r.lease = nil
+		r.lost = true
 		r.cancel()
 	}
-	k.running[j.ID] = &runningJob{token: j.token, lease: &Job{ID: j.ID, Queue: j.Queue, token: j.token}, cancel: cancel}
+	k.running[j.ID] = &runningJob{token: j.token, cancel: cancel}
 }
 
 // untrack stops keeping the lease of j's run, unless the job already runs
@@ -139,7 +139,7 @@ func (k *leaseKeeper) lost(j *Job) bool {
 // token, was displaced by a later claim of the job.
 func (k *leaseKeeper) lostLocked(j *Job) bool {
 	r, ok := k.running[j.ID]
-	return !ok || r.token != j.token || r.lease == nil
+	return !ok || r.token != j.token || r.lost
 }
 
 // run extends the leases of held jobs every beat until ctx is done.
@@ -211,9 +211,9 @@ func (k *leaseKeeper) heartbeat(bg context.Context, interval *time.Duration, t *
 	try := heartbeatTry(*interval)
 	k.mu.Lock()
 	leases := make([]*Job, 0, len(k.running))
-	for _, r := range k.running {
-		if r.lease != nil {
-			leases = append(leases, &Job{ID: r.lease.ID, Queue: r.lease.Queue, token: r.lease.token})
+	for id, r := range k.running {
+		if !r.lost {
+			leases = append(leases, &Job{ID: id, Queue: k.queue, token: r.token})
 		}
 	}
 	k.mu.Unlock()
@@ -241,15 +241,15 @@ func (k *leaseKeeper) heartbeat(bg context.Context, interval *time.Duration, t *
 	for _, l := range lost {
 		// Only the run the heartbeat was about: the job may have been
 		// handed back and claimed again, under a new token, meanwhile.
-		if r, ok := k.running[l.id]; ok && r.lease != nil && r.lease.token == l.token {
+		if r, ok := k.running[l.id]; ok && !r.lost && r.token == l.token {
 			k.log.Warn("lease lost; cancelling the handler", "job", l.id)
-			r.lease = nil
+			r.lost = true
 			r.cancel()
 		}
 	}
 	for _, s := range stop {
 		// The run keeps its lease: its end is recorded, as 'cancelled'.
-		if r, ok := k.running[s.id]; ok && r.lease != nil && r.lease.token == s.token && !r.stopping {
+		if r, ok := k.running[s.id]; ok && !r.lost && r.token == s.token && !r.stopping {
 			k.log.Info("an operator cancelled the job; cancelling the handler", "job", s.id)
 			r.stopping = true
 			r.cancel()
