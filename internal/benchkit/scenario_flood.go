@@ -264,15 +264,17 @@ func Flood(ctx context.Context, env *Env, cfg FloodConfig) (*Report, error) {
 	rep.Bars = append(rep.Bars, newBar("flood: small tenants' p99 wait with the backlog / without it", ratio(fair, quiet), 2, true,
 		fmt.Sprintf("fair %s ms / %s ms; FIFO %s ms / %s ms = %s", fmtFloat(fair, -1), fmtFloat(quiet, -1),
 			fmtFloat(fifo, -1), fmtFloat(fifoQuiet, -1), fmtFloat(ratio(fifo, fifoQuiet), 1))))
-	minJain := func(k floodKey) (float64, int) {
-		m, n := math.NaN(), 0
+	// The lowest of a measure over the repetitions that measured it (a
+	// repetition without windows has NaN), and the windows they had.
+	lowestOf := func(k floodKey, get func(floodResult) float64) (float64, int) {
+		vals, n := make([]float64, 0, len(res[k])), 0
 		for _, r := range res[k] {
-			if r.windows > 0 && !(r.jainMin >= m) {
-				m = r.jainMin
-			}
-			n += r.windows
+			vals, n = append(vals, get(r)), n+r.windows
 		}
-		return m, n
+		return lowest(vals), n
+	}
+	minJain := func(k floodKey) (float64, int) {
+		return lowestOf(k, func(r floodResult) float64 { return r.jainMin })
 	}
 	fairJain, fairWindows := minJain(floodKey{SystemFair, true})
 	fifoJain, fifoWindows := minJain(floodKey{SystemFIFO, true})
@@ -280,12 +282,7 @@ func Flood(ctx context.Context, env *Env, cfg FloodConfig) (*Report, error) {
 		fmt.Sprintf("fair: lowest of %d windows over %d repetitions; FIFO: %s over %d windows",
 			fairWindows, cfg.reps(), fmtFloat(fifoJain, 4), fifoWindows)))
 	exact := func(get func(floodResult) float64) float64 {
-		m := math.NaN()
-		for _, r := range res[floodKey{SystemFair, true}] {
-			if v := get(r); !(v >= m) {
-				m = v
-			}
-		}
+		m, _ := lowestOf(floodKey{SystemFair, true}, get)
 		return m
 	}
 	if inFlight := exact(func(r floodResult) float64 { return r.exactInFlight }); !math.IsNaN(inFlight) {
@@ -466,18 +463,16 @@ func floodMeasure(ctx context.Context, env *Env, cfg FloodConfig, k floodKey, re
 	res.exactInFlight, res.exactAlone = math.NaN(), math.NaN()
 	if len(jains) > 0 {
 		res.jainMin, res.jainMed = slices.Min(jains), median(jains)
-		lowest := func(claims []floodClaim) float64 {
-			m := math.NaN()
+		lowestWindow := func(claims []floodClaim) float64 {
+			var vals []float64
 			for _, w := range windowJain(claims, allArrivedAt, len(names), cfg.Quantum, cfg.WindowRounds) {
-				if !(w.jain >= m) {
-					m = w.jain
-				}
+				vals = append(vals, w.jain)
 			}
-			return m
+			return lowest(vals)
 		}
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(rep)))
-		res.exactInFlight = lowest(exactOrder(claims, allArrivedAt, cfg.Quantum, cfg.Workers, cfg.Batch, rng))
-		res.exactAlone = lowest(exactOrder(claims, allArrivedAt, cfg.Quantum, 1, cfg.Batch, rng))
+		res.exactInFlight = lowestWindow(exactOrder(claims, allArrivedAt, cfg.Quantum, cfg.Workers, cfg.Batch, rng))
+		res.exactAlone = lowestWindow(exactOrder(claims, allArrivedAt, cfg.Quantum, 1, cfg.Batch, rng))
 	}
 	return res, nil
 }
@@ -895,6 +890,17 @@ func exactOrder(claims []floodClaim, from int64, quantum int64, inFlight, batch 
 		}
 	}
 	return out
+}
+
+// lowest is the least of vals that are not NaN, NaN when none is.
+func lowest(vals []float64) float64 {
+	m := math.NaN()
+	for _, v := range vals {
+		if !math.IsNaN(v) && !(v >= m) {
+			m = v
+		}
+	}
+	return m
 }
 
 // jain is Jain's fairness index of the shares, n of them (those missing
