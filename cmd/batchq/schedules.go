@@ -119,11 +119,11 @@ func scheduleUpdate(c *cli.Context) (queue.ScheduleUpdate, int, error) {
 		return u, n, usagef("batchq: --missed: must be %s or %s (got \"\")", queue.MissedSkip, queue.MissedOne)
 	}
 	// So would an empty --kind, "default".
+	instead := `leave it out for "default"`
 	if c.Command.Name == "set" {
-		if err := refuseEmpty(c, "leave it out to keep the schedule's", "kind"); err != nil {
-			return u, n, err
-		}
-	} else if err := refuseEmpty(c, `leave it out for "default"`, "kind"); err != nil {
+		instead = "leave it out to keep the schedule's"
+	}
+	if err := refuseEmpty(c, instead, "kind"); err != nil {
 		return u, n, err
 	}
 	// So would an empty --timezone, UTC: refused as an empty --payload is,

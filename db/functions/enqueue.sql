@@ -167,30 +167,30 @@ BEGIN
                 RETURNING id INTO v_id;
                 RETURN QUERY SELECT 1, v_id, 'inserted'::text, p_tenant[1], NULL::integer, NULL::integer, NULL::integer;
             ELSE
-            -- Line order is the tenant's order, so the claim order: rows
-            -- go in, and their ids are drawn, in it.
-            RETURN QUERY
-            WITH lines AS (
-                SELECT x.ord, x.cost, x.kind, x.deadline, x.max_attempts, x.payload,
-                       v_one.cum + sum(x.cost) OVER (ORDER BY x.ord) AS cum
-                FROM unnest(p_cost, p_kind, p_deadline, p_max_attempts, p_payload)
-                     WITH ORDINALITY AS x (cost, kind, deadline, max_attempts, payload, ord)
-                WHERE x.ord <= v_n
-            ), ins AS (
-                INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
-                SELECT p_queue, p_tenant[1], coalesce(nullif(l.kind, ''), 'default'), l.cost,
-                       CASE WHEN l.deadline IS NULL OR l.deadline < '0002-01-01'
-                            THEN statement_timestamp() + q.default_ttl ELSE l.deadline END,
-                       coalesce(l.payload, '{}'::jsonb), 'queued', coalesce(nullif(l.max_attempts, 0), q.max_attempts),
-                       batchq.drr_round(v_one.join_round, l.cum::bigint, v_one.share), v_one.pos, l.cum, v_one.enq_seq + l.ord
-                FROM lines l
-                ORDER BY l.ord
-                RETURNING id, seq
-            )
-            SELECT (i.seq - v_one.enq_seq)::integer, i.id, 'inserted'::text, p_tenant[1], NULL::integer, NULL::integer,
-                   NULL::integer
-            FROM ins i
-            ORDER BY i.seq;
+                -- Line order is the tenant's order, so the claim order: rows
+                -- go in, and their ids are drawn, in it.
+                RETURN QUERY
+                WITH lines AS (
+                    SELECT x.ord, x.cost, x.kind, x.deadline, x.max_attempts, x.payload,
+                           v_one.cum + sum(x.cost) OVER (ORDER BY x.ord) AS cum
+                    FROM unnest(p_cost, p_kind, p_deadline, p_max_attempts, p_payload)
+                         WITH ORDINALITY AS x (cost, kind, deadline, max_attempts, payload, ord)
+                    WHERE x.ord <= v_n
+                ), ins AS (
+                    INSERT INTO batchq.jobs (queue, tenant, kind, cost, deadline, payload, state, max_attempts, round, pos, cum, seq)
+                    SELECT p_queue, p_tenant[1], coalesce(nullif(l.kind, ''), 'default'), l.cost,
+                           CASE WHEN l.deadline IS NULL OR l.deadline < '0002-01-01'
+                                THEN statement_timestamp() + q.default_ttl ELSE l.deadline END,
+                           coalesce(l.payload, '{}'::jsonb), 'queued', coalesce(nullif(l.max_attempts, 0), q.max_attempts),
+                           batchq.drr_round(v_one.join_round, l.cum::bigint, v_one.share), v_one.pos, l.cum, v_one.enq_seq + l.ord
+                    FROM lines l
+                    ORDER BY l.ord
+                    RETURNING id, seq
+                )
+                SELECT (i.seq - v_one.enq_seq)::integer, i.id, 'inserted'::text, p_tenant[1], NULL::integer, NULL::integer,
+                       NULL::integer
+                FROM ins i
+                ORDER BY i.seq;
             END IF;
             UPDATE batchq.tenant_ring r
             SET cum = r.cum + v_lines_cost, enq_seq = r.enq_seq + v_n, join_round = v_one.join_round,
