@@ -23,9 +23,18 @@ type dispatch struct {
 	unadmitted bool // counted in admission's calls and tokens
 }
 
-// handle runs handlers for dispatched jobs until the pool closes p.jobs.
+// handle runs handlers for the jobs the fetcher claims until the pool
+// closes p.waiting.
 func (p *pool) handle() {
-	for d := range p.jobs {
+	for {
+		d, emptied := p.waiting.take()
+		if d == nil {
+			return
+		}
+		if emptied {
+			// The fetcher may claim for the slots it kept for these.
+			p.poke()
+		}
 		if took, ran := p.runJob(d); ran {
 			p.noteRun(took)
 		}
@@ -43,19 +52,19 @@ func (p *pool) handle() {
 // whether it ran at all.
 func (p *pool) runJob(d *dispatch) (time.Duration, bool) {
 	j := d.job
-	if p.leases.cancelled(j) {
-		// An operator cancelled it while it waited: recorded 'cancelled',
-		// never sent.
-		p.handBack(d)
-		return 0, false
-	}
 	ctx, cancel := context.WithCancel(p.handlerCtx)
 	defer cancel()
 	// The run stays tracked, its lease kept, until the completer has written
 	// what became of it (every path below hands the job to p.done, which
 	// untracks it then), except where no finish is written: its lease was
 	// lost.
-	if !p.leases.start(j, cancel) {
+	switch p.leases.start(j, cancel) {
+	case startCancelled:
+		// An operator cancelled it while it waited: recorded 'cancelled',
+		// never sent.
+		p.handBack(d)
+		return 0, false
+	case startLost:
 		p.leases.untrack(j)
 		p.admission.settle(d)
 		p.notSent(ctx, d.sentAt, j.Cost)

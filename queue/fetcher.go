@@ -35,12 +35,11 @@ type claimed struct {
 	err  error
 }
 
-// fetch claims work while ctx lasts and hands it to the handlers. Jobs it
-// claimed but could not hand over are handed back when it stops.
+// fetch claims work while ctx lasts and leaves it in p.waiting for the
+// handlers. Jobs claimed that no handler took are handed back when it stops.
 func (p *pool) fetch(ctx context.Context) error {
 	var (
-		ready       []*dispatch // claimed, waiting for a handler, oldest first
-		inFlight    bool        // a claim runs
+		inFlight    bool // a claim runs
 		results     = make(chan claimed, 1)
 		notBefore   time.Time // the last claim took nothing: none before this, unless woken
 		refused     refusalWatch
@@ -50,10 +49,10 @@ func (p *pool) fetch(ctx context.Context) error {
 	defer func() {
 		if inFlight {
 			r := <-results
-			ready = append(ready, r.got...)
 			p.inflight.Add(int64(len(r.got)))
+			p.handBackAll(r.got)
 		}
-		p.handBackAll(ready)
+		p.handBackAll(p.waiting.close())
 	}()
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
@@ -67,9 +66,9 @@ func (p *pool) fetch(ctx context.Context) error {
 			return nil
 		}
 		now := time.Now()
-		ready = p.handBackStale(ready, now)
+		p.handBackStale(now)
 		if !inFlight && !now.Before(notBefore) {
-			if n := p.claimSize(len(ready)); n > 0 {
+			if n := p.claimSize(p.waiting.len()); n > 0 {
 				inFlight = true
 				go func() {
 					got, wait, err := p.claim(ctx, n)
@@ -77,32 +76,15 @@ func (p *pool) fetch(ctx context.Context) error {
 				}()
 			}
 		}
-		var out chan<- *dispatch
-		var next *dispatch
-		if len(ready) > 0 {
-			out, next = p.jobs, ready[0]
-		}
-		timer.Reset(p.nextLook(now, notBefore, inFlight, ready))
+		timer.Reset(p.nextLook(now, notBefore, inFlight))
 		select {
 		case <-ctx.Done():
 			return nil
-		case out <- next:
-			ready = ready[1:]
-			// Idle handlers take the rest at once.
-		more:
-			for len(ready) > 0 && ctx.Err() == nil {
-				select {
-				case p.jobs <- ready[0]:
-					ready = ready[1:]
-				default:
-					break more
-				}
-			}
 		case r := <-results:
 			inFlight = false
 			if len(r.got) > 0 {
 				p.inflight.Add(int64(len(r.got)))
-				ready = append(ready, r.got...)
+				p.waiting.add(r.got)
 			}
 			if r.err != nil && ctx.Err() == nil {
 				p.emit(Event{Kind: EventError, Err: r.err})
@@ -126,15 +108,15 @@ func (p *pool) fetch(ctx context.Context) error {
 			}
 			notBefore = time.Now().Add(cmp.Or(r.wait, p.cfg.PollInterval))
 		case <-p.wake:
-			// A notification, or a handler freed its slot: look now.
+			// A notification, a handler freed its slot, or took the last
+			// job waiting: look now.
 			notBefore = time.Time{}
 		case <-timer.C:
 		case <-pauseCheck.C:
-			if len(ready) > 0 && p.paused(ctx, &pausedSince) {
-				p.handBackAll(ready)
-				ready = nil
+			if p.waiting.len() > 0 && p.paused(ctx, &pausedSince) {
+				p.handBackAll(p.waiting.takeAll())
 			}
-			ready = p.handBackCancelled(ctx, ready, &cancelsSeen)
+			p.handBackCancelled(ctx, &cancelsSeen)
 		}
 	}
 }
@@ -191,13 +173,13 @@ func (p *pool) noteRun(took time.Duration) {
 // nextLook is how long the fetcher may sleep when nothing wakes it: until
 // the next claim is due, the oldest waiting job must be handed back, or a
 // poll interval, whichever comes first.
-func (p *pool) nextLook(now, notBefore time.Time, inFlight bool, ready []*dispatch) time.Duration {
+func (p *pool) nextLook(now, notBefore time.Time, inFlight bool) time.Duration {
 	d := p.cfg.PollInterval
 	if !inFlight && notBefore.After(now) {
 		d = min(d, notBefore.Sub(now))
 	}
-	if len(ready) > 0 {
-		d = min(d, ready[0].claimed.Add(maxReadyWait(p.leases.Lease())).Sub(now))
+	if claimed, ok := p.waiting.oldest(); ok {
+		d = min(d, claimed.Add(maxReadyWait(p.leases.Lease())).Sub(now))
 	}
 	return max(d, time.Millisecond)
 }
@@ -205,24 +187,20 @@ func (p *pool) nextLook(now, notBefore time.Time, inFlight bool, ready []*dispat
 // handBackStale hands back the waiting jobs claimed more than maxReadyWait
 // ago: their handlers are busy for longer than the prefetch was sized for,
 // and other workers may run them now.
-func (p *pool) handBackStale(ready []*dispatch, now time.Time) []*dispatch {
+func (p *pool) handBackStale(now time.Time) {
 	limit := maxReadyWait(p.leases.Lease())
-	n := 0
-	for n < len(ready) && now.Sub(ready[n].claimed) >= limit {
-		n++
+	stale := p.waiting.claimedBy(now.Add(-limit))
+	if len(stale) == 0 {
+		return
 	}
-	if n == 0 {
-		return ready
-	}
-	p.log.Info("claimed jobs waited too long for a handler; handing them back", "jobs", n, "waited", limit)
-	p.handBackAll(ready[:n])
+	p.log.Info("claimed jobs waited too long for a handler; handing them back", "jobs", len(stale), "waited", limit)
+	p.handBackAll(stale)
 	// The handlers run longer than the prefetch was sized for (before any
 	// finished, nothing said how long they run): claim only for free slots
 	// until runs that end say otherwise.
 	slow := int64(p.cfg.Concurrency)*int64(limit) + 1
 	for old := p.meanRun.Load(); old < slow && !p.meanRun.CompareAndSwap(old, slow); old = p.meanRun.Load() {
 	}
-	return ready[n:]
 }
 
 // pauseCheckEvery is how often the fetcher asks whether the queue was
@@ -241,40 +219,33 @@ const cancelCheckEvery = time.Second
 // cancelled: they are recorded 'cancelled' and never sent. It looks only at
 // jobs that have waited cancelCheckEvery, at most once every
 // cancelCheckEvery (seen: when it last looked), so a pool whose jobs start
-// at once makes no extra call. The look is a heartbeat of those jobs.
-func (p *pool) handBackCancelled(ctx context.Context, ready []*dispatch, seen *time.Time) []*dispatch {
+// at once makes no extra call. The look is a heartbeat of those jobs; one a
+// handler took meanwhile is stopped by the lease keeper, as a running job
+// an operator cancels is.
+func (p *pool) handBackCancelled(ctx context.Context, seen *time.Time) {
 	now := time.Now()
-	if len(ready) == 0 || now.Sub(*seen) < cancelCheckEvery || now.Sub(ready[0].claimed) < cancelCheckEvery {
-		return ready
+	oldest, ok := p.waiting.oldest()
+	if !ok || now.Sub(*seen) < cancelCheckEvery || now.Sub(oldest) < cancelCheckEvery {
+		return
 	}
 	*seen = now
-	var waited []*Job
-	for _, d := range ready {
-		if now.Sub(d.claimed) >= cancelCheckEvery {
-			waited = append(waited, d.job)
-		}
-	}
+	jobs := p.waiting.jobsClaimedBy(now.Add(-cancelCheckEvery))
 	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	defer cancel()
-	_, stop, err := p.c.heartbeat(ctx, waited)
+	_, stop, err := p.c.heartbeat(ctx, jobs)
 	if err != nil || len(stop) == 0 {
-		return ready // the lease keeper's next beat looks again
+		return // the lease keeper's next beat looks again
 	}
+	p.leases.stopping(stop)
 	stopped := make(map[run]bool, len(stop))
 	for _, r := range stop {
 		stopped[r] = true
 	}
-	var kept, gone []*dispatch
-	for _, d := range ready {
-		if stopped[d.job.run()] {
-			p.log.Info("an operator cancelled a job before it started; handing it back unstarted", "job", d.job.ID)
-			gone = append(gone, d)
-			continue
-		}
-		kept = append(kept, d)
+	gone := p.waiting.takeIf(func(d *dispatch) bool { return stopped[d.job.run()] })
+	for _, d := range gone {
+		p.log.Info("an operator cancelled a job before it started; handing it back unstarted", "job", d.job.ID)
 	}
 	p.handBackAll(gone)
-	return kept
 }
 
 // handBackAll hands back claimed jobs no handler took.

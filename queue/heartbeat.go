@@ -78,27 +78,32 @@ func (k *leaseKeeper) claimed(jobs []*Job, now time.Time) {
 	}
 }
 
+// startState is what start found of a run about to start.
+type startState int
+
+const (
+	startOK        startState = iota
+	startLost                 // its lease was lost while it waited: another run holds the job
+	startCancelled            // an operator cancelled it while it waited: it must not start
+)
+
 // start makes cancel the one a lost lease or an operator's cancel calls for
-// j's run, as its handler is about to start. It reports false when the lease
-// was lost while the job waited: the heartbeat found it so, or the pool
-// claimed the job again under another token. Another run holds it now.
-func (k *leaseKeeper) start(j *Job, cancel context.CancelFunc) bool {
+// j's run, as its handler is about to start, unless the run must not start:
+// its lease was lost while the job waited (the heartbeat found it so, or the
+// pool claimed the job again under another token), or an operator cancelled
+// it meanwhile.
+func (k *leaseKeeper) start(j *Job, cancel context.CancelFunc) startState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.lostLocked(j) {
-		return false
+		return startLost
 	}
-	k.trackLocked(j, cancel)
-	return true
-}
-
-// cancelled reports whether a heartbeat found that an operator cancelled
-// j's run while it waited for a handler: it must not start.
-func (k *leaseKeeper) cancelled(j *Job) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	r, ok := k.running[j.ID]
-	return ok && r.token == j.token && r.stopping
+	r := k.running[j.ID]
+	if r.stopping {
+		return startCancelled
+	}
+	r.cancel = cancel
+	return startOK
 }
 
 // trackLocked makes j's run the one whose lease the heartbeat keeps, and
@@ -247,6 +252,19 @@ func (k *leaseKeeper) heartbeat(bg context.Context, interval *time.Duration, t *
 			r.cancel()
 		}
 	}
+	k.stoppingLocked(stop)
+}
+
+// stopping marks the runs an operator cancelled, and cancels the handlers
+// of those that started: a run not started yet must not start.
+func (k *leaseKeeper) stopping(stop []run) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stoppingLocked(stop)
+}
+
+// stoppingLocked is stopping with k.mu held.
+func (k *leaseKeeper) stoppingLocked(stop []run) {
 	for _, s := range stop {
 		// The run keeps its lease: its end is recorded, as 'cancelled'.
 		if r, ok := k.running[s.id]; ok && !r.lost && r.token == s.token && !r.stopping {

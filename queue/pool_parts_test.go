@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -123,8 +124,8 @@ func TestLeaseKeeperTellsALostRunFromTheCurrentOne(t *testing.T) {
 		t.Fatal("a claimed job's lease is kept while it waits for a handler")
 	}
 	cancelled := false
-	if !k.start(first, func() { cancelled = true }) {
-		t.Fatal("start refused a run whose lease is kept")
+	if got := k.start(first, func() { cancelled = true }); got != startOK {
+		t.Fatalf("start of a run whose lease is kept: %d, want startOK", got)
 	}
 	// The job is claimed again under another token: the first run lost its
 	// lease, and its handler is cancelled.
@@ -134,8 +135,8 @@ func TestLeaseKeeperTellsALostRunFromTheCurrentOne(t *testing.T) {
 		t.Fatalf("after a second claim: first cancelled %v, first lost %v, second lost %v; want true, true, false",
 			cancelled, k.lost(first), k.lost(again))
 	}
-	if k.start(first, func() {}) {
-		t.Error("start took a run displaced by a later claim")
+	if got := k.start(first, func() {}); got != startLost {
+		t.Errorf("start of a run displaced by a later claim: %d, want startLost", got)
 	}
 	k.untrack(first) // the stale run's end leaves the new one alone
 	if k.lost(again) {
@@ -144,6 +145,106 @@ func TestLeaseKeeperTellsALostRunFromTheCurrentOne(t *testing.T) {
 	k.untrack(again)
 	if !k.lost(again) {
 		t.Error("an untracked run's lease is still kept")
+	}
+}
+
+// An operator's cancel found while a job waits for a handler keeps it from
+// starting, however the cancel and the start interleave; one found after it
+// started cancels its handler.
+func TestLeaseKeeperKeepsACancelledRunFromStarting(t *testing.T) {
+	k := newLeaseKeeper(nil, "q", slog.New(slog.DiscardHandler), func(Event) {}, time.Minute, 20*time.Second, false)
+	waiting := &Job{ID: 1, token: pgtype.UUID{Bytes: [16]byte{1}, Valid: true}}
+	running := &Job{ID: 2, token: pgtype.UUID{Bytes: [16]byte{2}, Valid: true}}
+	k.claimed([]*Job{waiting, running}, time.Now())
+	cancelled := false
+	if got := k.start(running, func() { cancelled = true }); got != startOK {
+		t.Fatalf("start: %d, want startOK", got)
+	}
+	k.stopping([]run{waiting.run(), running.run(), {id: 3}})
+	if got := k.start(waiting, func() { t.Error("the cancelled run's handler was cancelled before it started") }); got != startCancelled {
+		t.Errorf("start of a run an operator cancelled while it waited: %d, want startCancelled", got)
+	}
+	if !cancelled {
+		t.Error("a running job an operator cancelled kept its handler going")
+	}
+	if k.lost(waiting) || k.lost(running) {
+		t.Error("a cancelled run lost its lease: its end is still to be recorded")
+	}
+}
+
+func TestWaitingJobsHandsOutOldestFirstAndTakesBackWhatMustNotStart(t *testing.T) {
+	t0 := time.Now()
+	d := func(id int64, at time.Duration) *dispatch {
+		return &dispatch{job: &Job{ID: id}, claimed: t0.Add(at)}
+	}
+	ids := func(ds []*dispatch) []int64 {
+		var out []int64
+		for _, d := range ds {
+			out = append(out, d.job.ID)
+		}
+		return out
+	}
+	w := newWaitingJobs()
+	if _, ok := w.oldest(); ok {
+		t.Fatal("an empty queue has an oldest job")
+	}
+	w.add([]*dispatch{d(1, 0), d(2, 0), d(3, time.Second)})
+	w.add([]*dispatch{d(4, 2*time.Second), d(5, 3*time.Second), d(6, 3*time.Second)})
+	if got, emptied := w.take(); got.job.ID != 1 || emptied {
+		t.Fatalf("take: job %d, emptied %v; want 1, false", got.job.ID, emptied)
+	}
+	if at, _ := w.oldest(); !at.Equal(t0) {
+		t.Errorf("oldest claim %s after the first, want %s", at, t0)
+	}
+	if got := w.jobsClaimedBy(t0.Add(time.Second)); len(got) != 2 || got[0].ID != 2 || got[1].ID != 3 || w.len() != 5 {
+		t.Errorf("jobs claimed by 1s: %v, %d left waiting; want [2 3], all 5 left", got, w.len())
+	}
+	if got := ids(w.claimedBy(t0.Add(time.Second))); !slices.Equal(got, []int64{2, 3}) {
+		t.Errorf("claimed by 1s: %v, want [2 3] (at the second too)", got)
+	}
+	if got := ids(w.takeIf(func(d *dispatch) bool { return d.job.ID == 5 })); !slices.Equal(got, []int64{5}) {
+		t.Errorf("takeIf: %v, want [5]", got)
+	}
+	if got, _ := w.take(); got.job.ID != 4 {
+		t.Errorf("take after takeIf: %d, want 4, the order kept", got.job.ID)
+	}
+	if got, emptied := w.take(); got.job.ID != 6 || !emptied {
+		t.Errorf("take of the last: job %d, emptied %v; want 6, true", got.job.ID, emptied)
+	}
+
+	// A handler waiting for a job gets the next one added, and nil once the
+	// queue closes; closing hands back what no handler took.
+	got := make(chan *dispatch)
+	go func() {
+		for {
+			d, _ := w.take()
+			got <- d
+			if d == nil {
+				return
+			}
+		}
+	}()
+	w.add([]*dispatch{d(7, 4*time.Second)})
+	if d := <-got; d == nil || d.job.ID != 7 {
+		t.Fatalf("a waiting handler got %v, want job 7", d)
+	}
+	w.add([]*dispatch{d(8, 5*time.Second), d(9, 5*time.Second)})
+	// The handler has 8 (or is about to take it); 9 may be taken too.
+	first := <-got
+	left := ids(w.close())
+	var second *dispatch
+	if len(left) == 0 {
+		second = <-got
+	}
+	if last := <-got; last != nil {
+		t.Errorf("take after close: job %d, want nil", last.job.ID)
+	}
+	if first.job.ID != 8 || (len(left) == 0) == (second == nil) || (second != nil && second.job.ID != 9) ||
+		(len(left) > 0 && !slices.Equal(left, []int64{9})) {
+		t.Errorf("after close: handler took %v then %v, close handed back %v; want 8, then 9 from exactly one of them", first, second, left)
+	}
+	if w.add([]*dispatch{}); w.len() != 0 {
+		t.Error("adding nothing added something")
 	}
 }
 

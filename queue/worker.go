@@ -164,8 +164,8 @@ type pool struct {
 	cfg WorkerConfig
 	log *slog.Logger
 
-	jobs chan *dispatch // fetcher to handlers
-	wake chan struct{}  // a notification or a freed slot: look for work now
+	waiting *waitingJobs  // claimed, for the handlers to take
+	wake    chan struct{} // a notification or a freed slot: look for work now
 	// inflight counts claimed jobs no handler has finished with: waiting for
 	// a handler, or running.
 	inflight atomic.Int64
@@ -227,7 +227,7 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 	p := &pool{
 		c: c, cfg: cfg,
 		log:           log.With("queue", cfg.Queue, "worker", cfg.Name),
-		jobs:          make(chan *dispatch),
+		waiting:       newWaitingJobs(),
 		wake:          make(chan struct{}, 1),
 		admission:     &admission{th: cfg.Throttle},
 		handlerCtx:    hctx,
@@ -268,6 +268,8 @@ func (p *pool) run(ctx context.Context) error {
 		handlers.Go(p.handle)
 	}
 
+	// fetch closes p.waiting as it returns, handing back the jobs no
+	// handler took, so handlers end with what they run.
 	err := p.fetch(ctx)
 
 	// Shutdown: no more claims; let running handlers finish, up to the timeout.
@@ -275,7 +277,6 @@ func (p *pool) run(ctx context.Context) error {
 	// lease expiry and rescue.
 	giveUp := time.AfterFunc(2*p.cfg.ShutdownTimeout, p.done.abandon)
 	defer giveUp.Stop()
-	close(p.jobs)
 	finished := make(chan struct{})
 	go func() { handlers.Wait(); close(finished) }()
 	select {
