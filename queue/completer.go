@@ -89,8 +89,11 @@ func (d *completer) close() {
 
 func (d *completer) run() {
 	defer close(d.closed)
+	// One batch's buffer, used again: under load every flush filled a new
+	// one, grown from one op up, per statement.
+	var batch []finishOp
 	for first := range d.ops {
-		batch := []finishOp{first}
+		batch = append(batch[:0], first)
 	more:
 		for len(batch) < maxFinishBatch {
 			select {
@@ -110,11 +113,12 @@ func (d *completer) run() {
 		for _, o := range batch {
 			d.written(o.job)
 		}
+		clear(batch) // the jobs are done with
 	}
 }
 
 func (d *completer) flush(batch []finishOp) {
-	var done []Completion
+	done := make([]Completion, 0, len(batch))
 	var fails []failure
 	var failTook []time.Duration
 	var rel []*Job
@@ -217,7 +221,7 @@ func (d *completer) failAll(fails []failure) (res map[run]string, unwritten map[
 // halves so that one bad completion costs only itself; the server being
 // away is retried as a whole.
 func (d *completer) completeAll(done []Completion) (lost, written map[run]bool) {
-	lost, written = map[run]bool{}, map[run]bool{}
+	lost, written = map[run]bool{}, make(map[run]bool, len(done))
 	var write func(part []Completion)
 	write = func(part []Completion) {
 		var lostRuns map[run]bool
