@@ -233,3 +233,21 @@ func TestPayloadBoundedAsPrinted(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 }
+
+// ValidQueueName accepts exactly the names CreateQueue does.
+func TestValidQueueNameIsCreateQueuesRule(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"q2", true}, {"a.b:c-d_e", true}, {"9lives", true}, {strings.Repeat("x", 128), true},
+		{"", false}, {"-a", false}, {"_a", false}, {"a b", false}, {"é", false}, {"a/b", false},
+		{strings.Repeat("x", 129), false}, {"a\n", false},
+	} {
+		require.Equal(t, c.ok, queue.ValidQueueName(c.name), "ValidQueueName(%q)", c.name)
+		err := b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: c.name})
+		require.Equal(t, c.ok, err == nil, "CreateQueue(%q): %v", c.name, err)
+	}
+}

@@ -151,6 +151,12 @@ var queueName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 // queueNameRule is what queueName accepts, in words.
 const queueNameRule = "1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
 
+// ValidQueueName reports whether name may name a queue: 1-128 characters of
+// A-Z a-z 0-9 _ . : - starting with a letter or digit, as CreateQueue and
+// the SQL API require. A call naming a queue that breaks the rule returns
+// ErrUnknownQueue with the rule in its text.
+func ValidQueueName(name string) bool { return queueName.MatchString(name) }
+
 func (qc *QueueConfig) withDefaults() {
 	if qc.Quantum == 0 {
 		qc.Quantum = DefaultQuantum

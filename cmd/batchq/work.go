@@ -171,7 +171,7 @@ func runWork(c *cli.Context) error {
 	// Before anything starts or says it is working.
 	if _, err := client.Queue(c.Context, wc.Queue); errors.Is(err, queue.ErrUnknownQueue) {
 		msg := strings.TrimPrefix(err.Error(), "batchq: ")
-		if !strings.Contains(msg, " is not a queue name") {
+		if queue.ValidQueueName(wc.Queue) {
 			// A name queues create takes; others say their rule instead.
 			msg += fmt.Sprintf(" (batchq queues create %s makes it)", wc.Queue)
 		}
