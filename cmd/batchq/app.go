@@ -117,6 +117,7 @@ func unknownCommand(c *cli.Context, name string) error {
 // Command groups and commands without arguments get batchq's own help
 // command, whose usage errors are one line like every other.
 func prepareCommand(cmd *cli.Command, path string) {
+	decimal(cmd.Flags)
 	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 		return flagError(path, cmd.Flags, err)
 	}

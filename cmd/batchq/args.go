@@ -328,7 +328,7 @@ func flagNeedsValue(command string, f cli.Flag, name string) error {
 
 // flagTakes says what f's value is, or "" where its usage says it.
 func flagTakes(f cli.Flag) string {
-	switch f := f.(type) {
+	switch f := unwrapFlag(f).(type) {
 	case *cli.IntFlag, *cli.Int64Flag, int64NoDefault:
 		return "a whole number"
 	case *cli.UintFlag, *cli.Uint64Flag:

@@ -244,3 +244,45 @@ func TestHelpStillWorks(t *testing.T) {
 	require.Contains(t, r.stdout, "USAGE:\n   batchq queues create [command options] NAME")
 	require.NotContains(t, r.stdout, "COMMANDS:")
 }
+
+// Whole numbers are decimal everywhere: a leading zero is not octal, and
+// 0x, 0o and 0b are not numbers, as a job id on the command line is not.
+func TestWholeNumberFlagsAreDecimal(t *testing.T) {
+	t.Parallel()
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				switch f.(type) {
+				case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+					t.Errorf("%s%s --%s reads Go literals (010 as 8): not made decimal", path, c.Name, f.Names()[0])
+				}
+			}
+			walk(path+c.Name+" ", c.Subcommands)
+		}
+	}
+	walk("", newApp(io.Discard, io.Discard).Commands)
+
+	db := newCLIDB(t)
+	r := runCLI(t, db.url, "queues", "create", "dq", "--max-per-tenant", "010", "--quantum=0100")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.queues WHERE name = 'dq' AND max_per_tenant = 10 AND quantum = 100`), r.stdout)
+	r = runCLI(t, db.url, "enqueue", "--queue", "dq", "--tenant", "acme", "--cost", "010")
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, v := range []string{"0x10", "0o10", "0b11", "1_000"} {
+		r = runCLI(t, db.url, "enqueue", "--queue", "dq", "--tenant", "acme", "--cost", v)
+		require.Equal(t, 2, r.code, "--cost %s: %s", v, r.stdout)
+		require.Contains(t, r.stderr, `--cost "`+v+`"`, "--cost %s", v)
+		require.Contains(t, r.stderr, "a whole number", "--cost %s", v)
+	}
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs`))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE cost = 10`))
+}
+
+// A whole number in an environment variable is decimal too.
+func TestWholeNumberEnvironmentVariablesAreDecimal(t *testing.T) {
+	t.Setenv("BATCHQ_CONCURRENCY", "0x10")
+	r := runCLI(t, noServer, "work", "--queue", "q", "--target", "http://127.0.0.1:1/")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: BATCHQ_CONCURRENCY \"0x10\" (for --concurrency): not a whole number\n", r.stderr)
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Whole-number flags read their values in base 10. Left to itself the flag
+// package reads them as Go literals: --max-per-tenant 010 was 8, --cost 0x10
+// was 16, and migrate down --to 010 reverted to version 8. A job id on the
+// command line was already decimal.
+
+// decimal makes every whole-number flag of flags decimal, on the command
+// line and in its environment variable.
+func decimal(flags []cli.Flag) {
+	for i, f := range flags {
+		switch f := f.(type) {
+		case *cli.IntFlag:
+			f.Base = 10
+			flags[i] = decimalInt{f}
+		case *cli.Int64Flag:
+			f.Base = 10
+			flags[i] = decimalInt64{f}
+		case int64NoDefault:
+			f.Base = 10 // decimal already
+		case *cli.UintFlag:
+			f.Base = 10
+			flags[i] = decimalUint{f}
+		case *cli.Uint64Flag:
+			f.Base = 10
+			flags[i] = decimalUint64{f}
+		}
+	}
+}
+
+type decimalInt struct{ *cli.IntFlag }
+type decimalInt64 struct{ *cli.Int64Flag }
+type decimalUint struct{ *cli.UintFlag }
+type decimalUint64 struct{ *cli.Uint64Flag }
+
+func (f decimalInt) Apply(set *flag.FlagSet) error    { return applyDecimal(f.IntFlag, set, false) }
+func (f decimalInt64) Apply(set *flag.FlagSet) error  { return applyDecimal(f.Int64Flag, set, false) }
+func (f decimalUint) Apply(set *flag.FlagSet) error   { return applyDecimal(f.UintFlag, set, true) }
+func (f decimalUint64) Apply(set *flag.FlagSet) error { return applyDecimal(f.Uint64Flag, set, true) }
+
+func (f int64NoDefault) Apply(set *flag.FlagSet) error { return applyDecimal(f.Int64Flag, set, false) }
+
+func (f decimalInt) wrapped() cli.Flag    { return f.IntFlag }
+func (f decimalInt64) wrapped() cli.Flag  { return f.Int64Flag }
+func (f decimalUint) wrapped() cli.Flag   { return f.UintFlag }
+func (f decimalUint64) wrapped() cli.Flag { return f.Uint64Flag }
+
+// unwrapFlag is the urfave/cli flag f wraps, or f.
+func unwrapFlag(f cli.Flag) cli.Flag {
+	if w, ok := f.(interface{ wrapped() cli.Flag }); ok {
+		return w.wrapped()
+	}
+	return f
+}
+
+// applyDecimal applies f to set, then puts a decimal reader in front of the
+// value it registered under each of its names.
+func applyDecimal(f cli.Flag, set *flag.FlagSet, unsigned bool) error {
+	if err := f.Apply(set); err != nil {
+		return err
+	}
+	for _, name := range f.Names() {
+		if fl := set.Lookup(name); fl != nil {
+			fl.Value = decimalValue{Value: fl.Value, unsigned: unsigned}
+		}
+	}
+	return nil
+}
+
+// decimalValue reads a whole number in base 10 and hands the flag package's
+// value its canonical form. Its errors are the flag package's own words,
+// which flagError turns into batchq's.
+type decimalValue struct {
+	flag.Value
+	unsigned bool
+}
+
+var (
+	errFlagParse = errors.New("parse error")
+	errFlagRange = errors.New("value out of range")
+)
+
+func (v decimalValue) Set(s string) error {
+	var canonical string
+	var err error
+	if v.unsigned {
+		var n uint64
+		n, err = strconv.ParseUint(s, 10, 64)
+		canonical = strconv.FormatUint(n, 10)
+	} else {
+		var n int64
+		n, err = strconv.ParseInt(s, 10, 64)
+		canonical = strconv.FormatInt(n, 10)
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return errFlagRange
+	}
+	if err != nil {
+		return errFlagParse
+	}
+	return v.Value.Set(canonical)
+}
