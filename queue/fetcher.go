@@ -47,12 +47,14 @@ func (p *pool) fetch(ctx context.Context) error {
 		cancelsSeen time.Time // when waiting jobs were last looked at for cancels
 	)
 	defer func() {
+		// First, so no handler starts another job while a claim in flight
+		// is waited for.
+		p.handBackAll(p.waiting.close())
 		if inFlight {
 			r := <-results
 			p.inflight.Add(int64(len(r.got)))
 			p.handBackAll(r.got)
 		}
-		p.handBackAll(p.waiting.close())
 	}()
 	timer := time.NewTimer(p.cfg.PollInterval)
 	defer timer.Stop()
@@ -219,9 +221,9 @@ const cancelCheckEvery = time.Second
 // cancelled: they are recorded 'cancelled' and never sent. It looks only at
 // jobs that have waited cancelCheckEvery, at most once every
 // cancelCheckEvery (seen: when it last looked), so a pool whose jobs start
-// at once makes no extra call. The look is a heartbeat of those jobs; one a
-// handler took meanwhile is stopped by the lease keeper, as a running job
-// an operator cancels is.
+// at once makes no extra call. The look is a heartbeat of those jobs, which
+// wait out of the handlers' reach meanwhile: one a handler took during the
+// call would start before its answer said it was cancelled.
 func (p *pool) handBackCancelled(ctx context.Context, seen *time.Time) {
 	now := time.Now()
 	oldest, ok := p.waiting.oldest()
@@ -229,22 +231,35 @@ func (p *pool) handBackCancelled(ctx context.Context, seen *time.Time) {
 		return
 	}
 	*seen = now
-	jobs := p.waiting.jobsClaimedBy(now.Add(-cancelCheckEvery))
+	looked := p.waiting.claimedBy(now.Add(-cancelCheckEvery))
+	// Copies, as the lease keeper's beats use: the call writes each job's
+	// new lease end into what it is given.
+	leases := make([]*Job, len(looked))
+	for i, d := range looked {
+		leases[i] = &Job{ID: d.job.ID, Queue: d.job.Queue, token: d.job.token}
+	}
 	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
 	defer cancel()
-	_, stop, err := p.c.heartbeat(ctx, jobs)
+	_, stop, err := p.c.heartbeat(ctx, leases)
 	if err != nil || len(stop) == 0 {
-		return // the lease keeper's next beat looks again
+		p.waiting.putBack(looked) // the lease keeper's next beat looks again
+		return
 	}
 	p.leases.stopping(stop)
 	stopped := make(map[run]bool, len(stop))
 	for _, r := range stop {
 		stopped[r] = true
 	}
-	gone := p.waiting.takeIf(func(d *dispatch) bool { return stopped[d.job.run()] })
-	for _, d := range gone {
-		p.log.Info("an operator cancelled a job before it started; handing it back unstarted", "job", d.job.ID)
+	var kept, gone []*dispatch
+	for _, d := range looked {
+		if stopped[d.job.run()] {
+			p.log.Info("an operator cancelled a job before it started; handing it back unstarted", "job", d.job.ID)
+			gone = append(gone, d)
+			continue
+		}
+		kept = append(kept, d)
 	}
+	p.waiting.putBack(kept)
 	p.handBackAll(gone)
 }
 

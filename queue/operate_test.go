@@ -213,6 +213,54 @@ func TestCancelAJobClaimedAheadNeverStartsIt(t *testing.T) {
 	}
 }
 
+// A job an operator cancelled while it waited is not started by a handler
+// that frees up while the pool's look at waiting jobs is out asking about
+// it: the look holds the jobs it asks about out of the handlers' reach.
+func TestCancelAJobClaimedAheadWhileThePoolLooksAtIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 1, Lease: time.Minute})
+	first, second := b.enqueue(t, "a", 1), b.enqueue(t, "a", 1)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var ran []int64
+	handler := queue.Handler(func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+		mu.Lock()
+		ran = append(ran, j.ID)
+		mu.Unlock()
+		if j.ID == first {
+			<-release
+		}
+		return queue.Result{}, nil
+	})
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	wait := b.work(ctx, queue.WorkerConfig{Queue: b.queue, Handler: handler, Concurrency: 1, BatchSize: 2,
+		HeartbeatInterval: time.Hour, Drain: true, PollInterval: 10 * time.Millisecond})
+	b.waitState(t, second, "running", "the pool claims the second job ahead")
+	_, err := b.client.CancelJob(b.ctx, second, "not needed")
+	require.NoError(t, err)
+
+	// The second job's row held, the look (once the job has waited a
+	// second) waits in its heartbeat; the first job's handler ends then.
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, second)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%heartbeat%'`) > 0
+	}, 10*time.Second, 10*time.Millisecond, "the look's heartbeat waits on the row")
+	close(release)
+	time.Sleep(300 * time.Millisecond) // a free handler, the look still out
+	require.NoError(t, tx.Commit(b.ctx))
+	require.NoError(t, wait())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int64{first}, ran, "the cancelled job was never sent")
+	require.Equal(t, "cancelled", b.outcome(t, second))
+}
+
 // Heartbeat tells a worker of its own that a job was asked to stop, and
 // Fail then records it as cancelled, whatever the retries left.
 func TestHeartbeatReportsACancelRequest(t *testing.T) {

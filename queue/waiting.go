@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -85,19 +86,16 @@ func (w *waitingJobs) claimedBy(t time.Time) []*dispatch {
 	return w.cutLocked(n)
 }
 
-// jobsClaimedBy lists the jobs claimed at t or before, and leaves them
-// waiting.
-func (w *waitingJobs) jobsClaimedBy(t time.Time) []*Job {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var jobs []*Job
-	for _, d := range w.jobs {
-		if d.claimed.After(t) {
-			break
-		}
-		jobs = append(jobs, d.job)
+// putBack returns jobs taken from the front (claimedBy) to the front, in
+// their order, for the handlers.
+func (w *waitingJobs) putBack(ds []*dispatch) {
+	if len(ds) == 0 {
+		return
 	}
-	return jobs
+	w.mu.Lock()
+	w.jobs = append(slices.Clip(ds), w.jobs...)
+	w.mu.Unlock()
+	w.added.Broadcast()
 }
 
 // takeIf takes the waiting jobs for which pick says true, and leaves the
