@@ -26,13 +26,32 @@ func TestSQLAPIEdges(t *testing.T) {
 		return err.Error()
 	}
 
-	t.Run("a short array of unique keys leaves the last lines without one", func(t *testing.T) {
-		rows, err := b.pool.Query(b.ctx, `SELECT status FROM batchq.enqueue('q', ARRAY['sa','sb','sc'], NULL, ARRAY[1,2,3]::bigint[], NULL, NULL, NULL, ARRAY['uk1'])`)
+	t.Run("an array of another length than the tenants' is refused by name, and nothing is written", func(t *testing.T) {
+		for _, c := range []struct{ args, field, got string }{
+			{`NULL, ARRAY[1,2,3]::bigint[], NULL, NULL, NULL, ARRAY['uk1']`, "unique_keys", "got 1 for 3"},
+			{`NULL, ARRAY[1,2,3]::bigint[], NULL, NULL, ARRAY['{"a": 1}']::jsonb[], NULL`, "payloads", "got 1 for 3"},
+			{`ARRAY['k','k','k','k'], ARRAY[1,2,3]::bigint[], NULL, NULL, NULL, NULL`, "kinds", "got 4 for 3"},
+			{`NULL, ARRAY[1,2]::bigint[], NULL, NULL, NULL, NULL`, "costs", "got 2 for 3"},
+			{`NULL, ARRAY[1,2,3]::bigint[], ARRAY[now() + interval '1 day']::timestamptz[], NULL, NULL, NULL`, "deadlines", "got 1 for 3"},
+			{`NULL, ARRAY[1,2,3]::bigint[], NULL, ARRAY[]::integer[], NULL, NULL`, "max_attempts", "got 0 for 3"},
+			{`NULL, ARRAY[1,2,3]::bigint[], NULL, NULL, NULL, NULL, ARRAY[now() + interval '1 hour']`, "run_ats", "got 1 for 3"},
+		} {
+			msg := sqlErr(t, `SELECT * FROM batchq.enqueue('q', ARRAY['sa','sb','sc'], `+c.args+`)`)
+			require.Contains(t, msg, "batchq: enqueue: "+c.field+": must hold one element per tenant, or be NULL ("+c.got+")", c.field)
+			require.Contains(t, msg, "SQLSTATE BQ101", c.field)
+		}
+		msg := sqlErr(t, `SELECT * FROM batchq.enqueue('q', NULL, NULL, ARRAY[1]::bigint[], NULL, NULL, NULL, NULL)`)
+		require.Contains(t, msg, "costs: must hold one element per tenant, or be NULL (got 1 for 0)")
+		require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant IN ('sa', 'sb', 'sc')`))
+		// NULL arrays, and NULL elements, are the defaults.
+		rows, err := b.pool.Query(b.ctx, `SELECT status FROM batchq.enqueue('q', ARRAY['sa','sb','sc'], NULL, ARRAY[1,2,3]::bigint[], NULL, NULL,
+			ARRAY[NULL, '{"a": 1}', NULL]::jsonb[], ARRAY['uk1', NULL, NULL])`)
 		require.NoError(t, err)
 		statuses, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
 		require.Equal(t, []string{"inserted", "inserted", "inserted"}, statuses)
 		require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant IN ('sa', 'sb', 'sc')`))
+		require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'sb' AND payload = '{"a": 1}'`))
 	})
 
 	t.Run("a ttl of JSON seconds past any deadline is refused by name", func(t *testing.T) {

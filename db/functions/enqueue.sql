@@ -611,9 +611,12 @@ $$;
 
 -- enqueue inserts jobs into one queue inside the caller's transaction, all
 -- or nothing: the form package queue calls, one array per field, a job per
--- element. A NULL array, or a NULL element, asks for the default (kind
--- 'default', the queue's TTL and attempts, payload {}, no unique key, run
--- now); a deadline or run-at before year 2 counts as none. A job whose
+-- element of p_tenant. Every other array holds one element per tenant, or
+-- is NULL (BQ101 naming the array otherwise: an array cut short would give
+-- the last jobs defaults in silence). A NULL array, or a NULL element, asks
+-- for the default (kind 'default', the queue's TTL and attempts, payload
+-- {}, no unique key, run now); a deadline or run-at before year 2 counts as
+-- none. A job whose
 -- run-at is later than now waits 'scheduled' until then, and its deadline
 -- must come after its run-at. A job that breaks a rule raises (class BQ1); a
 -- full tenant, an unknown queue and a full ledger come back as a status row
@@ -635,9 +638,27 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    v_error text[] := batchq.enqueue_error(p_queue, p_tenant, p_kind, p_cost, p_deadline, NULL, p_max_attempts,
-                                           p_payload, p_unique_key, p_run_at, NULL);
+    v_n     integer := coalesce(cardinality(p_tenant), 0);
+    v_error text[];
+    v_bad   record;
 BEGIN
+    IF coalesce(cardinality(p_kind), v_n) <> v_n OR coalesce(cardinality(p_cost), v_n) <> v_n
+       OR coalesce(cardinality(p_deadline), v_n) <> v_n OR coalesce(cardinality(p_max_attempts), v_n) <> v_n
+       OR coalesce(cardinality(p_payload), v_n) <> v_n OR coalesce(cardinality(p_unique_key), v_n) <> v_n
+       OR coalesce(cardinality(p_run_at), v_n) <> v_n THEN
+        SELECT a.name, a.got INTO v_bad
+        FROM (VALUES (1, 'kinds', cardinality(p_kind)), (2, 'costs', cardinality(p_cost)),
+                     (3, 'deadlines', cardinality(p_deadline)), (4, 'max_attempts', cardinality(p_max_attempts)),
+                     (5, 'payloads', cardinality(p_payload)), (6, 'unique_keys', cardinality(p_unique_key)),
+                     (7, 'run_ats', cardinality(p_run_at))) AS a (ord, name, got)
+        WHERE a.got <> v_n
+        ORDER BY a.ord
+        LIMIT 1;
+        PERFORM batchq.raise_invalid_argument('enqueue', v_bad.name,
+            format('must hold one element per tenant, or be NULL (got %s for %s)', v_bad.got, v_n));
+    END IF;
+    v_error := batchq.enqueue_error(p_queue, p_tenant, p_kind, p_cost, p_deadline, NULL, p_max_attempts,
+                                    p_payload, p_unique_key, p_run_at, NULL);
     IF v_error IS NOT NULL THEN
         PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
     END IF;
