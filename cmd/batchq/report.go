@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -107,6 +109,27 @@ func checkQueue(c *cli.Context, client *queue.Client) error {
 	return nil
 }
 
+// checkHistoryQueue is checkQueue for the reports of finished jobs, whose
+// outcomes outlive their queue (queues delete keeps them): a name that is
+// no queue now is refused only when the report finds nothing of it either
+// (refuseIfNone), so a deleted queue's history can still be read by name.
+func checkHistoryQueue(c *cli.Context, client *queue.Client) (refuseIfNone error, err error) {
+	if err := refuseEmpty(c, "leave it out for every queue", "queue"); err != nil {
+		return nil, err
+	}
+	name := c.String("queue")
+	if name == "" {
+		return nil, nil
+	}
+	if _, err := client.Queue(c.Context, name); err != nil {
+		if errors.Is(err, queue.ErrUnknownQueue) && queue.ValidQueueName(name) {
+			return err, nil
+		}
+		return nil, err
+	}
+	return nil, nil
+}
+
 // window reads --since and --until.
 func window(c *cli.Context) (since, until time.Time, err error) {
 	now := time.Now()
@@ -138,12 +161,16 @@ func reportTenants(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
-	if err := checkQueue(c, client); err != nil {
+	unknown, err := checkHistoryQueue(c, client)
+	if err != nil {
 		return err
 	}
 	rows, err := client.TenantUsage(c.Context, since, until, c.String("queue"))
 	if err != nil {
 		return err
+	}
+	if unknown != nil && len(rows) == 0 {
+		return noHistory(unknown, since, until)
 	}
 	d := newDataset("queue", "tenant", "jobs", "succeeded", "failed", "expired", "cancelled", "discarded",
 		"succeeded_tokens", "failed_tokens", "expired_tokens", "cancelled_tokens", "discarded_tokens",
@@ -179,7 +206,8 @@ func reportOutcomes(c *cli.Context, client *queue.Client) error {
 	if t := c.String("tenant"); !utf8.ValidString(t) || strings.ContainsRune(t, 0) {
 		return usagef("batchq: --tenant %q: must be valid UTF-8 without NUL, as every tenant name is", t)
 	}
-	if err := checkQueue(c, client); err != nil {
+	unknown, err := checkHistoryQueue(c, client)
+	if err != nil {
 		return err
 	}
 	rows, err := client.Outcomes(c.Context, &queue.OutcomesOpts{
@@ -189,6 +217,9 @@ func reportOutcomes(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
+	if unknown != nil && len(rows) == 0 {
+		return noHistory(unknown, since, until)
+	}
 	d := newDataset("job_id", "queue", "tenant", "kind", "outcome", "attempts", "estimated_cost", "actual_cost",
 		"enqueued_at", "finished_at", "wait", "run", "total", "worker", "error")
 	for _, r := range rows {
@@ -196,6 +227,13 @@ func reportOutcomes(c *cli.Context, client *queue.Client) error {
 			r.EnqueuedAt, r.FinishedAt, r.Wait, r.Run, r.Total, r.Worker, r.Error)
 	}
 	return writeList(c, d)
+}
+
+// noHistory is the refusal of a history report for a name that is no queue
+// and has no outcome in the window.
+func noHistory(unknown error, since, until time.Time) error {
+	return fmt.Errorf("%w, and no outcome of it matches between %s and %s", unknown,
+		since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
 }
 
 func reportQuota(c *cli.Context, client *queue.Client) error {
