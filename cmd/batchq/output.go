@@ -73,6 +73,15 @@ type dataset struct {
 
 func newDataset(cols ...string) *dataset { return &dataset{cols: cols} }
 
+// with adds a column holding value in every row.
+func (d *dataset) with(col string, value any) *dataset {
+	d.cols = append(d.cols, col)
+	for i := range d.rows {
+		d.rows[i] = append(d.rows[i], value)
+	}
+	return d
+}
+
 func (d *dataset) add(cells ...any) {
 	if len(cells) != len(d.cols) {
 		panic(fmt.Sprintf("dataset: %d cells for %d columns", len(cells), len(d.cols)))

@@ -211,7 +211,8 @@ func pauseOrResume(c *cli.Context, client *queue.Client, fn func(context.Context
 	if !changed {
 		sentence = fmt.Sprintf("queue %s %s", got.Name, already)
 	}
-	return writeResult(c, sentence, queueDataset(got))
+	// changed: whether this command paused (resumed) it, as the sentence says.
+	return writeResult(c, sentence, queueDataset(got).with("changed", changed))
 }
 
 func queuesDelete(c *cli.Context, client *queue.Client) error {

@@ -130,6 +130,17 @@ func TestQueuesPauseResumeDelete(t *testing.T) {
 	r = runCLI(t, db.url, "queues", "pause", "imports")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "queue imports was paused already\n", r.stdout)
+	for _, c := range []struct {
+		cmd     string
+		changed bool
+	}{{"pause", false}, {"resume", true}, {"resume", false}, {"pause", true}} {
+		r = runCLI(t, db.url, "--format", "json", "queues", c.cmd, "imports")
+		require.Equal(t, 0, r.code, r.stderr)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+		require.Equal(t, c.changed, got["changed"], "%s: %s", c.cmd, r.stdout)
+		require.Equal(t, "imports", got["name"])
+	}
 	r = runCLI(t, db.url, "queues", "list", "--format", "json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var qs []map[string]any

@@ -218,28 +218,29 @@ func schedulesPause(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
-	done, err := pausedOrNot(c, client, args[0], true, "paused", "was paused already")
+	done, changed, err := pausedOrNot(c, client, args[0], true, "paused", "was paused already")
 	if err != nil {
 		return err
 	}
 	if err := client.PauseSchedule(c.Context, args[0]); err != nil {
 		return scheduleUsage(err)
 	}
-	return writeSchedule(c, client, args[0], done)
+	return writeScheduleChange(c, client, args[0], done, changed)
 }
 
 // pausedOrNot is what pausing (pause true) or resuming the schedule name
 // will have done: done, or, when it is in that state already, how to say
-// so. Asked before the change, so a second operator's command reads true.
-func pausedOrNot(c *cli.Context, client *queue.Client, name string, pause bool, done, already string) (string, error) {
+// so, and whether it changes anything. Asked before the change, so a second
+// operator's command reads true.
+func pausedOrNot(c *cli.Context, client *queue.Client, name string, pause bool, done, already string) (string, bool, error) {
 	s, err := client.GetSchedule(c.Context, name)
 	if err != nil {
-		return "", scheduleUsage(err)
+		return "", false, scheduleUsage(err)
 	}
 	if s.Paused == pause {
-		return "schedule " + name + " " + already + "; nothing changed", nil
+		return "schedule " + name + " " + already + "; nothing changed", false, nil
 	}
-	return done + " schedule " + name, nil
+	return done + " schedule " + name, true, nil
 }
 
 func schedulesResume(c *cli.Context, client *queue.Client) error {
@@ -247,14 +248,14 @@ func schedulesResume(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
-	done, err := pausedOrNot(c, client, args[0], false, "resumed", "was not paused")
+	done, changed, err := pausedOrNot(c, client, args[0], false, "resumed", "was not paused")
 	if err != nil {
 		return err
 	}
 	if err := client.ResumeSchedule(c.Context, args[0]); err != nil {
 		return scheduleUsage(err)
 	}
-	return writeSchedule(c, client, args[0], done)
+	return writeScheduleChange(c, client, args[0], done, changed)
 }
 
 func schedulesDelete(c *cli.Context, client *queue.Client) error {
@@ -287,9 +288,29 @@ func schedulesList(c *cli.Context, client *queue.Client) error {
 // writeSchedule writes the schedule name as it is now, after done (what
 // the command did, naming it).
 func writeSchedule(c *cli.Context, client *queue.Client, name, done string) error {
-	s, err := client.GetSchedule(c.Context, name)
+	sentence, d, err := scheduleResult(c, client, name, done)
 	if err != nil {
 		return err
+	}
+	return writeResult(c, sentence, d)
+}
+
+// writeScheduleChange is writeSchedule for a pause or a resume, whose data
+// also says whether it changed anything (changed), as its sentence does.
+func writeScheduleChange(c *cli.Context, client *queue.Client, name, done string, changed bool) error {
+	sentence, d, err := scheduleResult(c, client, name, done)
+	if err != nil {
+		return err
+	}
+	return writeResult(c, sentence, d.with("changed", changed))
+}
+
+// scheduleResult is the sentence and the data that say the schedule name as
+// it is now, after done.
+func scheduleResult(c *cli.Context, client *queue.Client, name, done string) (string, *dataset, error) {
+	s, err := client.GetSchedule(c.Context, name)
+	if err != nil {
+		return "", nil, err
 	}
 	sentence := fmt.Sprintf("%s: %q in %s, a job of cost %d for tenant %s in queue %s", done, s.Cron,
 		s.Timezone, s.Cost, s.Tenant, s.Queue)
@@ -298,7 +319,7 @@ func writeSchedule(c *cli.Context, client *queue.Client, name, done string) erro
 	} else {
 		sentence += "; next tick " + s.NextRunAt.UTC().Format(time.RFC3339)
 	}
-	return writeResult(c, sentence, scheduleDataset(s))
+	return sentence, scheduleDataset(s), nil
 }
 
 func scheduleDataset(ss ...queue.Schedule) *dataset {

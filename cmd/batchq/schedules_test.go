@@ -146,6 +146,22 @@ func TestSchedulesPauseAndResumeSayWhenNothingChanged(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.True(t, strings.HasPrefix(r.stdout, "resumed schedule s: "), r.stdout)
 
+	// JSON and CSV say it too.
+	changed := func(args ...string) any {
+		r := runCLI(t, db.url, append([]string{"--format", "json"}, args...)...)
+		require.Equal(t, 0, r.code, r.stderr)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+		return got["changed"]
+	}
+	require.Equal(t, false, changed("schedules", "resume", "s"))
+	require.Equal(t, true, changed("schedules", "pause", "s"))
+	require.Equal(t, false, changed("schedules", "pause", "s"))
+	r = runCLI(t, db.url, "--format", "csv", "schedules", "resume", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.True(t, strings.HasSuffix(lines[0], ",changed") && strings.HasSuffix(lines[1], ",true"), r.stdout)
+
 	for _, args := range [][]string{
 		{"schedules", "set", "s", "--missed", ""},
 		{"schedules", "create", "s2", "--queue", "q", "--tenant", "t", "--cron", "@hourly", "--cost", "1", "--missed", ""},
