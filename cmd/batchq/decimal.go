@@ -88,6 +88,14 @@ var (
 	errFlagRange = errors.New("value out of range")
 )
 
+// Get is the value read, for cli.Context.Value.
+func (v decimalValue) Get() any {
+	if g, ok := v.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return v.Value.String()
+}
+
 func (v decimalValue) Set(s string) error {
 	var canonical string
 	var err error
