@@ -282,7 +282,9 @@ func exitCode(err error, stderr io.Writer) int {
 	fmt.Fprintln(stderr, oneLine(msg))
 	var u usageError
 	switch {
-	case errors.As(err, &u), errors.Is(err, queue.ErrUnknownQueue):
+	case errors.As(err, &u), errors.Is(err, queue.ErrUnknownQueue), errors.Is(err, queue.ErrNotFound),
+		errors.Is(err, queue.ErrScheduleNotFound):
+		// The command line named something that is not there.
 		return 2
 	case errors.Is(err, queue.ErrQueuePaused):
 		// work --drain of a paused queue: not a failure, and not drained.

@@ -228,9 +228,9 @@ func TestJobsErrors(t *testing.T) {
 		{[]string{"show", "-5"}, 2, "flag provided but not defined: -5"},
 		{[]string{"show"}, 2, "missing ID"},
 		{[]string{"show", "1", "2"}, 2, `unexpected argument "2"`},
-		{[]string{"show", "99"}, 1, "batchq: job not found: no job or outcome 99"},
-		{[]string{"cancel", "99"}, 1, "batchq: job not found: no job or outcome 99"},
-		{[]string{"retry", "99"}, 1, "batchq: job not found: no job or outcome 99"},
+		{[]string{"show", "99"}, 2, "batchq: job not found: no job or outcome 99"},
+		{[]string{"cancel", "99"}, 2, "batchq: job not found: no job or outcome 99"},
+		{[]string{"retry", "99"}, 2, "batchq: job not found: no job or outcome 99"},
 		{[]string{"cancel", "1", "--reason"}, 2, "batchq: jobs cancel: --reason needs a value"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -165,8 +165,8 @@ func scheduleUsage(err error) error {
 	if u := jobUsage(err); u != nil {
 		return u
 	}
-	if errors.Is(err, queue.ErrScheduleNotFound) || errors.Is(err, queue.ErrScheduleExists) ||
-		errors.Is(err, queue.ErrUnknownQueue) {
+	// A name taken (ErrScheduleExists) is refused as a queue's is: exit 1.
+	if errors.Is(err, queue.ErrScheduleNotFound) || errors.Is(err, queue.ErrUnknownQueue) {
 		return usageError{msg: err.Error()}
 	}
 	return settingUsage(err, "schedule name")
