@@ -129,6 +129,12 @@ func TestSchedulesPauseAndResumeSayWhenNothingChanged(t *testing.T) {
 	r := runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "0 2 * * *", "--cost", "1")
 	require.Equal(t, 0, r.code, r.stderr)
 	db.exec(t, `UPDATE batchq.schedules SET next_run_at = '2026-01-01T00:00:00Z' WHERE name = 's'`)
+	// A name taken is refused as a queue's is (exit 1); one that is not there is a usage error.
+	r = runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "@hourly", "--cost", "1")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, "batchq: schedule already exists: \"s\"\n", r.stderr)
+	r = runCLI(t, db.url, "schedules", "resume", "nosuch")
+	require.Equal(t, 2, r.code, r.stderr)
 
 	r = runCLI(t, db.url, "schedules", "resume", "s")
 	require.Equal(t, 0, r.code, r.stderr)
