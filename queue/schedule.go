@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -148,7 +149,11 @@ func cronRule(expr string) string {
 		return "must not be empty: give five fields, minute hour day-of-month month day-of-week, such as \"0 2 * * *\", " +
 			"or a descriptor such as @daily or @every 1h"
 	}
-	if strings.HasPrefix(expr, "@every") {
+	if after, ok := strings.CutPrefix(expr, "@every"); ok {
+		if durationText.MatchString(strings.TrimSpace(after)) {
+			// A duration past what Go's can hold (about 292 years).
+			return fmt.Sprintf("must tick within five years (%s does not)", quote(expr))
+		}
 		return fmt.Sprintf("@every must be followed by a duration such as 90s or 2h (got %s)", quote(expr))
 	}
 	if strings.HasPrefix(expr, "@") {
@@ -170,6 +175,9 @@ func cronRule(expr string) string {
 	}
 	return fmt.Sprintf("must be a cron expression such as \"0 2 * * *\" or \"@every 1h\" (got %s)", quote(expr))
 }
+
+// durationText is the form of a Go duration, whatever its size.
+var durationText = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
 
 func parses(p cron.Parser, spec string) bool {
 	_, err := p.Parse(spec)

@@ -58,21 +58,23 @@ func TestParseCronSaysTheFieldAndItsValues(t *testing.T) {
 	t.Parallel()
 	const syntax = "as *, a value, a range low-high (1-5), a list (1,3) or a step (*/2)"
 	for expr, want := range map[string]string{
-		"0 2 * * 7":       `day-of-week, field 5 of 5, must be 0-6 or SUN-SAT, Sunday being 0, ` + syntax + ` (got "7" in "0 2 * * 7")`,
-		"0 2 * * 5-7":     `day-of-week, field 5 of 5, must be 0-6 or SUN-SAT, Sunday being 0, ` + syntax + ` (got "5-7" in "0 2 * * 5-7")`,
-		"0 2 * * MON-SUN": `day-of-week, field 5 of 5, must be 0-6 or SUN-SAT, Sunday being 0, ` + syntax + ` (got "MON-SUN" in "0 2 * * MON-SUN")`,
-		"61 * * * *":      `minute, field 1 of 5, must be 0-59, ` + syntax + ` (got "61" in "61 * * * *")`,
-		"0 24 * * *":      `hour, field 2 of 5, must be 0-23, ` + syntax + ` (got "24" in "0 24 * * *")`,
-		"0 2 0 * *":       `day-of-month, field 3 of 5, must be 1-31, ` + syntax + ` (got "0" in "0 2 0 * *")`,
-		"0 2 * 13 *":      `month, field 4 of 5, must be 1-12 or JAN-DEC, ` + syntax + ` (got "13" in "0 2 * 13 *")`,
-		"*/0 * * * *":     `minute, field 1 of 5, must be 0-59, ` + syntax + ` (got "*/0" in "*/0 * * * *")`,
-		"x 2 * * *":       `minute, field 1 of 5, must be 0-59, ` + syntax + ` (got "x" in "x 2 * * *")`,
-		"0 2 * *":         `must be five fields, minute hour day-of-month month day-of-week (no seconds), or a descriptor such as @daily (got 4 fields in "0 2 * *")`,
-		"0 0 2 * * *":     `must be five fields, minute hour day-of-month month day-of-week (no seconds), or a descriptor such as @daily (got 6 fields in "0 0 2 * * *")`,
-		"@fortnightly":    `must be five fields or a descriptor: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every DURATION (got "@fortnightly")`,
-		"@every day":      `@every must be followed by a duration such as 90s or 2h (got "@every day")`,
-		" ":               `must not be empty: give five fields, minute hour day-of-month month day-of-week, such as "0 2 * * *", or a descriptor such as @daily or @every 1h`,
-		"0 2 * * SUN,7":   `day-of-week, field 5 of 5, must be 0-6 or SUN-SAT, Sunday being 0, ` + syntax + ` (got "SUN,7" in "0 2 * * SUN,7")`,
+		"0 2 * * 7":        `day-of-week, field 5 of 5, must be 0-6 or SUN-SAT, Sunday being 0, ` + syntax + ` (got "7" in "0 2 * * 7")`,
+		"0 2 * * 5-7":      `day-of-week, field 5 of 5, must be 0-6 or SUN-SAT, Sunday being 0, ` + syntax + ` (got "5-7" in "0 2 * * 5-7")`,
+		"0 2 * * MON-SUN":  `day-of-week, field 5 of 5, must be 0-6 or SUN-SAT, Sunday being 0, ` + syntax + ` (got "MON-SUN" in "0 2 * * MON-SUN")`,
+		"61 * * * *":       `minute, field 1 of 5, must be 0-59, ` + syntax + ` (got "61" in "61 * * * *")`,
+		"0 24 * * *":       `hour, field 2 of 5, must be 0-23, ` + syntax + ` (got "24" in "0 24 * * *")`,
+		"0 2 0 * *":        `day-of-month, field 3 of 5, must be 1-31, ` + syntax + ` (got "0" in "0 2 0 * *")`,
+		"0 2 * 13 *":       `month, field 4 of 5, must be 1-12 or JAN-DEC, ` + syntax + ` (got "13" in "0 2 * 13 *")`,
+		"*/0 * * * *":      `minute, field 1 of 5, must be 0-59, ` + syntax + ` (got "*/0" in "*/0 * * * *")`,
+		"x 2 * * *":        `minute, field 1 of 5, must be 0-59, ` + syntax + ` (got "x" in "x 2 * * *")`,
+		"0 2 * *":          `must be five fields, minute hour day-of-month month day-of-week (no seconds), or a descriptor such as @daily (got 4 fields in "0 2 * *")`,
+		"0 0 2 * * *":      `must be five fields, minute hour day-of-month month day-of-week (no seconds), or a descriptor such as @daily (got 6 fields in "0 0 2 * * *")`,
+		"@fortnightly":     `must be five fields or a descriptor: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every DURATION (got "@fortnightly")`,
+		"@every day":       `@every must be followed by a duration such as 90s or 2h (got "@every day")`,
+		"@every 10000000h": `must tick within five years ("@every 10000000h" does not)`,
+		"@every .h":        `@every must be followed by a duration such as 90s or 2h (got "@every .h")`,
+		" ":                `must not be empty: give five fields, minute hour day-of-month month day-of-week, such as "0 2 * * *", or a descriptor such as @daily or @every 1h`,
+		"0 2 * * SUN,7":    `day-of-week, field 5 of 5, must be 0-6 or SUN-SAT, Sunday being 0, ` + syntax + ` (got "SUN,7" in "0 2 * * SUN,7")`,
 	} {
 		_, err := parseCron(expr, "")
 		if err == nil {
