@@ -190,10 +190,9 @@ func runWork(c *cli.Context) error {
 	}
 	log.Info("working", "queue", wc.Queue, "target", redact(target), "concurrency", wc.Concurrency, "quota_key", c.String("quota-key"))
 	start := time.Now()
+	// What ran is said however the pool stopped: a queue deleted under it
+	// (ErrUnknownQueue, after claims were refused for a while) too.
 	err = client.Work(c.Context, wc)
-	if errors.Is(err, queue.ErrUnknownQueue) {
-		return err
-	}
 	if werr := ran.write(c, wc.Queue, time.Since(start)); werr != nil && err == nil {
 		err = werr
 	}
