@@ -69,7 +69,10 @@ func TestSoak(t *testing.T) {
 
 	var events struct {
 		succeeded, failed, discarded, retrying, released, rateLimited, expired, lost atomic.Int64
+		mu                                                                           sync.Mutex
+		discardedJobs                                                                map[int64]bool // to say, should the counts differ, which job the events missed
 	}
+	events.discardedJobs = map[int64]bool{}
 	onEvent := func(e queue.Event) {
 		switch e.Kind {
 		case queue.EventRateLimited:
@@ -84,6 +87,9 @@ func TestSoak(t *testing.T) {
 				events.failed.Add(1)
 			case "discarded":
 				events.discarded.Add(1)
+				events.mu.Lock()
+				events.discardedJobs[e.Job.ID] = true
+				events.mu.Unlock()
 			case "retrying":
 				events.retrying.Add(1)
 			case "released":
@@ -227,6 +233,22 @@ func TestSoak(t *testing.T) {
 	succeeded, failed, discarded, expired := count("succeeded"), count("failed"), count("discarded"), count("expired")
 	require.Equal(t, total, succeeded+failed+discarded+expired)
 	require.Equal(t, events.succeeded.Load(), succeeded)
+	if events.discarded.Load() != discarded {
+		// Which: their outcome rows, to tell how each came to be discarded.
+		rows, err := b.pool.Query(b.ctx, `SELECT job_id, attempts, coalesce(worker, ''), coalesce(error, '') FROM batchq.outcomes
+			WHERE outcome = 'discarded' ORDER BY job_id`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var id int64
+			var attempts int
+			var worker, reason string
+			require.NoError(t, rows.Scan(&id, &attempts, &worker, &reason))
+			if !events.discardedJobs[id] {
+				t.Logf("discarded without a pool's event: job %d, attempts %d, worker %q: %s", id, attempts, worker, reason)
+			}
+		}
+		require.NoError(t, rows.Err())
+	}
 	require.Equal(t, events.discarded.Load(), discarded)
 	require.Equal(t, failed, events.failed.Load()+b.scalar(t, `SELECT count(*) FROM batchq.outcomes
 		WHERE outcome = 'failed' AND error LIKE 'lease expired before its worker finished it%'`))
