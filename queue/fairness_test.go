@@ -3,6 +3,7 @@ package queue_test
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/drr"
+	"github.com/batchq/batchq/internal/pgtest"
 	"github.com/batchq/batchq/queue"
 )
 
@@ -772,6 +774,86 @@ func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
 		require.Equal(t, cursor, b.scalar(t, `SELECT min(round) FROM batchq.jobs WHERE tenant = 'late' AND state = 'queued'`),
 			"the late tenant joins the cursor's round")
 		require.NoError(t, early.Commit(b.ctx))
+		broken, err := checkInvariants(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Empty(t, broken)
+	})
+
+	t.Run("a commit of many checks waits for the turn once", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, queue.QueueConfig{Quantum: 10})
+		b.enqueueN(t, "import", 200, 10)
+		tx, err := b.pool.Begin(b.ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(b.ctx) }()
+		for _, tenant := range []string{"late-a", "late-b", "late-c"} { // a statement, and a check, each
+			late := make([]queue.NewJob, 40)
+			for i := range late {
+				late[i] = queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 10}
+			}
+			_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
+			require.NoError(t, err)
+		}
+		require.Equal(t, slices.Repeat([]string{"import"}, 5), tenantsOf(b.drainOrder(t, 5)))
+		holdTurn(b, t)
+		start := time.Now()
+		require.NoError(t, tx.Commit(b.ctx))
+		took := time.Since(start)
+		// A second's wait, once: three checks waited three seconds.
+		require.GreaterOrEqual(t, took, 900*time.Millisecond, "the first check waits for the turn")
+		require.Less(t, took, 2500*time.Millisecond, "the other checks go on at once")
+		cursor := b.cursor(t)
+		require.Equal(t, int64(3), b.scalar(t, `SELECT count(DISTINCT tenant) FROM batchq.jobs
+			WHERE tenant LIKE 'late-%' AND state = 'queued' AND round >= $1`, cursor), "each late tenant moved to the cursor")
+		broken, err := checkInvariants(b.ctx, b.pool)
+		require.NoError(t, err)
+		require.Empty(t, broken)
+	})
+
+	t.Run("a deadlock while a commit waits for the turn does not fail it", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, queue.QueueConfig{Quantum: 10})
+		b.enqueueN(t, "import", 200, 10)
+		// early holds the turn to its end, as above.
+		early := openLate(b, t, "early", 40)
+		_, err := early.Exec(b.ctx, `SET CONSTRAINTS ALL IMMEDIATE`)
+		require.NoError(t, err)
+		// x's enqueue, on a connection that may shorten its deadlock_timeout
+		// (only a superuser may), so that its wait for the turn is the one
+		// that finds the deadlock, deterministically.
+		su, err := url.Parse(pgtest.ServerURL(t))
+		require.NoError(t, err)
+		su.Path = "/" + b.pool.Config().ConnConfig.Database
+		suPool := pgtest.Connect(t, su.String())
+		suClient, err := queue.NewClient(suPool, queue.Config{})
+		require.NoError(t, err)
+		x, err := suPool.Begin(b.ctx)
+		require.NoError(t, err)
+		defer func() { _ = x.Rollback(b.ctx) }()
+		_, err = x.Exec(b.ctx, `SET LOCAL deadlock_timeout = '100ms'`)
+		require.NoError(t, err)
+		jobs := make([]queue.NewJob, 40)
+		for i := range jobs {
+			jobs[i] = queue.NewJob{Queue: b.queue, Tenant: "x", Cost: 10}
+		}
+		_, err = suClient.EnqueueManyTx(b.ctx, x, jobs)
+		require.NoError(t, err)
+		require.Equal(t, slices.Repeat([]string{"import"}, 5), tenantsOf(b.drainOrder(t, 5)))
+
+		// early waits for x's ring row; x's commit then waits for early's turn.
+		enqueued := make(chan error, 1)
+		go func() {
+			_, err := b.client.EnqueueTx(b.ctx, early, queue.NewJob{Queue: b.queue, Tenant: "x", Cost: 10})
+			enqueued <- err
+		}()
+		require.Eventually(t, func() bool {
+			return b.scalar(t, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+		}, 10*time.Second, time.Millisecond, "early waits for x's ring row")
+		require.NoError(t, x.Commit(b.ctx), "the deadlock ends the wait for the turn, not the commit")
+		require.NoError(t, <-enqueued)
+		require.NoError(t, early.Commit(b.ctx))
+		require.Equal(t, int64(41), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'x'`))
 		broken, err := checkInvariants(b.ctx, b.pool)
 		require.NoError(t, err)
 		require.Empty(t, broken)

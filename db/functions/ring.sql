@@ -130,7 +130,11 @@ $$;
 -- jobs became visible (docs/design/commit-time-check.md). A wait that runs
 -- out, behind a transaction that ran its checks early (SET CONSTRAINTS ALL
 -- IMMEDIATE, PREPARE TRANSACTION) and holds the turn to its end, goes on
--- without it, as checks did before there was a turn.
+-- without it, as checks did before there was a turn; so does one the
+-- deadlock detector ends (that transaction waiting, say, for a ring row this
+-- one holds). A transaction waits once: after a wait that ran out, its other
+-- checks go on without the turn at once, so a commit of many statements'
+-- checks waits a second at most, not a second each.
 CREATE OR REPLACE FUNCTION batchq.rewrite_turn() RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -138,13 +142,21 @@ AS $$
 DECLARE
     v_lock_timeout text := current_setting('lock_timeout');
 BEGIN
-    PERFORM set_config('lock_timeout', '1s', true);
-    PERFORM pg_advisory_xact_lock(1650553969, 1);
-    -- The lock is kept, the transaction's own lock_timeout restored. (A
-    -- wait that runs out rolls back this block, the setting with it.)
-    PERFORM set_config('lock_timeout', v_lock_timeout, true);
-    RETURN true;
-EXCEPTION WHEN lock_not_available THEN
+    IF current_setting('batchq.rewrite_turn_missed', true) = 'on' THEN
+        RETURN pg_try_advisory_xact_lock(1650553969, 1);
+    END IF;
+    BEGIN
+        PERFORM set_config('lock_timeout', '1s', true);
+        PERFORM pg_advisory_xact_lock(1650553969, 1);
+        -- The lock is kept, the transaction's own lock_timeout restored. (A
+        -- wait that runs out rolls back this block, the setting with it.)
+        PERFORM set_config('lock_timeout', v_lock_timeout, true);
+        RETURN true;
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+        NULL;
+    END;
+    -- Until this transaction ends.
+    PERFORM set_config('batchq.rewrite_turn_missed', 'on', true);
     RETURN false;
 END
 $$;
