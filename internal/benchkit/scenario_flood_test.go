@@ -142,8 +142,12 @@ func TestBenchFloodShowsItsLowWindows(t *testing.T) {
 	env := setup(t)
 	var out strings.Builder
 	runs := benchkit.Runs{Reps: 1, NoWarmUp: true, Progress: io.MultiWriter(&out, testLog{t}), Seed: 7}
+	// A backlog that outlasts the small tenants' arrival on a loaded
+	// machine: their commits move 150 jobs each, in turn, and with 1,000
+	// the import once drained before they all showed, leaving no window to
+	// show.
 	r, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{
-		Runs: runs, Backlog: 1000, SmallTenants: 3, SmallJobs: 150, MaxCost: 100,
+		Runs: runs, Backlog: 3000, SmallTenants: 3, SmallJobs: 150, MaxCost: 100,
 		Workers: 4, Batch: 5, Quantum: 100, WindowRounds: 2, ShowWindows: true,
 	})
 	require.NoError(t, err)
