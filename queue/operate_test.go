@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/queue"
@@ -259,6 +260,40 @@ func TestCancelAJobClaimedAheadWhileThePoolLooksAtIt(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []int64{first}, ran, "the cancelled job was never sent")
 	require.Equal(t, "cancelled", b.outcome(t, second))
+}
+
+// A delete that waited for another delete of its queue, which made the
+// queue again with a job in it before committing, judges the queue there is
+// now: it holds a job, so the delete is refused (BQ203) and nothing goes.
+func TestDeleteQueueLocksAQueueMadeAgainWhileItWaited(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Name: "dz"})
+	first, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = first.Rollback(b.ctx) }()
+	_, err = first.Exec(b.ctx, `SELECT batchq.delete_queue('dz')`)
+	require.NoError(t, err)
+	_, err = first.Exec(b.ctx, `INSERT INTO batchq.queues (name) VALUES ('dz')`)
+	require.NoError(t, err)
+	_, err = first.Exec(b.ctx, `SELECT * FROM batchq.enqueue_job(queue => 'dz', tenant => 'acme', cost => 1)`)
+	require.NoError(t, err)
+
+	second := make(chan error, 1)
+	go func() {
+		_, err := b.pool.Exec(b.ctx, `SELECT batchq.delete_queue('dz')`)
+		second <- err
+	}()
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%delete_queue%'`) > 0
+	}, 10*time.Second, time.Millisecond, "the second delete waits for the first")
+	require.NoError(t, first.Commit(b.ctx))
+	err = <-second
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "BQ203", pe.Code, "%v", err)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.queues WHERE name = 'dz'`))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'dz'`))
 }
 
 // Heartbeat tells a worker of its own that a job was asked to stop, and

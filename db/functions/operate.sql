@@ -192,11 +192,14 @@ DECLARE
 BEGIN
     PERFORM batchq.check_queue_argument('delete queue', p_queue);
     -- Held, so no enqueue adds a job and no schedule is made for the queue
-    -- meanwhile (both hold it FOR KEY SHARE).
-    PERFORM 1 FROM batchq.queues q WHERE q.name = p_queue FOR UPDATE;
-    IF NOT FOUND THEN
+    -- meanwhile (both hold it FOR KEY SHARE). A queue of the name made again
+    -- while this waited for the one deleted meanwhile is locked in its turn:
+    -- nothing below runs on a queue this does not hold.
+    LOOP
+        PERFORM 1 FROM batchq.queues q WHERE q.name = p_queue FOR UPDATE;
+        EXIT WHEN FOUND;
         PERFORM batchq.raise_unknown_queue(p_queue);
-    END IF;
+    END LOOP;
     SELECT coalesce(jsonb_object_agg(c.state, c.n), '{}'), coalesce(sum(c.n), 0) INTO v_counts, v_total
     FROM (SELECT j.state::text AS state, count(*) AS n FROM batchq.jobs j WHERE j.queue = p_queue GROUP BY j.state) c;
     IF v_total > 0 THEN
