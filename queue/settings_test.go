@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -376,7 +377,8 @@ func TestTenantJoiningAnotherQueueDuringAWeightChangeTakesTheNewShare(t *testing
 
 	done := make(chan error, 1)
 	go func() { done <- b.client.SetTenant(b.ctx, queue.Tenant{Name: "t", Weight: 4}) }()
-	waitForLockWait(t, b, "%name: Rekey%")
+	// It waits for t's ring rows, all of them before any job.
+	waitForLockWait(t, b, "%name: TenantQueues%")
 	_, err = b.client.Enqueue(b.ctx, queue.NewJob{Queue: "other", Tenant: "t", Cost: 1000})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(b.ctx))
@@ -419,6 +421,42 @@ func TestTenantJoiningDuringAQuantumChangeTakesTheNewShare(t *testing.T) {
 		require.Equal(t, quantum, b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE tenant = $1`, tenant),
 			"%s's share", tenant)
 	}
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+}
+
+// A weight change for a tenant in two queues, waiting for an enqueue open
+// in the second, holds none of the tenant's jobs in the first meanwhile:
+// claims there go on serving it. (It locked the first queue's jobs, then
+// waited, and claims passed over the tenant for as long as the
+// application's transaction stayed open.)
+func TestWeightChangeWaitingInOneQueueHoldsNoJobsInAnother(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Name: "pa", Quantum: 10})
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "pb", Quantum: 10}))
+	b.enqueueN(t, "pt", 50, 10)
+	for range 5 {
+		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "pb", Tenant: "pt", Cost: 10})
+		require.NoError(t, err)
+	}
+	open, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = open.Rollback(b.ctx) }()
+	_, err = b.client.EnqueueTx(b.ctx, open, queue.NewJob{Queue: "pb", Tenant: "pt", Cost: 10})
+	require.NoError(t, err)
+
+	changed := make(chan error, 1)
+	go func() { changed <- b.client.SetTenant(b.ctx, queue.Tenant{Name: "pt", Weight: 2}) }()
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	}, 10*time.Second, time.Millisecond, "the change waits for the open enqueue")
+	jobs, err := b.client.Claim(b.ctx, "pa", &queue.ClaimOpts{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, jobs, 10, "claims in pa serve pt while the change waits in pb")
+	require.NoError(t, open.Commit(b.ctx))
+	require.NoError(t, <-changed)
 	broken, err := checkInvariants(b.ctx, b.pool)
 	require.NoError(t, err)
 	require.Empty(t, broken)

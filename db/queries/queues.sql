@@ -75,11 +75,15 @@ WHERE r.queue = @queue
 ORDER BY r.tenant;
 
 -- name: TenantQueues :many
--- The queues in whose ring a tenant has queued jobs.
+-- The queues in whose ring a tenant has queued jobs, their ring rows locked
+-- in queue order: a weight change waits here for an enqueue open in any of
+-- them before batchq.rekey locks any of the tenant's jobs, which claims then
+-- pass over.
 SELECT r.queue FROM batchq.tenant_ring r
 WHERE r.tenant = @tenant
   AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
-ORDER BY r.queue;
+ORDER BY r.queue
+FOR UPDATE OF r;
 
 -- name: Rekey :exec
 -- Re-keys the queued jobs of the tenants of one queue whose share changed;

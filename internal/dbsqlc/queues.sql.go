@@ -311,9 +311,13 @@ SELECT r.queue FROM batchq.tenant_ring r
 WHERE r.tenant = $1
   AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
 ORDER BY r.queue
+FOR UPDATE OF r
 `
 
-// The queues in whose ring a tenant has queued jobs.
+// The queues in whose ring a tenant has queued jobs, their ring rows locked
+// in queue order: a weight change waits here for an enqueue open in any of
+// them before batchq.rekey locks any of the tenant's jobs, which claims then
+// pass over.
 func (q *Queries) TenantQueues(ctx context.Context, db DBTX, tenant string) ([]string, error) {
 	rows, err := db.Query(ctx, tenantQueues, tenant)
 	if err != nil {
