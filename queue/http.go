@@ -133,7 +133,15 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 			return Result{}, red.redactError(fmt.Errorf("batchq: POST %s: %w", shown, err))
 		}
 		defer resp.Body.Close()
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		limit := int64(16 << 20)
+		if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+			// An error keeps the head of its body: read that, and enough
+			// past it for a secret that spans the cut to be found and
+			// redacted. A proxy's error page of megabytes, read whole by
+			// every handler at once, could take a worker's memory.
+			limit = int64(maxBody) + errorBodySlack
+		}
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 		res := Result{Response: resp}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			if err != nil {
@@ -163,6 +171,10 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 		}
 	}, nil
 }
+
+// errorBodySlack is how much of a failed response's body is read past the
+// part kept (HTTPConfig.MaxErrorBody): more than any header secret is long.
+const errorBodySlack = 64 << 10
 
 // usageTokens reads the tokens a provider says a call used: usage.total_tokens
 // (OpenAI and most others), else usage.input_tokens + usage.output_tokens

@@ -671,3 +671,38 @@ func TestHTTPHandlerAbortsTheRequestOfACancelledJob(t *testing.T) {
 	require.Empty(t, arrived, "one request in all")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 }
+
+// countingBody is an endless response body that counts what was read.
+type countingBody struct{ n *int64 }
+
+func (b countingBody) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	*b.n += int64(len(p))
+	return len(p), nil
+}
+
+func (countingBody) Close() error { return nil }
+
+// A failed response's body is read only as far as the error keeps it (and
+// a margin for a secret across the cut), however long it is: handlers that
+// all got a proxy's error page of megabytes held it in memory, each.
+func TestHTTPHandlerReadsAnErrorsHeadOnly(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{500, 400, 429} {
+		var read int64
+		client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d x", status), Header: http.Header{},
+				Body: countingBody{&read}, Request: r}, nil
+		})}
+		h, err := queue.HTTPHandler(queue.HTTPConfig{Target: "http://provider.invalid/", Client: client, MaxErrorBody: 100})
+		require.NoError(t, err)
+		_, err = h(context.Background(), &queue.Job{ID: 1, Payload: []byte(`{}`)})
+		require.Error(t, err)
+		require.LessOrEqual(t, read, int64(100+64<<10+32<<10), "status %d: bytes read", status)
+		if status != 429 {
+			require.Contains(t, err.Error(), strings.Repeat("x", 100), "status %d: the head is kept", status)
+		}
+	}
+}
