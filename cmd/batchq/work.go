@@ -168,7 +168,12 @@ func runWork(c *cli.Context) error {
 			return settingUsage(err, "quota key")
 		}
 	}
-	// Before anything starts or says it is working.
+	// Before anything starts or says it is working: the worker's name, and
+	// the queue (which needs the database, so an unreachable one stops the
+	// command here too).
+	if n := len(wc.Name); n > maxWorkerNameBytes {
+		return usagef("batchq: --name: must be at most %d bytes (got %d)", maxWorkerNameBytes, n)
+	}
 	if _, err := client.Queue(c.Context, wc.Queue); errors.Is(err, queue.ErrUnknownQueue) {
 		msg := strings.TrimPrefix(err.Error(), "batchq: ")
 		if queue.ValidQueueName(wc.Queue) {
@@ -176,6 +181,8 @@ func runWork(c *cli.Context) error {
 			msg += fmt.Sprintf(" (batchq queues create %s makes it)", wc.Queue)
 		}
 		return usagef("batchq: --queue: %s", msg)
+	} else if err != nil {
+		return err
 	}
 	stopMetrics, err := startMetrics(c, metricsAt, client, &wc, log)
 	if err != nil {
@@ -202,6 +209,10 @@ func runWork(c *cli.Context) error {
 	}
 	return err
 }
+
+// maxWorkerNameBytes is the longest worker name Work takes (a name as
+// outcomes store it).
+const maxWorkerNameBytes = 256
 
 // workTally counts what a worker pool ran, by outcome, for the summary work
 // prints when it stops.

@@ -111,6 +111,9 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		{[]string{"--queue", "q", "--target", "http://x", "--metrics-top-tenants", "5"},
 			"batchq: work: --metrics-top-tenants goes with --metrics-addr (without an address no metrics are served)\n"},
 		{[]string{"--queue", "q", "--target", "http://x", "extra"}, `batchq: work: unexpected argument "extra"`},
+		// Checked before the worker starts, not by the pool once it has.
+		{[]string{"--queue", "q", "--target", "http://x", "--name", strings.Repeat("w", 257)},
+			"batchq: --name: must be at most 256 bytes (got 257)"},
 		{nil, "batchq: work: --queue is required (see batchq work --help)"},
 		{[]string{"--target", "http://x"}, "batchq: work: --queue is required (see batchq work --help)"},
 		{[]string{"--queue", "q"}, "batchq: work: --target is required (see batchq work --help)"},
@@ -123,6 +126,13 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		require.NotContains(t, r.stderr, "sk-test", "a secret reached the error")
 		require.Empty(t, r.stdout, "%v", tc.args)
 	}
+	// A database it cannot reach stops it before it says it is working or
+	// prints a summary of nothing.
+	r := runCLI(t, "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", "work", "--queue", "q", "--target", "http://x")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "connect")
+	require.NotContains(t, r.stderr, "working")
+	require.Empty(t, r.stdout)
 }
 
 // The same settings from the environment, which a whole fleet may share,
