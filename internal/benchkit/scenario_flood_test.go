@@ -142,12 +142,13 @@ func TestBenchFloodShowsItsLowWindows(t *testing.T) {
 	env := setup(t)
 	var out strings.Builder
 	runs := benchkit.Runs{Reps: 1, NoWarmUp: true, Progress: io.MultiWriter(&out, testLog{t}), Seed: 7}
-	// A backlog that outlasts the small tenants' arrival on a loaded
-	// machine: their commits move 150 jobs each, in turn, and with 1,000
-	// the import once drained before they all showed, leaving no window to
-	// show.
+	// Small tenants and a backlog that outlast the small tenants' arrival on
+	// a loaded machine: their commits move their jobs in turn, one after
+	// another, and with 150 jobs each the first ones drained before the
+	// last showed (with a backlog of 1,000, the import did too), leaving no
+	// window with every tenant backlogged to show.
 	r, err := benchkit.Flood(context.Background(), env, benchkit.FloodConfig{
-		Runs: runs, Backlog: 3000, SmallTenants: 3, SmallJobs: 150, MaxCost: 100,
+		Runs: runs, Backlog: 4000, SmallTenants: 3, SmallJobs: 600, MaxCost: 100,
 		Workers: 4, Batch: 5, Quantum: 100, WindowRounds: 2, ShowWindows: true,
 	})
 	require.NoError(t, err)
