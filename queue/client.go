@@ -52,8 +52,10 @@ const (
 	// MaxReasonBytes bounds a cancel's reason, recorded as the outcome's
 	// error: Cancel and CancelJobs cut a longer one, the SQL functions
 	// refuse it.
-	MaxReasonBytes   = 4096
-	maxNameBytes     = 256
+	MaxReasonBytes = 4096
+	// MaxNameBytes bounds a name: a tenant's, a kind's, a unique key's, a
+	// worker's (WorkerConfig.Name) and a schedule's cron expression.
+	MaxNameBytes     = 256
 	maxAttemptsLimit = 1000
 )
 
@@ -509,8 +511,8 @@ func checkName(field, s string) *InvalidJobError {
 	switch {
 	case s == "":
 		return &InvalidJobError{Field: field, Rule: "must not be empty"}
-	case len(s) > maxNameBytes:
-		return &InvalidJobError{Field: field, Rule: fmt.Sprintf("must be at most %d bytes (got %d)", maxNameBytes, len(s))}
+	case len(s) > MaxNameBytes:
+		return &InvalidJobError{Field: field, Rule: fmt.Sprintf("must be at most %d bytes (got %d)", MaxNameBytes, len(s))}
 	case !utf8.ValidString(s):
 		return &InvalidJobError{Field: field, Rule: "must be valid UTF-8"}
 	}

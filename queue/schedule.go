@@ -96,9 +96,9 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 	if err != nil || strings.EqualFold(tz, "Local") {
 		return nil, &SettingError{Field: "timezone", Rule: fmt.Sprintf("must be an IANA time zone such as Europe/Paris (got %s)", quote(tz))}
 	}
-	if len(expr) > maxNameBytes {
+	if len(expr) > MaxNameBytes {
 		// batchq.schedules keeps at most this many bytes of it.
-		return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("must be at most %d bytes (got %d)", maxNameBytes, len(expr))}
+		return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("must be at most %d bytes (got %d)", MaxNameBytes, len(expr))}
 	}
 	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
 		return nil, &SettingError{Field: "cron", Rule: "must not name a time zone: give it as the timezone"}

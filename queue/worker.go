@@ -203,8 +203,8 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 		host, _ := os.Hostname()
 		cfg.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	if len(cfg.Name) > maxNameBytes {
-		return nil, fmt.Errorf("batchq: worker: Name must be at most %d bytes (got %d)", maxNameBytes, len(cfg.Name))
+	if len(cfg.Name) > MaxNameBytes {
+		return nil, fmt.Errorf("batchq: worker: Name must be at most %d bytes (got %d)", MaxNameBytes, len(cfg.Name))
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second

@@ -171,8 +171,8 @@ func runWork(c *cli.Context) error {
 	// Before anything starts or says it is working: the worker's name, and
 	// the queue (which needs the database, so an unreachable one stops the
 	// command here too).
-	if n := len(wc.Name); n > maxWorkerNameBytes {
-		return usagef("batchq: --name: must be at most %d bytes (got %d)", maxWorkerNameBytes, n)
+	if n := len(wc.Name); n > queue.MaxNameBytes {
+		return usagef("batchq: --name: must be at most %d bytes (got %d)", queue.MaxNameBytes, n)
 	}
 	if _, err := client.Queue(c.Context, wc.Queue); errors.Is(err, queue.ErrUnknownQueue) {
 		msg := strings.TrimPrefix(err.Error(), "batchq: ")
@@ -209,10 +209,6 @@ func runWork(c *cli.Context) error {
 	}
 	return err
 }
-
-// maxWorkerNameBytes is the longest worker name Work takes (a name as
-// outcomes store it).
-const maxWorkerNameBytes = 256
 
 // workTally counts what a worker pool ran, by outcome, for the summary work
 // prints when it stops.
