@@ -98,15 +98,11 @@ func reportBacklog(c *cli.Context, client *queue.Client) error {
 // checkQueue returns ErrUnknownQueue, as enqueue does, when --queue names no
 // queue: the report would be empty, as for a queue with nothing in it.
 func checkQueue(c *cli.Context, client *queue.Client) error {
-	if err := refuseEmpty(c, "leave it out for every queue", "queue"); err != nil {
+	unknown, err := checkHistoryQueue(c, client)
+	if err != nil {
 		return err
 	}
-	if name := c.String("queue"); name != "" {
-		if _, err := client.Queue(c.Context, name); err != nil {
-			return err
-		}
-	}
-	return nil
+	return unknown
 }
 
 // checkHistoryQueue is checkQueue for the reports of finished jobs, whose
