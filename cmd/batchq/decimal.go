@@ -14,23 +14,17 @@ import (
 // command line was already decimal.
 
 // decimal makes every whole-number flag of flags decimal, on the command
-// line and in its environment variable.
+// line and in its environment variable. (int64NoDefault is decimal itself.)
 func decimal(flags []cli.Flag) {
 	for i, f := range flags {
 		switch f := f.(type) {
 		case *cli.IntFlag:
-			f.Base = 10
 			flags[i] = decimalInt{f}
 		case *cli.Int64Flag:
-			f.Base = 10
 			flags[i] = decimalInt64{f}
-		case int64NoDefault:
-			f.Base = 10 // decimal already
 		case *cli.UintFlag:
-			f.Base = 10
 			flags[i] = decimalUint{f}
 		case *cli.Uint64Flag:
-			f.Base = 10
 			flags[i] = decimalUint64{f}
 		}
 	}
@@ -41,12 +35,32 @@ type decimalInt64 struct{ *cli.Int64Flag }
 type decimalUint struct{ *cli.UintFlag }
 type decimalUint64 struct{ *cli.Uint64Flag }
 
-func (f decimalInt) Apply(set *flag.FlagSet) error    { return applyDecimal(f.IntFlag, set, false) }
-func (f decimalInt64) Apply(set *flag.FlagSet) error  { return applyDecimal(f.Int64Flag, set, false) }
-func (f decimalUint) Apply(set *flag.FlagSet) error   { return applyDecimal(f.UintFlag, set, true) }
-func (f decimalUint64) Apply(set *flag.FlagSet) error { return applyDecimal(f.Uint64Flag, set, true) }
+// Each reads its environment variable in base 10 (Base), its command line
+// through decimalValue.
+func (f decimalInt) Apply(set *flag.FlagSet) error {
+	f.Base = 10
+	return applyDecimal(f.IntFlag, set, false)
+}
 
-func (f int64NoDefault) Apply(set *flag.FlagSet) error { return applyDecimal(f.Int64Flag, set, false) }
+func (f decimalInt64) Apply(set *flag.FlagSet) error {
+	f.Base = 10
+	return applyDecimal(f.Int64Flag, set, false)
+}
+
+func (f decimalUint) Apply(set *flag.FlagSet) error {
+	f.Base = 10
+	return applyDecimal(f.UintFlag, set, true)
+}
+
+func (f decimalUint64) Apply(set *flag.FlagSet) error {
+	f.Base = 10
+	return applyDecimal(f.Uint64Flag, set, true)
+}
+
+func (f int64NoDefault) Apply(set *flag.FlagSet) error {
+	f.Base = 10
+	return applyDecimal(f.Int64Flag, set, false)
+}
 
 func (f decimalInt) wrapped() cli.Flag    { return f.IntFlag }
 func (f decimalInt64) wrapped() cli.Flag  { return f.Int64Flag }
