@@ -691,6 +691,10 @@ func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
 		require.NoError(t, err)
 		return tx
 	}
+	// jobsOf is n jobs of tenant, of cost 10 each (one grant).
+	jobsOf := func(b *testBundle, tenant string, n int) []queue.NewJob {
+		return slices.Repeat([]queue.NewJob{{Queue: b.queue, Tenant: tenant, Cost: 10}}, n)
+	}
 	// openLate enqueues n jobs of a tenant new to the ring in a transaction
 	// left open, and lets the claims go five rounds on, so that its commit
 	// has jobs to move.
@@ -698,11 +702,7 @@ func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
 		tx, err := b.pool.Begin(b.ctx)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = tx.Rollback(b.ctx) })
-		late := make([]queue.NewJob, n)
-		for i := range late {
-			late[i] = queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 10}
-		}
-		_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
+		_, err = b.client.EnqueueManyTx(b.ctx, tx, jobsOf(b, tenant, n))
 		require.NoError(t, err)
 		require.Equal(t, slices.Repeat([]string{"import"}, 5), tenantsOf(b.drainOrder(t, 5)))
 		return tx
@@ -787,11 +787,7 @@ func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(b.ctx) }()
 		for _, tenant := range []string{"late-a", "late-b", "late-c"} { // a statement, and a check, each
-			late := make([]queue.NewJob, 40)
-			for i := range late {
-				late[i] = queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 10}
-			}
-			_, err = b.client.EnqueueManyTx(b.ctx, tx, late)
+			_, err = b.client.EnqueueManyTx(b.ctx, tx, jobsOf(b, tenant, 40))
 			require.NoError(t, err)
 		}
 		require.Equal(t, slices.Repeat([]string{"import"}, 5), tenantsOf(b.drainOrder(t, 5)))
@@ -832,11 +828,7 @@ func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
 		defer func() { _ = x.Rollback(b.ctx) }()
 		_, err = x.Exec(b.ctx, `SET LOCAL deadlock_timeout = '100ms'`)
 		require.NoError(t, err)
-		jobs := make([]queue.NewJob, 40)
-		for i := range jobs {
-			jobs[i] = queue.NewJob{Queue: b.queue, Tenant: "x", Cost: 10}
-		}
-		_, err = suClient.EnqueueManyTx(b.ctx, x, jobs)
+		_, err = suClient.EnqueueManyTx(b.ctx, x, jobsOf(b, "x", 40))
 		require.NoError(t, err)
 		require.Equal(t, slices.Repeat([]string{"import"}, 5), tenantsOf(b.drainOrder(t, 5)))
 
