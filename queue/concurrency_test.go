@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -376,22 +377,31 @@ func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
 	}
 	// A job a cancel asked to stop while it ran ends as 'cancelled' when its
 	// run fails or is handed back, or as its finisher was told.
-	rows, err := b.pool.Query(b.ctx, `SELECT job_id, outcome::text FROM batchq.outcomes`)
+	type outcome struct {
+		id                   int64
+		outcome, worker, err string
+		attempts             int
+	}
+	rows, err := b.pool.Query(b.ctx, `SELECT job_id, outcome::text, coalesce(worker, ''), coalesce(error, ''), attempts
+		FROM batchq.outcomes ORDER BY job_id`)
 	require.NoError(t, err)
-	for rows.Next() {
-		var id int64
-		var got string
-		require.NoError(t, rows.Scan(&id, &got))
+	outcomes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (o outcome, err error) {
+		return o, r.Scan(&o.id, &o.outcome, &o.worker, &o.err, &o.attempts)
+	})
+	require.NoError(t, err)
+	for _, o := range outcomes {
 		want := "expired"
-		if o, ok := told.Load(id); ok {
-			want = o.(string)
+		if w, ok := told.Load(o.id); ok {
+			want = w.(string)
 		}
-		if _, asked := stopping.Load(id); asked && got == "cancelled" {
+		_, asked := stopping.Load(o.id)
+		if asked && o.outcome == "cancelled" || o.outcome == want {
 			continue
 		}
-		require.Equal(t, want, got, "job %d", id)
+		t.Errorf("job %d ended %s, told %s (asked to stop while running: %t; attempts %d, worker %q, error %q)",
+			o.id, o.outcome, want, asked, o.attempts, o.worker, o.err)
 	}
-	require.NoError(t, rows.Err())
+	require.False(t, t.Failed())
 	require.LessOrEqual(t, cancelled.Load(), count("cancelled"))
 	require.NotZero(t, refused.Load(), "the bounded tenants were never refused")
 	require.Positive(t, checks.Load())

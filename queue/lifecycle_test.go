@@ -489,6 +489,7 @@ func TestCompleteManyRecordsEachJobsOwnCostAndResult(t *testing.T) {
 	got := map[int64]string{}
 	rows, err := b.pool.Query(b.ctx, `SELECT job_id, coalesce(actual_cost::text, '-') || ' ' || coalesce(result::text, '-') FROM batchq.outcomes`)
 	require.NoError(t, err)
+	defer rows.Close()
 	for rows.Next() {
 		var id int64
 		var s string
@@ -1179,6 +1180,7 @@ func TestOneTenantImportKeysItsLinesInOrderUpToTheBound(t *testing.T) {
 		FROM batchq.jobs j JOIN batchq.tenant_ring r ON r.queue = j.queue AND r.tenant = j.tenant
 		WHERE j.queue = $1 AND j.tenant = 'imp' ORDER BY j.seq`, b.queue)
 	require.NoError(t, err)
+	defer rows.Close()
 	var cum, i int64
 	for rows.Next() {
 		var id, cost, jcum, seq, round, joinRound, share int64

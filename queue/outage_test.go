@@ -279,6 +279,7 @@ func runOutage(t *testing.T, b *testBundle, dbURL string, outage func(during fun
 		WHERE NOT EXISTS (SELECT 1 FROM batchq.outcomes o
 		                  WHERE o.job_id = a.id AND o.unique_key = a.key AND o.outcome = 'succeeded')`, ids, names, asDup)
 	require.NoError(t, err)
+	defer rows.Close()
 	for rows.Next() {
 		var line string
 		require.NoError(t, rows.Scan(&line))

@@ -116,6 +116,7 @@ func TestFleetDrainsAgainstProvider(t *testing.T) {
 
 	rows, err := b.pool.Query(b.ctx, `SELECT job_id, outcome::text, attempts FROM batchq.outcomes`)
 	require.NoError(t, err)
+	defer rows.Close()
 	type outcome struct {
 		state    string
 		attempts int
@@ -293,6 +294,7 @@ func TestActualCostKeepsSharesFair(t *testing.T) {
 	// Actual tokens per tenant, in claim order, while every tenant had work.
 	rows, err := b.pool.Query(b.ctx, `SELECT tenant, actual_cost FROM batchq.outcomes ORDER BY first_claimed_at, job_id`)
 	require.NoError(t, err)
+	defer rows.Close()
 	left := map[string]int{"liar": 1000, "honest-a": 1000, "honest-b": 1000, "honest-c": 1000}
 	tokens := map[string]int64{}
 	for rows.Next() {

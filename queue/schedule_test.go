@@ -22,6 +22,7 @@ func (b *testBundle) scheduleJobs(t *testing.T, name string) []string {
 		SELECT unique_key FROM batchq.outcomes WHERE unique_key LIKE 'batchq:schedule:' || $1 || ':%'
 		ORDER BY 1`, name)
 	require.NoError(t, err)
+	defer rows.Close()
 	var keys []string
 	for rows.Next() {
 		var k string

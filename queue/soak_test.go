@@ -238,6 +238,7 @@ func TestSoak(t *testing.T) {
 		rows, err := b.pool.Query(b.ctx, `SELECT job_id, attempts, coalesce(worker, ''), coalesce(error, '') FROM batchq.outcomes
 			WHERE outcome = 'discarded' ORDER BY job_id`)
 		require.NoError(t, err)
+		defer rows.Close()
 		for rows.Next() {
 			var id int64
 			var attempts int

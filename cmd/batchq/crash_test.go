@@ -145,6 +145,7 @@ func TestCrashedWorkersLoseNothing(t *testing.T) {
 	attempts := map[int64]int{}
 	rows, err := pool.Query(ctx, `SELECT job_id, attempts FROM batchq.outcomes`)
 	require.NoError(t, err)
+	defer rows.Close()
 	for rows.Next() {
 		var id int64
 		var n int

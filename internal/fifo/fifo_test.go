@@ -28,6 +28,7 @@ func strings1(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) []strin
 	t.Helper()
 	rows, err := pool.Query(context.Background(), sql, args...)
 	require.NoError(t, err)
+	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var c string
