@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
@@ -425,6 +426,57 @@ func TestCancelJobsFilters(t *testing.T) {
 	var bad *queue.InvalidJobError
 	require.ErrorAs(t, err, &bad)
 	require.Equal(t, "tenant", bad.Field)
+}
+
+// A bulk cancel holds its batch while it re-keys the jobs its refunds move,
+// so it must not wait for those jobs: here one cancel (kind x) holds a's
+// x jobs and waits for b's, which another cancel's transaction holds while
+// it re-keys b; that transaction then cancels a's y jobs, which re-keys
+// a's x jobs. Waiting for them closed a cycle, and one of the two died of
+// deadlock_detected. Now the second leaves a's re-key to maintenance, and
+// both commit.
+func TestBulkCancelsOnOneQueueNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	var ids = map[string][]int64{}
+	for _, tk := range []struct{ tenant, kind string }{{"a", "y"}, {"a", "x"}, {"b", "y"}, {"b", "x"}} {
+		for range 3 {
+			res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: tk.tenant, Kind: tk.kind, Cost: 100})
+			require.NoError(t, err)
+			ids[tk.tenant+tk.kind] = append(ids[tk.tenant+tk.kind], res.ID)
+		}
+	}
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	cancel := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}, tenant, kind string) (n int) {
+		err := q.QueryRow(b.ctx, `SELECT cancelled FROM batchq.cancel_jobs($1, p_tenant => $2, p_kind => $3)`,
+			b.queue, tenant, kind).Scan(&n)
+		require.NoError(t, err, "cancel %s's %s jobs", tenant, kind)
+		return n
+	}
+	require.Equal(t, 3, cancel(tx, "b", "y"), "b's y jobs") // holds b's x jobs, re-keyed
+
+	other := make(chan int, 1)
+	go func() {
+		var n int
+		err := b.pool.QueryRow(b.ctx, `SELECT cancelled FROM batchq.cancel_jobs($1, p_kind => 'x')`, b.queue).Scan(&n)
+		if err != nil {
+			t.Errorf("cancel kind x: %v", err)
+		}
+		other <- n
+	}()
+	waitForLockWait(t, b, "%cancel_jobs%")                  // holding a's x jobs, waiting for b's
+	require.Equal(t, 3, cancel(tx, "a", "y"), "a's y jobs") // a's x jobs held by the other
+	require.NoError(t, tx.Commit(b.ctx))
+	require.Equal(t, 6, <-other)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+	require.Equal(t, int64(12), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'cancelled'`))
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken)
 }
 
 // A queue that holds jobs is not deleted, and the error says how many, and

@@ -115,6 +115,28 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
 AS $$
+BEGIN
+    IF batchq.queue_name_error(p_queue) IS NOT NULL THEN
+        PERFORM batchq.check_queue_argument('apply_adjustments', p_queue);
+    END IF;
+    PERFORM batchq.raise_unknown_queue(p_queue);
+    RETURN batchq.fold_pending(p_queue, true);
+END
+$$;
+
+-- fold_pending is apply_adjustments for a known queue. With p_wait it waits
+-- for the jobs it rewrites, locking them in id order in one statement, as
+-- every statement that waits on job rows does. Without it, it waits for
+-- nothing: a tenant some of whose jobs to rewrite another transaction holds
+-- is left for a later pass, as one whose ring row is held. That is for a
+-- caller that already holds job rows (cancel_jobs), whose waiting here would
+-- lock rows out of id order, and could close a cycle with a transaction
+-- waiting for the rows it holds.
+CREATE OR REPLACE FUNCTION batchq.fold_pending(p_queue text, p_wait boolean) RETURNS integer
+LANGUAGE plpgsql
+SET enable_seqscan = off
+SET jit = off
+AS $$
 DECLARE
     c_fold_jobs CONSTANT integer := 100;
     v         record;
@@ -125,11 +147,10 @@ DECLARE
     v_from    bigint[];
     v_next    bigint[];
     v_ids     bigint[];
+    v_want    bigint[];
+    v_got     bigint[];
+    v_held    text[];
 BEGIN
-    IF batchq.queue_name_error(p_queue) IS NOT NULL THEN
-        PERFORM batchq.check_queue_argument('apply_adjustments', p_queue);
-    END IF;
-    PERFORM batchq.raise_unknown_queue(p_queue);
     v_locked := ARRAY(
         SELECT r.tenant FROM batchq.tenant_ring r
         WHERE r.queue = p_queue
@@ -175,17 +196,30 @@ BEGIN
     -- meanwhile, not over a tenant's whole backlog. FOR NO KEY UPDATE, so
     -- that a claim's probe for rows holding the cursor back still finds them
     -- (batchq.claim).
-    PERFORM 1 FROM batchq.jobs j
-    WHERE j.queue = p_queue
-      AND j.id = ANY (ARRAY(SELECT q.id FROM unnest(v_pos, v_from, v_next) AS w (pos, from_seq, next_seq)
-                            CROSS JOIN LATERAL (SELECT q.id FROM batchq.jobs q
-                                                WHERE q.queue = p_queue AND q.pos = w.pos AND q.state = 'queued'
-                                                  AND q.seq > w.from_seq
-                                                  AND q.seq < coalesce(w.next_seq, 9223372036854775807)
-                                                OFFSET 0) q)) -- kept a subquery: as a join it read the queue
-      AND j.state = 'queued'
-    ORDER BY j.id
-    FOR NO KEY UPDATE;
+    v_want := ARRAY(SELECT q.id FROM unnest(v_pos, v_from, v_next) AS w (pos, from_seq, next_seq)
+                    CROSS JOIN LATERAL (SELECT q.id FROM batchq.jobs q
+                                        WHERE q.queue = p_queue AND q.pos = w.pos AND q.state = 'queued'
+                                          AND q.seq > w.from_seq
+                                          AND q.seq < coalesce(w.next_seq, 9223372036854775807)
+                                        OFFSET 0) q); -- kept a subquery: as a join it read the queue
+    IF p_wait THEN
+        PERFORM 1 FROM batchq.jobs j
+        WHERE j.queue = p_queue AND j.id = ANY (v_want) AND j.state = 'queued'
+        ORDER BY j.id
+        FOR NO KEY UPDATE;
+    ELSE
+        v_got := ARRAY(SELECT j.id FROM batchq.jobs j
+                       WHERE j.queue = p_queue AND j.id = ANY (v_want) AND j.state = 'queued'
+                       ORDER BY j.id
+                       FOR NO KEY UPDATE SKIP LOCKED);
+        IF cardinality(v_got) < cardinality(v_want) THEN
+            -- A job missing was held, or claimed since the window was read:
+            -- its tenant waits for a later pass.
+            v_held := ARRAY(SELECT DISTINCT j.tenant FROM batchq.jobs j
+                            WHERE j.queue = p_queue AND j.id = ANY (v_want) AND NOT j.id = ANY (v_got));
+            v_locked := ARRAY(SELECT t FROM unnest(v_locked) AS t WHERE NOT t = ANY (v_held));
+        END IF;
+    END IF;
     FOR v IN
         SELECT r.tenant, r.pos, r.join_round, r.share, w.next_seq FROM batchq.tenant_ring r
         JOIN unnest(v_tenants, v_next) AS w (tenant, next_seq) ON w.tenant = r.tenant

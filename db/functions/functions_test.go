@@ -34,6 +34,7 @@ var hotPath = []struct {
 	{"expire", []string{"p_queue"}},
 	{"requeue", []string{"p_queue"}},
 	{"apply_adjustments", []string{"p_queue"}},
+	{"fold_pending", []string{"p_queue"}},
 	{"fold_adjustments", []string{"p_queue"}},
 	{"rekey", []string{"p_queue"}},
 	{"ring_join", []string{"p_queue"}},
@@ -45,8 +46,10 @@ var hotPath = []struct {
 }
 
 // Functions that read, update and delete no queue table themselves: they
-// check their arguments, call finish_jobs or insert_jobs, and insert.
-var callsOnly = map[string]bool{"complete": true, "enqueue": true, "enqueue_job": true, "enqueue_jobs": true}
+// check their arguments, call finish_jobs, insert_jobs or fold_pending, and
+// insert.
+var callsOnly = map[string]bool{"complete": true, "enqueue": true, "enqueue_job": true, "enqueue_jobs": true,
+	"apply_adjustments": true}
 
 // Every statement of a hot-path function that reads, updates or deletes
 // rows of a table distributed by queue says which queue.

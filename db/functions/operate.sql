@@ -167,8 +167,10 @@ BEGIN
     IF v_waiting IS NOT NULL THEN
         PERFORM 1 FROM batchq.cancel_waiting(p_queue, v_waiting, v_reason);
         -- Their costs leave their tenants' ledgers now, so the jobs left
-        -- are re-keyed at once, not at the next maintenance pass.
-        PERFORM batchq.apply_adjustments(p_queue);
+        -- are re-keyed at once, not at the next maintenance pass; but
+        -- without waiting for job rows past the batch, which could close a
+        -- cycle with a transaction waiting for the batch (fold_pending).
+        PERFORM batchq.fold_pending(p_queue, false);
     END IF;
     RETURN QUERY SELECT coalesce(cardinality(v_waiting), 0), coalesce(cardinality(v_running), 0),
                         CASE WHEN v_n = p_limit THEN v_last ELSE 0 END;
