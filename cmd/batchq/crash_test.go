@@ -522,3 +522,87 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The first interrupt stops a worker gracefully: it waits up to
+// --shutdown-timeout for the requests it is running. A second one ends the
+// process at once, whatever it waits for; the job it ran keeps its lease,
+// for a later rescue.
+func TestWorkStopsAtOnceOnASecondInterrupt(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary and runs a worker process")
+	}
+	bin := buildBatchq(t)
+	url := pgtest.URL(t)
+	pool := pgtest.Connect(t, url)
+	ctx := context.Background()
+	client, err := queue.NewClient(pool, queue.Config{})
+	require.NoError(t, err)
+	require.NoError(t, client.CreateQueue(ctx, queue.QueueConfig{Name: "stuck"}))
+	_, err = client.Enqueue(ctx, queue.NewJob{Queue: "stuck", Tenant: "a", Cost: 1})
+	require.NoError(t, err)
+
+	// A provider that never answers.
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+
+	logPath := filepath.Join(t.TempDir(), "work.log")
+	out, err := os.Create(logPath)
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "--database-url", url, "work", "--queue", "stuck", "--target", srv.URL,
+		"--shutdown-timeout", "10m", "--timeout", "10m", "--poll-interval", "50ms")
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	out.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+	})
+	logged := func() string {
+		b, err := os.ReadFile(logPath)
+		require.NoError(t, err)
+		return string(b)
+	}
+
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("work exited before its request: %v\n%s", err, logged())
+	case <-time.After(time.Minute):
+		t.Fatalf("the provider was never asked\n%s", logged())
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	require.Eventually(t, func() bool { return strings.Contains(logged(), "interrupt again to stop at once") },
+		30*time.Second, 20*time.Millisecond, "the first interrupt was not acknowledged")
+	select {
+	case err := <-done:
+		t.Fatalf("work did not wait for its running request: %v\n%s", err, logged())
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		ws, ok := exit.Sys().(syscall.WaitStatus)
+		require.True(t, ok)
+		require.True(t, ws.Signaled(), "work exited with %v, not ended by the signal\n%s", err, logged())
+		require.Equal(t, syscall.SIGINT, ws.Signal())
+	case <-time.After(time.Minute):
+		t.Fatalf("a second interrupt did not end work\n%s", logged())
+	}
+	require.Equal(t, int64(1), scalar(t, pool, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`),
+		"the job keeps its lease, for a rescue")
+}

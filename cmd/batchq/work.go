@@ -197,9 +197,20 @@ func runWork(c *cli.Context) error {
 	}
 	log.Info("working", "queue", wc.Queue, "target", redact(target), "concurrency", wc.Concurrency, "quota_key", c.String("quota-key"))
 	start := time.Now()
+	worked := make(chan struct{})
+	go func() {
+		select {
+		case <-c.Context.Done():
+			log.Info("stopping: no more claims; running requests have up to --shutdown-timeout to finish; "+
+				"interrupt again to stop at once (their jobs are then rescued when their leases expire)",
+				"shutdown_timeout", wc.ShutdownTimeout)
+		case <-worked:
+		}
+	}()
 	// What ran is said however the pool stopped: a queue deleted under it
 	// (ErrUnknownQueue, after claims were refused for a while) too.
 	err = client.Work(c.Context, wc)
+	close(worked)
 	if werr := ran.write(c, wc.Queue, time.Since(start)); werr != nil && err == nil {
 		err = werr
 	}
