@@ -196,6 +196,11 @@ func runWork(c *cli.Context) error {
 		wc.OnEvent = ran.add
 	}
 	log.Info("working", "queue", wc.Queue, "target", redact(target), "concurrency", wc.Concurrency, "quota_key", c.String("quota-key"))
+	if wc.Drain && wc.MaintainInterval < 0 {
+		// The pool cannot tell whether another worker maintains the queue.
+		log.Warn("--drain with maintenance off: retries and scheduled jobs run only once another worker's maintenance " +
+			"requeues them, so without one the drain waits for them for ever")
+	}
 	start := time.Now()
 	worked := make(chan struct{})
 	go func() {

@@ -217,3 +217,22 @@ func TestWorkDrainOfAPausedQueue(t *testing.T) {
 	require.EqualValues(t, 0, sum["failed"])
 	require.Contains(t, sum, "took")
 }
+
+// A drain with maintenance off says, when it starts, what it will wait for:
+// retries and scheduled jobs that only another worker's maintenance
+// requeues. With maintenance on it says nothing of it.
+func TestWorkDrainWithMaintenanceOffSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	pool := pgtest.Connect(t, url)
+	c, err := queue.NewClient(pool, queue.Config{})
+	require.NoError(t, err)
+	require.NoError(t, c.CreateQueue(context.Background(), queue.QueueConfig{Name: "empty"}))
+	const warning = "--drain with maintenance off"
+	r := runCLI(t, url, "work", "--queue", "empty", "--target", "http://127.0.0.1:1", "--drain", "--maintain-interval", "-1s")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stderr, warning)
+	r = runCLI(t, url, "work", "--queue", "empty", "--target", "http://127.0.0.1:1", "--drain")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stderr, warning)
+}
