@@ -46,6 +46,7 @@ outcome could not be recorded (those jobs run again once their leases expire).`,
 			&cli.StringFlag{Name: "quota-key", Usage: "pace from the shared throttle of this key, e.g. openai/gpt-4o (empty: no throttle)", EnvVars: []string{"BATCHQ_QUOTA_KEY"}},
 			&cli.Float64Flag{Name: "reserve", Usage: "fraction of the quota left to interactive calls, in [0,1)", Value: 0.2, EnvVars: []string{"BATCHQ_RESERVE"}},
 			&cli.StringFlag{Name: "refill", Usage: "how the provider refills its quota: window or bucket", Value: "window", EnvVars: []string{"BATCHQ_REFILL"}},
+			&cli.DurationFlag{Name: "reorder", Usage: "with --quota-key: how much later than a call counted after it a call may reach the provider (the spread of the fleet's hand-off and network delays), at most 1m; the throttle keeps that much of what it counted against each response's numbers", Value: 5 * time.Millisecond, EnvVars: []string{"BATCHQ_REORDER"}},
 			&cli.DurationFlag{Name: "max-retry-after", Usage: "with --quota-key: the longest pause a 429's Retry-After may ask for, at most 24h; longer ones are cut to it", Value: time.Hour, EnvVars: []string{"BATCHQ_MAX_RETRY_AFTER"}},
 			&cli.StringSliceFlag{Name: "header-env", Usage: "add header NAME with the value of environment variable VAR, as NAME=VAR (repeatable); secrets never go on the command line", EnvVars: []string{"BATCHQ_HEADER_ENV"}},
 			&cli.DurationFlag{Name: "timeout", Usage: "how long one request may take", Value: 2 * time.Minute, EnvVars: []string{"BATCHQ_TIMEOUT"}},
@@ -106,6 +107,9 @@ func runWork(c *cli.Context) error {
 	if d := c.Duration("max-retry-after"); d <= 0 || d > throttle.PauseLimit {
 		return usagef("batchq: --max-retry-after %s: must be in (0s, %s]", d, throttle.PauseLimit)
 	}
+	if d := c.Duration("reorder"); d <= 0 || d > time.Minute {
+		return usagef("batchq: --reorder %s: must be in (0s, 1m0s]", d)
+	}
 	// Checked with or without --quota-key: a bad value is a mistake either way.
 	if r := c.Float64("reserve"); !(r >= 0 && r < 1) {
 		return usagef("batchq: --reserve %v: must be in [0,1)", r)
@@ -123,7 +127,7 @@ func runWork(c *cli.Context) error {
 	// from the environment (BATCHQ_RESERVE, say, set for a whole fleet) they
 	// may be meant for other workers, and are only checked.
 	if err := goesWith(c, "quota-key", "without a quota key there is no throttle",
-		"reserve", "refill", "max-retry-after"); err != nil {
+		"reserve", "refill", "reorder", "max-retry-after"); err != nil {
 		return err
 	}
 
@@ -162,7 +166,7 @@ func runWork(c *cli.Context) error {
 	}
 	if key := c.String("quota-key"); key != "" {
 		wc.Throttle, err = client.Throttle(key, throttle.Config{Reserve: c.Float64("reserve"), Refill: refill,
-			MaxRetryAfter: c.Duration("max-retry-after")})
+			MaxRetryAfter: c.Duration("max-retry-after"), Reorder: c.Duration("reorder")})
 		if err != nil {
 			// The key's rule; the throttle's settings were checked above.
 			return settingUsage(err, "quota key")

@@ -101,6 +101,9 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		{[]string{"--queue", "q", "--target", "http://x", "--maintain-interval", "0s"}, "batchq: --maintain-interval 0s: must be > 0, or negative for never"},
 		{[]string{"--queue", "q", "--target", "http://x", "--max-retry-after", "48h"}, "batchq: --max-retry-after 48h0m0s: must be in (0s, 24h0m0s]"},
 		{[]string{"--queue", "q", "--target", "http://x", "--max-retry-after", "0s"}, "batchq: --max-retry-after 0s: must be in (0s, 24h0m0s]"},
+		{[]string{"--queue", "q", "--target", "http://x", "--reorder", "0s"}, "batchq: --reorder 0s: must be in (0s, 1m0s]"},
+		{[]string{"--queue", "q", "--target", "http://x", "--reorder", "-5ms", "--quota-key", "k"}, "batchq: --reorder -5ms: must be in (0s, 1m0s]"},
+		{[]string{"--queue", "q", "--target", "http://x", "--reorder", "2m", "--quota-key", "k"}, "batchq: --reorder 2m0s: must be in (0s, 1m0s]"},
 		// Settings of a throttle or of metrics given without one are mistakes.
 		{[]string{"--queue", "q", "--target", "http://x", "--reserve", "0.3"},
 			"batchq: work: --reserve goes with --quota-key (without a quota key there is no throttle)\n"},
@@ -108,6 +111,8 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 			"batchq: work: --refill goes with --quota-key (without a quota key there is no throttle)\n"},
 		{[]string{"--queue", "q", "--target", "http://x", "--max-retry-after", "1m"},
 			"batchq: work: --max-retry-after goes with --quota-key (without a quota key there is no throttle)\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--reorder", "20ms"},
+			"batchq: work: --reorder goes with --quota-key (without a quota key there is no throttle)\n"},
 		{[]string{"--queue", "q", "--target", "http://x", "--metrics-top-tenants", "5"},
 			"batchq: work: --metrics-top-tenants goes with --metrics-addr (without an address no metrics are served)\n"},
 		{[]string{"--queue", "q", "--target", "http://x", "extra"}, `batchq: work: unexpected argument "extra"`},
@@ -141,6 +146,7 @@ func TestWorkTakesThrottleSettingsFromTheEnvironmentWithoutAKey(t *testing.T) {
 	t.Setenv("BATCHQ_RESERVE", "0.3")
 	t.Setenv("BATCHQ_REFILL", "bucket")
 	t.Setenv("BATCHQ_MAX_RETRY_AFTER", "1m")
+	t.Setenv("BATCHQ_REORDER", "20ms")
 	t.Setenv("BATCHQ_METRICS_TOP_TENANTS", "5")
 	dbURL := pgtest.URL(t) // migrated, without queue q
 	r := runCLI(t, dbURL, "work", "--queue", "q", "--target", "http://x")
