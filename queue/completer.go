@@ -31,7 +31,9 @@ type completer struct {
 	closed  chan struct{}
 
 	abandonOnce sync.Once
-	abandoned   chan struct{} // closed: stop retrying failed writes
+	abandoned   chan struct{}      // closed: stop retrying failed writes
+	cutWrites   context.Context    // done once abandoned: a write in flight stops too
+	cut         context.CancelFunc // ends cutWrites
 
 	unrecorded atomic.Int64 // runs whose end could not be written
 }
@@ -57,13 +59,21 @@ type finishOp struct {
 const maxFinishBatch = 500
 
 func newCompleter(c *Client, emit func(Event), log *slog.Logger, written func(*Job)) *completer {
-	return &completer{c: c, emit: emit, log: log, written: written, ops: make(chan finishOp, 1024),
+	d := &completer{c: c, emit: emit, log: log, written: written, ops: make(chan finishOp, 1024),
 		closed: make(chan struct{}), abandoned: make(chan struct{})}
+	d.cutWrites, d.cut = context.WithCancel(context.Background())
+	return d
 }
 
-// abandon makes failed writes give up at once instead of retrying: for a
-// shutdown that has run out of time while the database is unreachable.
-func (d *completer) abandon() { d.abandonOnce.Do(func() { close(d.abandoned) }) }
+// abandon makes writes give up at once instead of retrying, and cuts the
+// one in flight: for a shutdown that has run out of time while the
+// database is unreachable, or a write waits on a lock or a hung connection.
+func (d *completer) abandon() {
+	d.abandonOnce.Do(func() {
+		close(d.abandoned)
+		d.cut()
+	})
+}
 
 func (d *completer) complete(j *Job, res Result, took time.Duration) {
 	d.ops <- finishOp{kind: finishComplete, job: j, res: res, took: took}
@@ -89,6 +99,7 @@ func (d *completer) close() {
 
 func (d *completer) run() {
 	defer close(d.closed)
+	defer d.cut() // nothing writes after run
 	// One batch's buffer, used again: under load every flush filled a new
 	// one, grown from one op up, per statement.
 	var batch []finishOp
@@ -273,7 +284,7 @@ func (d *completer) retry(what string, write func(context.Context) error) error 
 	wait := 50 * time.Millisecond
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(d.cutWrites, 30*time.Second)
 		err := write(ctx)
 		cancel()
 		if err == nil {

@@ -85,7 +85,10 @@ type WorkerConfig struct {
 	// heartbeat reads it again, and extends leases by the new length.
 	HeartbeatInterval time.Duration
 	// ShutdownTimeout bounds how long a graceful shutdown waits for running
-	// handlers before cancelling them. 0: 30s.
+	// handlers before cancelling them. 0: 30s. Writes of what they did that
+	// still fail or hang at twice this are given up (Work returns
+	// ErrUnrecorded): their jobs wait for their leases to expire and the
+	// rescue.
 	ShutdownTimeout time.Duration
 	// Drain makes Work return once the queue has nothing queued, running,
 	// waiting to retry or scheduled: for scripts and tests.

@@ -961,3 +961,44 @@ func TestPoolStopsWhenTheSchemaIsGone(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrSchemaGone)
 	require.ErrorIs(t, err, queue.ErrUnrecorded, "the run that finished could not be recorded")
 }
+
+// A shutdown whose last finish write hangs (here on a row another
+// transaction holds; a dead connection does the same) gives the write up
+// once the shutdown has run out of time, and Work returns, saying one run
+// went unrecorded: its job is left to its lease's expiry and the rescue.
+// The write used to run on to its own 30 s timeout first.
+func TestShutdownCutsAFinishWriteThatHangs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	id := b.enqueue(t, "a", 1)
+	ran, finish := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- b.client.Work(ctx, queue.WorkerConfig{Queue: b.queue, PollInterval: 10 * time.Millisecond,
+			MaintainInterval: -1, ShutdownTimeout: 200 * time.Millisecond,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				close(ran)
+				<-finish
+				return queue.Result{}, nil
+			}})
+	}()
+	<-ran
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, id)
+	require.NoError(t, err)
+	close(finish)
+	waitForLockWait(t, b, "%complete%")
+	cancel()
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Work waited on the finish write it had no time left for")
+	}
+	// (The statement given up may still run on the server, and complete
+	// the job once the row is free: nothing to assert about the row.)
+	require.ErrorIs(t, err, queue.ErrUnrecorded)
+}
