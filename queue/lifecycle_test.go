@@ -1125,6 +1125,38 @@ func TestReleasedJobIsChargedOnce(t *testing.T) {
 	require.Equal(t, int64(200), b.scalar(t, `SELECT cum FROM batchq.tenant_ring WHERE tenant = 'a'`), "a's ledger holds each job once")
 }
 
+// A claimed job an operator cancelled before it started, handed back, is
+// finished as cancelled without charging its tenant or counting an
+// attempt: it never ran, as a released job never did.
+func TestCancelledJobHandedBackIsNotCharged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 100})
+	a1 := b.enqueue(t, "a", 100)
+	b1 := b.enqueue(t, "b", 100)
+	a2 := b.enqueue(t, "a", 100)
+	b2 := b.enqueue(t, "b", 100)
+
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Equal(t, a1, jobs[0].ID)
+	st, err := b.client.CancelJob(b.ctx, a1, "not needed")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Stopping: 1}, st)
+	require.NoError(t, b.client.Release(b.ctx, jobs[0], 0))
+	require.Equal(t, "cancelled", b.outcome(t, a1))
+	require.Zero(t, b.scalar(t, `SELECT attempts FROM batchq.outcomes WHERE job_id = $1`, a1))
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+
+	// a2 takes a's place in round 0; charged for a1, a would come after b.
+	var order []int64
+	for _, j := range b.drainOrder(t, 10) {
+		order = append(order, j.ID)
+	}
+	require.Equal(t, []int64{a2, b1, b2}, order)
+	require.Equal(t, int64(100), b.scalar(t, `SELECT cum FROM batchq.tenant_ring WHERE tenant = 'a'`), "a's ledger holds a2 only")
+}
+
 // Finishing calls name their queue; jobs of several queues finished in one
 // call go queue by queue in one transaction, each run by its own lease.
 func TestFinishingJobsOfSeveralQueues(t *testing.T) {

@@ -211,6 +211,8 @@ func TestCancelAJobClaimedAheadNeverStartsIt(t *testing.T) {
 			require.Equal(t, "succeeded", b.outcome(t, ids[0]))
 			require.Equal(t, "cancelled", b.outcome(t, ids[1]))
 			require.Equal(t, "succeeded", b.outcome(t, ids[2]))
+			require.Zero(t, b.scalar(t, `SELECT attempts FROM batchq.outcomes WHERE job_id = $1`, ids[1]),
+				"never sent: its claim is not an attempt")
 		})
 	}
 }

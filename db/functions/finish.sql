@@ -280,7 +280,7 @@ $$;
 -- (p_delays_us, microseconds on the database's clock), then rejoins its
 -- tenant's queue at the tail. It never ran, so its cost goes back to its
 -- tenant's ledger, as an expired job's does. A job an operator cancelled is
--- finished as 'cancelled' instead. Returns the runs it released or
+-- finished as 'cancelled' instead, its attempt and cost handed back too. Returns the runs it released or
 -- cancelled; the rest lost their lease. No such queue is refused (BQ201),
 -- looked up only when no run held its lease.
 CREATE OR REPLACE FUNCTION batchq.release(p_queue text, p_ids bigint[], p_tokens uuid[], p_delays_us bigint[])
@@ -323,9 +323,18 @@ BEGIN
           ORDER BY j.id
           FOR UPDATE OF j) l;
     IF v_cancel IS NOT NULL THEN
+        -- They never ran either: the attempt and the cost go back, as a
+        -- released job's do.
+        UPDATE batchq.jobs j SET attempt = j.attempt - 1
+        WHERE j.queue = p_queue AND j.id = ANY (v_cancel);
         RETURN QUERY
-        SELECT f.id, f.lease_token, 'cancelled'::text
-        FROM batchq.finish_jobs(p_queue, 'cancelled', v_cancel, NULL, v_reasons) f;
+        WITH gone AS (
+            SELECT * FROM batchq.finish_jobs(p_queue, 'cancelled', v_cancel, NULL, v_reasons)
+        ), refunds AS (
+            INSERT INTO batchq.ledger_adjustments (queue, tenant, pos, after_seq, delta)
+            SELECT p_queue, g.tenant, g.pos, g.seq, -g.cost FROM gone g
+        )
+        SELECT g.id, g.lease_token, 'cancelled'::text FROM gone g;
     END IF;
     RETURN QUERY
     WITH target AS (
