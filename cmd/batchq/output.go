@@ -325,15 +325,17 @@ func tableCell(v any) string {
 // error on its line, and the terminal as it was: line breaks and tabs (in a
 // provider's error body, say) are written as \n and \t, other control
 // characters (escape sequences, form feeds, the C1 controls U+0080-U+009F)
-// and bytes that are not UTF-8 as \xNN or \u00NN, and the bidirectional
-// controls (U+202E and its kin) as \uNNNN: a name that holds one would
+// and bytes that are not UTF-8 as \xNN or \u00NN, and the line and
+// paragraph separators (U+2028, U+2029: line breaks to a terminal and to
+// JavaScript) and the bidirectional controls (U+202E and its kin) as
+// \uNNNN: a name that holds one would
 // otherwise show its row, or the words after it, in another order than the
 // one it holds. Every table cell, result sentence and error goes through it
 // (tableCell, writeResult, exitCode).
 func oneLine(s string) string {
 	clean := true
 	for _, r := range s {
-		if isControl(r) || r == utf8.RuneError || unicode.Is(unicode.Bidi_Control, r) {
+		if isControl(r) || r == utf8.RuneError || isSeparator(r) || unicode.Is(unicode.Bidi_Control, r) {
 			clean = false
 			break
 		}
@@ -354,7 +356,7 @@ func oneLine(s string) string {
 			b.WriteString(`\t`)
 		case r == utf8.RuneError && size == 1, r < 0x80 && isControl(r):
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case isControl(r), unicode.Is(unicode.Bidi_Control, r):
+		case isControl(r), isSeparator(r), unicode.Is(unicode.Bidi_Control, r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+size])
@@ -366,6 +368,9 @@ func oneLine(s string) string {
 
 // isControl reports the C0 and C1 control characters and DEL.
 func isControl(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) }
+
+// isSeparator reports U+2028 LINE SEPARATOR and U+2029 PARAGRAPH SEPARATOR.
+func isSeparator(r rune) bool { return r == '\u2028' || r == '\u2029' }
 
 func plainCell(v any) string {
 	switch x := v.(type) {

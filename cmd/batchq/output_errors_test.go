@@ -43,8 +43,8 @@ func TestTableKeepsAMultiLineErrorOnItsRow(t *testing.T) {
 // reach the operator's terminal.
 func TestTableEscapesControlCharacters(t *testing.T) {
 	t.Parallel()
-	out := outcomesTableWithError(t, "dup\vof\fjob 9 \x1b[2J\x1b]0;title\a \u0085 caf\u00e9")
-	require.Contains(t, out, `dup\x0bof\x0cjob 9 \x1b[2J\x1b]0;title\x07 \u0085 café`)
+	out := outcomesTableWithError(t, "dup\vof\fjob 9 \x1b[2J\x1b]0;title\a \u0085 caf\u00e9 \u2028line\u2029para")
+	require.Contains(t, out, `dup\x0bof\x0cjob 9 \x1b[2J\x1b]0;title\x07 \u0085 café \u2028line\u2029para`)
 }
 
 // A tenant named with a bidirectional control (U+202E turns the text after
