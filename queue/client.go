@@ -93,6 +93,16 @@ type Client struct {
 	// testNow, when set (by tests only), is the time maintenance promotes
 	// jobs and fires schedules as of, instead of the database's now.
 	testNow func() time.Time
+	// testPause, when set (by tests only), runs at the named points of a
+	// transaction, where a test holds it to order it against another.
+	testPause func(at string)
+}
+
+// pause runs the test's pause at point at, if one is set.
+func (c *Client) pause(at string) {
+	if c.testPause != nil {
+		c.testPause(at)
+	}
 }
 
 // NewClient returns a Client over pool. The pool's database must be migrated
@@ -324,10 +334,14 @@ func (c *Client) rekeyQueue(ctx context.Context, tx pgx.Tx, name string) error {
 // queue name order (bytewise, as EnqueueMany takes queues), so that
 // concurrent changes and enqueues lock ring rows in one order.
 func (c *Client) rekeyTenant(ctx context.Context, tx pgx.Tx, name string) error {
+	if err := c.q.LockTenantQueues(ctx, tx, name); err != nil {
+		return err
+	}
 	queues, err := c.q.TenantQueues(ctx, tx, name)
 	if err != nil {
 		return err
 	}
+	c.pause("tenant's ring rows held")
 	slices.Sort(queues)
 	for _, q := range queues {
 		if err := c.q.Rekey(ctx, tx, dbsqlc.RekeyParams{Queue: q, Tenants: []string{name}}); err != nil {

@@ -38,3 +38,7 @@ func PlanTick(expr, tz string, due, at time.Time, missed string) (tick time.Time
 	}
 	return planTick(s, due, at, missed)
 }
+
+// SetPause makes c run f at the named points of its transactions (pause's
+// callers): a test holds one there to order it against another.
+func SetPause(c *Client, f func(at string)) { c.testPause = f }

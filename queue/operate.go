@@ -272,9 +272,13 @@ func (c *Client) UpdateQueueTenant(ctx context.Context, queue, tenant string, u 
 	next := QueueTenant{Queue: queue, Tenant: tenant}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		row, err := c.q.LockQueueTenant(ctx, tx, dbsqlc.LockQueueTenantParams{Queue: queue, Tenant: tenant})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return unknownQueue(queue)
+		}
 		if err != nil {
 			return err
 		}
+		c.pause("queue tenant held")
 		if row.Weight.Valid {
 			next.Weight = row.Weight.Float64
 		}
@@ -316,7 +320,7 @@ func (c *Client) UpdateQueueTenant(ctx context.Context, queue, tenant string, u 
 	})
 	if err != nil {
 		var se *SettingError
-		if errors.As(err, &se) {
+		if errors.As(err, &se) || errors.Is(err, ErrUnknownQueue) {
 			return QueueTenant{}, err
 		}
 		if isForeignKeyViolation(err) {

@@ -284,6 +284,7 @@ func (c *Client) fireSchedules(ctx context.Context, queue string) (int, error) {
 		if err != nil {
 			return err
 		}
+		c.pause("schedules taken")
 		for _, d := range due {
 			sched, perr := parseCron(d.Cron, d.Timezone)
 			if perr != nil {

@@ -316,10 +316,16 @@ BEGIN
             format('element %s: must be in 0..86400000000 microseconds, 0s..24h (got %s)', v_bad.n,
                    coalesce(v_bad.delay_us::text, 'null')));
     END IF;
-    SELECT array_agg(l.id ORDER BY l.id), array_agg(l.reason ORDER BY l.id) INTO v_cancel, v_reasons
-    FROM (SELECT j.id, j.last_error AS reason FROM batchq.jobs j
+    -- Every run that holds its lease, locked in id order in this one
+    -- statement (locking the cancelled ones first, and the rest after, took
+    -- rows out of id order, and deadlocked with a heartbeat or a bulk
+    -- cancel); those an operator asked to stop are finished as cancelled.
+    SELECT array_agg(l.id ORDER BY l.id) FILTER (WHERE l.asked),
+           array_agg(l.reason ORDER BY l.id) FILTER (WHERE l.asked)
+    INTO v_cancel, v_reasons
+    FROM (SELECT j.id, j.last_error AS reason, j.cancel_requested_at IS NOT NULL AS asked FROM batchq.jobs j
           JOIN unnest(p_ids, p_tokens) AS i (id, token) ON i.id = j.id AND i.token = j.lease_token
-          WHERE j.queue = p_queue AND j.id = ANY (p_ids) AND j.cancel_requested_at IS NOT NULL
+          WHERE j.queue = p_queue AND j.id = ANY (p_ids)
           ORDER BY j.id
           FOR UPDATE OF j) l;
     IF v_cancel IS NOT NULL THEN

@@ -224,6 +224,10 @@ BEGIN
                              END),
             DETAIL = (jsonb_build_object('queue', p_queue, 'jobs', v_total, 'schedules', v_schedules) || v_counts)::text;
     END IF;
+    -- The ring rows before the corrections, in tenant order, as a fold
+    -- takes them: a fold holding a ring row and waiting for a correction
+    -- this deleted would otherwise meet the cascade into the ring.
+    PERFORM 1 FROM batchq.tenant_ring r WHERE r.queue = p_queue ORDER BY r.tenant FOR UPDATE;
     DELETE FROM batchq.ledger_adjustments a WHERE a.queue = p_queue;
     -- Deleting the queue would cascade to them; deleted here, they are counted.
     DELETE FROM batchq.schedules s WHERE s.queue = p_queue;

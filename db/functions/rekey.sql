@@ -12,7 +12,8 @@
 -- position; one with no queued job takes the new share at its next
 -- membership.
 --
--- It locks the ring rows first, in tenant order, which holds off enqueues and
+-- It locks the queue's row FOR KEY SHARE, then the ring rows, in tenant
+-- order, which holds off enqueues and
 -- requeues of these tenants, then every queued job of those whose share
 -- changes in one statement, in id order. Callers re-keying several queues
 -- do so in queue name order.
@@ -36,6 +37,11 @@ BEGIN
     IF cardinality(p_tenants) > 64 THEN -- custom plans for many tenants (docs/design/plans.md)
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
     END IF;
+    -- The queue's row before the ring rows, as delete_queue takes them: the
+    -- second update of a ring row in a transaction checks its foreign key,
+    -- which takes the queue's row FOR KEY SHARE, and a delete holding the
+    -- row and waiting for the ring would otherwise close a cycle.
+    PERFORM 1 FROM batchq.queues q WHERE q.name = p_queue FOR KEY SHARE;
     PERFORM 1 FROM batchq.tenant_ring r
     WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
     ORDER BY r.tenant

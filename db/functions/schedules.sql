@@ -20,7 +20,14 @@ BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.check_limit('due_schedules', p_queue, p_limit);
     END IF;
-    PERFORM batchq.raise_unknown_queue(p_queue);
+    -- The queue's row before its schedules, in the order delete_queue takes
+    -- them: firing enqueues, which takes the row FOR KEY SHARE, and taken
+    -- after the schedules it could close a cycle with a delete holding the
+    -- row and waiting for them.
+    PERFORM 1 FROM batchq.queues q WHERE q.name = p_queue FOR KEY SHARE;
+    IF NOT FOUND THEN
+        PERFORM batchq.raise_unknown_queue(p_queue);
+    END IF;
     RETURN QUERY
     SELECT s.name, s.cron, s.timezone, s.missed, s.next_run_at, coalesce(p_at, now())
     FROM batchq.schedules s

@@ -49,8 +49,13 @@ SELECT * FROM batchq.tenants ORDER BY name;
 
 -- name: LockQueueTenant :one
 -- A tenant's settings in one queue, created empty (the tenant's settings
--- for every queue apply) if it has none, held until the transaction ends.
-INSERT INTO batchq.queue_tenants (queue, tenant) VALUES (@queue, @tenant)
+-- for every queue apply) if it has none, held until the transaction ends;
+-- no row for no such queue. The queue's row is taken FOR KEY SHARE first,
+-- as an enqueue takes it: a later update of the settings row checks its
+-- foreign key, and taken then, it could close a cycle with a queue's
+-- delete holding the queue's row and waiting for this one.
+WITH q AS (SELECT name FROM batchq.queues WHERE name = @queue FOR KEY SHARE)
+INSERT INTO batchq.queue_tenants (queue, tenant) SELECT q.name, @tenant FROM q
 ON CONFLICT (queue, tenant) DO UPDATE SET tenant = excluded.tenant
 RETURNING *;
 
@@ -61,8 +66,10 @@ WHERE queue = @queue AND tenant = @tenant;
 
 -- name: DeleteQueueTenant :execrows
 -- Removes a tenant's settings for one queue: its settings for every queue
--- apply there again.
-DELETE FROM batchq.queue_tenants WHERE queue = @queue AND tenant = @tenant;
+-- apply there again. The queue's row is taken FOR KEY SHARE first, as
+-- LockQueueTenant takes it, before the re-key that follows takes ring rows.
+DELETE FROM batchq.queue_tenants t
+WHERE t.queue = (SELECT q.name FROM batchq.queues q WHERE q.name = @queue FOR KEY SHARE) AND t.tenant = @tenant;
 
 -- name: ListQueueTenants :many
 SELECT * FROM batchq.queue_tenants ORDER BY queue, tenant;
@@ -73,6 +80,15 @@ SELECT r.tenant FROM batchq.tenant_ring r
 WHERE r.queue = @queue
   AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
 ORDER BY r.tenant;
+
+-- name: LockTenantQueues :exec
+-- The rows of the queues in whose ring a tenant has a row, FOR KEY SHARE, in
+-- name order: taken before the ring rows (TenantQueues), as batchq.rekey and
+-- a queue's delete take them.
+SELECT 1 FROM batchq.queues q
+WHERE q.name IN (SELECT r.queue FROM batchq.tenant_ring r WHERE r.tenant = @tenant)
+ORDER BY q.name
+FOR KEY SHARE;
 
 -- name: TenantQueues :many
 -- The queues in whose ring a tenant has queued jobs, their ring rows locked

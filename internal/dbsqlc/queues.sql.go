@@ -56,7 +56,8 @@ func (q *Queries) CreateQueue(ctx context.Context, db DBTX, arg CreateQueueParam
 }
 
 const deleteQueueTenant = `-- name: DeleteQueueTenant :execrows
-DELETE FROM batchq.queue_tenants WHERE queue = $1 AND tenant = $2
+DELETE FROM batchq.queue_tenants t
+WHERE t.queue = (SELECT q.name FROM batchq.queues q WHERE q.name = $1 FOR KEY SHARE) AND t.tenant = $2
 `
 
 type DeleteQueueTenantParams struct {
@@ -65,7 +66,8 @@ type DeleteQueueTenantParams struct {
 }
 
 // Removes a tenant's settings for one queue: its settings for every queue
-// apply there again.
+// apply there again. The queue's row is taken FOR KEY SHARE first, as
+// LockQueueTenant takes it, before the re-key that follows takes ring rows.
 func (q *Queries) DeleteQueueTenant(ctx context.Context, db DBTX, arg DeleteQueueTenantParams) (int64, error) {
 	result, err := db.Exec(ctx, deleteQueueTenant, arg.Queue, arg.Tenant)
 	if err != nil {
@@ -215,20 +217,25 @@ func (q *Queries) LockQueue(ctx context.Context, db DBTX, name string) (BatchqQu
 }
 
 const lockQueueTenant = `-- name: LockQueueTenant :one
-INSERT INTO batchq.queue_tenants (queue, tenant) VALUES ($1, $2)
+WITH q AS (SELECT name FROM batchq.queues WHERE name = $2 FOR KEY SHARE)
+INSERT INTO batchq.queue_tenants (queue, tenant) SELECT q.name, $1 FROM q
 ON CONFLICT (queue, tenant) DO UPDATE SET tenant = excluded.tenant
 RETURNING queue, tenant, weight, max_queued, updated_at
 `
 
 type LockQueueTenantParams struct {
-	Queue  string
 	Tenant string
+	Queue  string
 }
 
 // A tenant's settings in one queue, created empty (the tenant's settings
-// for every queue apply) if it has none, held until the transaction ends.
+// for every queue apply) if it has none, held until the transaction ends;
+// no row for no such queue. The queue's row is taken FOR KEY SHARE first,
+// as an enqueue takes it: a later update of the settings row checks its
+// foreign key, and taken then, it could close a cycle with a queue's
+// delete holding the queue's row and waiting for this one.
 func (q *Queries) LockQueueTenant(ctx context.Context, db DBTX, arg LockQueueTenantParams) (BatchqQueueTenant, error) {
-	row := db.QueryRow(ctx, lockQueueTenant, arg.Queue, arg.Tenant)
+	row := db.QueryRow(ctx, lockQueueTenant, arg.Tenant, arg.Queue)
 	var i BatchqQueueTenant
 	err := row.Scan(
 		&i.Queue,
@@ -259,6 +266,21 @@ func (q *Queries) LockTenant(ctx context.Context, db DBTX, name string) (BatchqT
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const lockTenantQueues = `-- name: LockTenantQueues :exec
+SELECT 1 FROM batchq.queues q
+WHERE q.name IN (SELECT r.queue FROM batchq.tenant_ring r WHERE r.tenant = $1)
+ORDER BY q.name
+FOR KEY SHARE
+`
+
+// The rows of the queues in whose ring a tenant has a row, FOR KEY SHARE, in
+// name order: taken before the ring rows (TenantQueues), as batchq.rekey and
+// a queue's delete take them.
+func (q *Queries) LockTenantQueues(ctx context.Context, db DBTX, tenant string) error {
+	_, err := db.Exec(ctx, lockTenantQueues, tenant)
+	return err
 }
 
 const rekey = `-- name: Rekey :exec

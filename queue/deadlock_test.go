@@ -1,0 +1,248 @@
+package queue_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/internal/pgtest"
+	"github.com/batchq/batchq/queue"
+)
+
+// Deleting a queue while work and operators' calls go on in it: each test
+// orders two or three transactions as a churn run found them deadlocking
+// (deadlock_detected), holding one at a point, and asserts that every call
+// ends as it should instead.
+
+// pauseAt makes c's transactions stop the first time they reach point: it
+// returns a channel closed then, and the function that lets them go on.
+func pauseAt(c *queue.Client, point string) (reached <-chan struct{}, resume func()) {
+	r, g := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	queue.SetPause(c, func(at string) {
+		if at == point {
+			once.Do(func() {
+				close(r)
+				<-g
+			})
+		}
+	})
+	return r, sync.OnceFunc(func() { close(g) })
+}
+
+// async runs f on its own goroutine and returns where its error arrives.
+func async(f func() error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return ch
+}
+
+// doneOrWaiting waits until the call behind ch has returned, or a statement
+// like pattern waits on a lock: a call a fix lets through must not hang the
+// test, and the build before, where it waits, must come to the deadlock.
+func doneOrWaiting(t *testing.T, b *testBundle, ch <-chan error, pattern string) (err error, done bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-ch:
+			return err, true
+		case <-time.After(10 * time.Millisecond):
+		}
+		if b.scalar(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`, pattern) > 0 {
+			return nil, false
+		}
+	}
+	t.Fatalf("the call neither returned nor came to wait on a lock")
+	return nil, false
+}
+
+// completeAt claims the next job and completes it at cost: a correction
+// to fold.
+func completeAt(t *testing.T, b *testBundle, cost int64) {
+	t.Helper()
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, b.client.Complete(b.ctx, jobs[0], queue.Result{ActualCost: cost}))
+}
+
+func deleteQueueAsync(t *testing.T, b *testBundle) <-chan error {
+	c := fleetClient(t, b.pool.Config().ConnString())
+	return async(func() error {
+		_, err := c.DeleteQueue(b.ctx, b.queue)
+		return err
+	})
+}
+
+// A delete holding the queue's row and waiting (here for a schedule row)
+// had deleted the queue's pending corrections; a fold then took a tenant's
+// ring row and waited for a correction the delete had deleted, and the
+// delete's cascade into the ring waited for the fold. The delete now takes
+// the ring rows before the corrections, and the fold passes over them.
+func TestDeleteQueueAndAFoldNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{Name: "s1", Queue: b.queue, Tenant: "acme",
+		Cost: 10, Cron: "@hourly"}))
+	b.enqueue(t, "acme", 100)
+	completeAt(t, b, 500)
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`), "a correction pending")
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.schedules WHERE queue = $1 FOR UPDATE`, b.queue)
+	require.NoError(t, err)
+	deleted := deleteQueueAsync(t, b)
+	waitForLockWait(t, b, "%delete_queue%")
+	other := pgtest.Connect(t, b.pool.Config().ConnString())
+	folded := async(func() error {
+		_, err := other.Exec(b.ctx, `SELECT batchq.apply_adjustments($1)`, b.queue)
+		return err
+	})
+	foldErr, done := doneOrWaiting(t, b, folded, "%apply_adjustments%")
+	require.NoError(t, tx.Commit(b.ctx))
+	if !done {
+		foldErr = <-folded
+	}
+	require.NoError(t, foldErr, "the fold")
+	require.NoError(t, <-deleted, "the delete")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queues`))
+}
+
+// Maintenance took a queue's due schedules, then each tick's enqueue asked
+// for the queue's row, which a delete held while it waited for the
+// schedules. Maintenance now takes the row before the schedules: the delete
+// waits, and then refuses the queue, which holds the ticks' jobs.
+func TestDeleteQueueAndFiringSchedulesNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for _, name := range []string{"s1", "s2", "s3", "s4", "s5", "s6"} {
+		require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{Name: name, Queue: b.queue, Tenant: "acme",
+			Cost: 10, Cron: "@hourly"}))
+	}
+	m := fleetClient(t, b.pool.Config().ConnString())
+	later := time.Now().Add(2 * time.Hour)
+	queue.SetMaintenanceClock(m, func() time.Time { return later })
+	reached, resume := pauseAt(m, "schedules taken")
+	defer resume()
+	maintained := async(func() error {
+		_, err := m.Maintain(b.ctx, b.queue)
+		return err
+	})
+	<-reached
+	deleted := deleteQueueAsync(t, b)
+	waitForLockWait(t, b, "%delete_queue%")
+	resume()
+	require.NoError(t, <-maintained, "maintenance")
+	var notEmpty *queue.QueueNotEmptyError
+	require.ErrorAs(t, <-deleted, &notEmpty, "the delete")
+	require.Equal(t, int64(6), b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "every schedule fired")
+}
+
+// A tenant's settings for one queue took its settings row, then the next
+// statement's foreign-key check asked for the queue's row, which a delete
+// held while its cascade waited for the settings row. The settings change
+// now takes the queue's row first: the delete waits, then deletes.
+func TestQueueTenantSettingsAndDeleteQueueNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	two, three := 2.0, 3.0
+	_, err := b.client.UpdateQueueTenant(b.ctx, b.queue, "acme", queue.TenantUpdate{Weight: &two})
+	require.NoError(t, err)
+	w := fleetClient(t, b.pool.Config().ConnString())
+	reached, resume := pauseAt(w, "queue tenant held")
+	defer resume()
+	set := async(func() error {
+		_, err := w.UpdateQueueTenant(b.ctx, b.queue, "acme", queue.TenantUpdate{Weight: &three})
+		return err
+	})
+	<-reached
+	deleted := deleteQueueAsync(t, b)
+	waitForLockWait(t, b, "%delete_queue%")
+	resume()
+	require.NoError(t, <-set, "the settings change")
+	require.NoError(t, <-deleted, "the delete")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queue_tenants`))
+}
+
+// A weight change held a tenant's ring rows; a bulk cancel emptied the
+// queue, leaving the tenant's refund pending; a delete took the queue's row
+// and waited for the ring; the change's re-key then asked for the queue's
+// row (a second update of the ring row checks its foreign key). The change
+// now takes the rows of its queues before their ring rows.
+func TestTenantWeightAndDeleteQueueNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "acme", 100)
+	b.enqueue(t, "acme", 100)
+	completeAt(t, b, 300)
+	w := fleetClient(t, b.pool.Config().ConnString())
+	reached, resume := pauseAt(w, "tenant's ring rows held")
+	defer resume()
+	set := async(func() error {
+		return w.SetTenant(b.ctx, queue.Tenant{Name: "acme", Weight: 2})
+	})
+	<-reached
+	st, err := b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue}, "")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Cancelled: 1}, st)
+	deleted := deleteQueueAsync(t, b)
+	waitForLockWait(t, b, "%delete_queue%")
+	resume()
+	require.NoError(t, <-set, "the weight change")
+	require.NoError(t, <-deleted, "the delete")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queues`))
+}
+
+// Releasing runs locked those an operator had asked to stop first, then
+// the rest: out of id order. A bulk cancel (or a heartbeat) holding the
+// lower id and waiting for the higher one met it. Release now locks them
+// all in one statement, in id order.
+func TestReleaseAndABulkCancelNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "acme", 1)
+	b.enqueue(t, "acme", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	lo, hi := jobs[0], jobs[1]
+	if hi.ID < lo.ID {
+		lo, hi = hi, lo
+	}
+	_, err = b.client.CancelJob(b.ctx, hi.ID, "stop it")
+	require.NoError(t, err)
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, lo.ID)
+	require.NoError(t, err)
+	c := fleetClient(t, b.pool.Config().ConnString())
+	cancelled := async(func() error {
+		_, err := c.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue}, "")
+		return err
+	})
+	waitForLockWait(t, b, "%cancel_jobs%") // waits for lo, before hi
+	r := pgtest.Connect(t, b.pool.Config().ConnString())
+	released := async(func() error {
+		_, err := r.Exec(b.ctx, `SELECT * FROM batchq.release($1, ARRAY[$2, $3]::bigint[],
+			ARRAY(SELECT lease_token FROM batchq.jobs WHERE id IN ($2, $3) ORDER BY id = $3), ARRAY[0, 0]::bigint[])`,
+			b.queue, lo.ID, hi.ID)
+		return err
+	})
+	relErr, done := doneOrWaiting(t, b, released, "%batchq.release%")
+	require.NoError(t, tx.Commit(b.ctx))
+	if !done {
+		relErr = <-released
+	}
+	require.NoError(t, <-cancelled, "the bulk cancel")
+	require.NoError(t, relErr, "the release")
+	require.Equal(t, "cancelled", b.outcome(t, lo.ID))
+	require.Equal(t, "cancelled", b.outcome(t, hi.ID))
+}
