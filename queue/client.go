@@ -334,10 +334,12 @@ func (c *Client) rekeyQueue(ctx context.Context, tx pgx.Tx, name string) error {
 // queue name order (bytewise, as EnqueueMany takes queues), so that
 // concurrent changes and enqueues lock ring rows in one order.
 func (c *Client) rekeyTenant(ctx context.Context, tx pgx.Tx, name string) error {
-	if err := c.q.LockTenantQueues(ctx, tx, name); err != nil {
+	held, err := c.q.LockTenantQueues(ctx, tx, name)
+	if err != nil {
 		return err
 	}
-	queues, err := c.q.TenantQueues(ctx, tx, name)
+	c.pause("tenant's queues held")
+	queues, err := c.q.TenantQueues(ctx, tx, dbsqlc.TenantQueuesParams{Tenant: name, Queues: held})
 	if err != nil {
 		return err
 	}

@@ -246,3 +246,52 @@ func TestReleaseAndABulkCancelNeverDeadlock(t *testing.T) {
 	require.Equal(t, "cancelled", b.outcome(t, lo.ID))
 	require.Equal(t, "cancelled", b.outcome(t, hi.ID))
 }
+
+// A weight change took the rows of the queues where its tenant had a ring
+// row, then the tenant's ring rows; a queue the tenant joined between the
+// two had its ring row locked without its queue's row, and a delete of that
+// queue (after a bulk cancel emptied it) closed the cycle. The change now
+// locks ring rows only in the queues whose rows it holds, and leaves the
+// others to its second pass.
+func TestTenantWeightAndAQueueItJoinsMeanwhileNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	w := fleetClient(t, b.pool.Config().ConnString())
+	queuesHeld, ringHeld := make(chan struct{}), make(chan struct{})
+	goOn, goOnAgain := make(chan struct{}), make(chan struct{})
+	var once1, once2 sync.Once
+	queue.SetPause(w, func(at string) {
+		switch at {
+		case "tenant's queues held":
+			once1.Do(func() { close(queuesHeld); <-goOn })
+		case "tenant's ring rows held":
+			once2.Do(func() { close(ringHeld); <-goOnAgain })
+		}
+	})
+	defer func() {
+		for _, ch := range []chan struct{}{goOn, goOnAgain} {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+	}()
+	set := async(func() error { return w.SetTenant(b.ctx, queue.Tenant{Name: "zed", Weight: 2}) })
+	<-queuesHeld
+	b.enqueue(t, "zed", 100) // zed joins the queue now
+	close(goOn)
+	<-ringHeld
+	st, err := b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue}, "")
+	require.NoError(t, err)
+	require.Equal(t, queue.CancelStats{Cancelled: 1}, st)
+	deleted := deleteQueueAsync(t, b)
+	delErr, done := doneOrWaiting(t, b, deleted, "%delete_queue%")
+	close(goOnAgain)
+	if !done {
+		delErr = <-deleted
+	}
+	require.NoError(t, <-set, "the weight change")
+	require.NoError(t, delErr, "the delete")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queues`))
+}

@@ -81,22 +81,25 @@ WHERE r.queue = @queue
   AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
 ORDER BY r.tenant;
 
--- name: LockTenantQueues :exec
+-- name: LockTenantQueues :many
 -- The rows of the queues in whose ring a tenant has a row, FOR KEY SHARE, in
--- name order: taken before the ring rows (TenantQueues), as batchq.rekey and
--- a queue's delete take them.
-SELECT 1 FROM batchq.queues q
+-- name order: taken before the ring rows (TenantQueues, of these queues
+-- only), as batchq.rekey and a queue's delete take them.
+SELECT q.name FROM batchq.queues q
 WHERE q.name IN (SELECT r.queue FROM batchq.tenant_ring r WHERE r.tenant = @tenant)
 ORDER BY q.name
 FOR KEY SHARE;
 
 -- name: TenantQueues :many
--- The queues in whose ring a tenant has queued jobs, their ring rows locked
--- in queue order: a weight change waits here for an enqueue open in any of
--- them before batchq.rekey locks any of the tenant's jobs, which claims then
--- pass over.
+-- Of the queues listed (whose rows the caller holds: LockTenantQueues), those
+-- in whose ring a tenant has queued jobs, their ring rows locked in queue
+-- order: a weight change waits here for an enqueue open in any of them
+-- before batchq.rekey locks any of the tenant's jobs, which claims then pass
+-- over. A queue the tenant joined since the list was taken is left to the
+-- second pass after the change (Client.settingsChanged): locking its ring
+-- row without its queue's could close a cycle with a delete.
 SELECT r.queue FROM batchq.tenant_ring r
-WHERE r.tenant = @tenant
+WHERE r.tenant = @tenant AND r.queue = ANY (@queues::text[])
   AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
 ORDER BY r.queue
 FOR UPDATE OF r;

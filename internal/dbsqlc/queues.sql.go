@@ -268,19 +268,34 @@ func (q *Queries) LockTenant(ctx context.Context, db DBTX, name string) (BatchqT
 	return i, err
 }
 
-const lockTenantQueues = `-- name: LockTenantQueues :exec
-SELECT 1 FROM batchq.queues q
+const lockTenantQueues = `-- name: LockTenantQueues :many
+SELECT q.name FROM batchq.queues q
 WHERE q.name IN (SELECT r.queue FROM batchq.tenant_ring r WHERE r.tenant = $1)
 ORDER BY q.name
 FOR KEY SHARE
 `
 
 // The rows of the queues in whose ring a tenant has a row, FOR KEY SHARE, in
-// name order: taken before the ring rows (TenantQueues), as batchq.rekey and
-// a queue's delete take them.
-func (q *Queries) LockTenantQueues(ctx context.Context, db DBTX, tenant string) error {
-	_, err := db.Exec(ctx, lockTenantQueues, tenant)
-	return err
+// name order: taken before the ring rows (TenantQueues, of these queues
+// only), as batchq.rekey and a queue's delete take them.
+func (q *Queries) LockTenantQueues(ctx context.Context, db DBTX, tenant string) ([]string, error) {
+	rows, err := db.Query(ctx, lockTenantQueues, tenant)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		items = append(items, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const rekey = `-- name: Rekey :exec
@@ -330,18 +345,26 @@ func (q *Queries) RingTenants(ctx context.Context, db DBTX, queue string) ([]str
 
 const tenantQueues = `-- name: TenantQueues :many
 SELECT r.queue FROM batchq.tenant_ring r
-WHERE r.tenant = $1
+WHERE r.tenant = $1 AND r.queue = ANY ($2::text[])
   AND EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = r.queue AND j.pos = r.pos AND j.state = 'queued')
 ORDER BY r.queue
 FOR UPDATE OF r
 `
 
-// The queues in whose ring a tenant has queued jobs, their ring rows locked
-// in queue order: a weight change waits here for an enqueue open in any of
-// them before batchq.rekey locks any of the tenant's jobs, which claims then
-// pass over.
-func (q *Queries) TenantQueues(ctx context.Context, db DBTX, tenant string) ([]string, error) {
-	rows, err := db.Query(ctx, tenantQueues, tenant)
+type TenantQueuesParams struct {
+	Tenant string
+	Queues []string
+}
+
+// Of the queues listed (whose rows the caller holds: LockTenantQueues), those
+// in whose ring a tenant has queued jobs, their ring rows locked in queue
+// order: a weight change waits here for an enqueue open in any of them
+// before batchq.rekey locks any of the tenant's jobs, which claims then pass
+// over. A queue the tenant joined since the list was taken is left to the
+// second pass after the change (Client.settingsChanged): locking its ring
+// row without its queue's could close a cycle with a delete.
+func (q *Queries) TenantQueues(ctx context.Context, db DBTX, arg TenantQueuesParams) ([]string, error) {
+	rows, err := db.Query(ctx, tenantQueues, arg.Tenant, arg.Queues)
 	if err != nil {
 		return nil, err
 	}
