@@ -295,3 +295,42 @@ func TestTenantWeightAndAQueueItJoinsMeanwhileNeverDeadlock(t *testing.T) {
 	require.NoError(t, delErr, "the delete")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queues`))
 }
+
+// A maintenance pass fired a queue's due ticks one by one, each taking its
+// tenant's ring row as it came: out of tenant order. An enqueue for several
+// tenants, which takes their rows in tenant order, held a's and waited for
+// b's, which the pass held from its first tick, while the pass's next ticks
+// (a's) waited for a's. The pass now locks the ring rows of its ticks'
+// tenants in tenant order before it fires any.
+func TestFiringSchedulesAndAnEnqueueForSeveralTenantsNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.enqueue(t, "a", 1)
+	b.enqueue(t, "b", 1)
+	names := []string{"fb", "fa1", "fa2", "fa3", "fa4", "fa5", "fa6", "fa7", "fa8"}
+	for _, name := range names {
+		require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{Name: name, Queue: b.queue, Tenant: "a",
+			Cost: 10, Cron: "@hourly"}))
+	}
+	// b's tick first, then a's.
+	b.exec(t, `UPDATE batchq.schedules SET tenant = 'b', next_run_at = now() - interval '10 minutes' WHERE name = 'fb'`)
+	b.exec(t, `UPDATE batchq.schedules SET next_run_at = now() - interval '5 minutes' WHERE name <> 'fb'`)
+	m := fleetClient(t, b.pool.Config().ConnString())
+	reached, resume := pauseAt(m, "schedule fired")
+	defer resume()
+	maintained := async(func() error {
+		_, err := m.Maintain(b.ctx, b.queue)
+		return err
+	})
+	<-reached // b's tick fired
+	e := fleetClient(t, b.pool.Config().ConnString())
+	enqueued := async(func() error {
+		_, err := e.EnqueueMany(b.ctx, []queue.NewJob{{Queue: b.queue, Tenant: "b", Cost: 1}, {Queue: b.queue, Tenant: "a", Cost: 1}})
+		return err
+	})
+	waitForLockWait(t, b, "%enqueue%")
+	resume()
+	require.NoError(t, <-maintained, "maintenance")
+	require.NoError(t, <-enqueued, "the enqueue")
+	require.Equal(t, int64(2+len(names)+2), b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "every tick fired")
+}

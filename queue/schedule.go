@@ -298,6 +298,7 @@ func (c *Client) fireSchedules(ctx context.Context, queue string) (int, error) {
 			if err != nil {
 				return fmt.Errorf("schedule %s: %w", quote(d.Name), err)
 			}
+			c.pause("schedule fired")
 			if id != 0 {
 				fired++
 			}

@@ -6,7 +6,10 @@
 -- due_schedules locks up to p_limit schedules of p_queue whose next tick is
 -- at or before p_at (NULL: now) and that are not paused, skipping those
 -- another transaction holds, and returns them with the time they were found
--- due at (at); no such queue is refused (BQ201). The caller fires each
+-- due at (at), but for those whose tenant's ring row another transaction
+-- holds: it locks the queue's row, the schedules, then their tenants' ring
+-- rows in tenant order, so that firing waits for nothing. No such queue is
+-- refused (BQ201). The caller fires each
 -- (fire_schedule) in the same transaction: a schedule is taken by one
 -- maintainer at a time, and the next one finds its next tick moved on.
 CREATE OR REPLACE FUNCTION batchq.due_schedules(p_queue text, p_at timestamptz, p_limit integer)
@@ -28,13 +31,31 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM batchq.raise_unknown_queue(p_queue);
     END IF;
+    -- Then the ring rows of their tenants, in tenant order, skipping those
+    -- another transaction holds: their ticks stay due for the next pass.
+    -- Firing a pass's ticks one by one took each tenant's ring row as it
+    -- came, out of tenant order, and met what locks several tenants' rows
+    -- in order (an enqueue for many tenants, a quantum change) holding one
+    -- and waiting for another.
     RETURN QUERY
-    SELECT s.name, s.cron, s.timezone, s.missed, s.next_run_at, coalesce(p_at, now())
-    FROM batchq.schedules s
-    WHERE s.queue = p_queue AND s.paused_at IS NULL AND s.next_run_at <= coalesce(p_at, now())
-    ORDER BY s.next_run_at
-    LIMIT p_limit
-    FOR UPDATE SKIP LOCKED;
+    WITH due AS (
+        SELECT s.name, s.cron, s.timezone, s.missed, s.next_run_at, s.tenant
+        FROM batchq.schedules s
+        WHERE s.queue = p_queue AND s.paused_at IS NULL AND s.next_run_at <= coalesce(p_at, now())
+        ORDER BY s.next_run_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ), ring AS (
+        SELECT r.tenant FROM batchq.tenant_ring r
+        WHERE r.queue = p_queue AND r.tenant IN (SELECT d.tenant FROM due d)
+        ORDER BY r.tenant
+        FOR UPDATE SKIP LOCKED
+    )
+    SELECT d.name, d.cron, d.timezone, d.missed, d.next_run_at, coalesce(p_at, now())
+    FROM due d
+    WHERE d.tenant IN (SELECT g.tenant FROM ring g)
+       OR NOT EXISTS (SELECT FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = d.tenant)
+    ORDER BY d.next_run_at;
 END
 $$;
 
