@@ -315,15 +315,23 @@ func TestScheduleSettings(t *testing.T) {
 
 // An application's enqueue left open holds its tenant's ring row: a tick
 // for that tenant waits for a later pass instead of holding up maintenance,
-// and fires once the transaction is over.
+// and fires once the transaction is over. Another tenant's tick in the
+// same pass fires.
 func TestScheduleTickDoesNotWaitForAnOpenEnqueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
 	clock := instant("2030-01-01T00:00:00Z")
 	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
-	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
-		Name: "hourly", Queue: b.queue, Tenant: "acme", Cost: 1, Cron: "@hourly",
-	}))
+	for _, tenant := range []string{"acme", "beta"} {
+		name := "hourly"
+		if tenant == "beta" {
+			name = "beta-hourly"
+			b.enqueue(t, "beta", 1) // in the ring, free
+		}
+		require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+			Name: name, Queue: b.queue, Tenant: tenant, Cost: 1, Cron: "@hourly",
+		}))
+	}
 	tx, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(b.ctx)
@@ -333,7 +341,8 @@ func TestScheduleTickDoesNotWaitForAnOpenEnqueue(t *testing.T) {
 	clock = instant("2030-01-01T01:00:00Z")
 	st, err := b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)
-	require.Zero(t, st.Fired)
+	require.Equal(t, 1, st.Fired, "beta's tick")
+	require.Len(t, b.scheduleJobs(t, "beta-hourly"), 1)
 	s, err := b.client.GetSchedule(b.ctx, "hourly")
 	require.NoError(t, err)
 	require.Equal(t, instant("2030-01-01T01:00:00Z"), s.NextRunAt.UTC(), "still due")

@@ -6,12 +6,14 @@
 -- due_schedules locks up to p_limit schedules of p_queue whose next tick is
 -- at or before p_at (NULL: now) and that are not paused, skipping those
 -- another transaction holds, and returns them with the time they were found
--- due at (at), but for those whose tenant's ring row another transaction
--- holds: it locks the queue's row, the schedules, then their tenants' ring
--- rows in tenant order, so that firing waits for nothing. No such queue is
--- refused (BQ201). The caller fires each
--- (fire_schedule) in the same transaction: a schedule is taken by one
--- maintainer at a time, and the next one finds its next tick moved on.
+-- due at (at). It locks the queue's row, the schedules, then their tenants'
+-- ring rows in tenant order, so that firing them waits for nothing: it
+-- waits up to 200 ms for a ring row another transaction holds (an
+-- application's open enqueue, say), and past that leaves out the schedules
+-- of the tenants whose rows it could not take, due for the next pass. No
+-- such queue is refused (BQ201). The caller fires each (fire_schedule) in
+-- the same transaction: a schedule is taken by one maintainer at a time,
+-- and the next one finds its next tick moved on.
 CREATE OR REPLACE FUNCTION batchq.due_schedules(p_queue text, p_at timestamptz, p_limit integer)
 RETURNS TABLE (name text, cron text, timezone text, missed text, next_run_at timestamptz, at timestamptz)
 LANGUAGE plpgsql
@@ -19,6 +21,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_names   text[];
+    v_tenants text[];
+    v_held    text[];
+    v_timeout text := current_setting('lock_timeout');
 BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.check_limit('due_schedules', p_queue, p_limit);
@@ -31,31 +38,41 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM batchq.raise_unknown_queue(p_queue);
     END IF;
-    -- Then the ring rows of their tenants, in tenant order, skipping those
-    -- another transaction holds: their ticks stay due for the next pass.
-    -- Firing a pass's ticks one by one took each tenant's ring row as it
-    -- came, out of tenant order, and met what locks several tenants' rows
-    -- in order (an enqueue for many tenants, a quantum change) holding one
-    -- and waiting for another.
-    RETURN QUERY
-    WITH due AS (
-        SELECT s.name, s.cron, s.timezone, s.missed, s.next_run_at, s.tenant
-        FROM batchq.schedules s
-        WHERE s.queue = p_queue AND s.paused_at IS NULL AND s.next_run_at <= coalesce(p_at, now())
-        ORDER BY s.next_run_at
-        LIMIT p_limit
-        FOR UPDATE SKIP LOCKED
-    ), ring AS (
-        SELECT r.tenant FROM batchq.tenant_ring r
-        WHERE r.queue = p_queue AND r.tenant IN (SELECT d.tenant FROM due d)
+    SELECT array_agg(d.name ORDER BY d.next_run_at, d.name), array_agg(DISTINCT d.tenant) INTO v_names, v_tenants
+    FROM (SELECT s.name, s.tenant, s.next_run_at FROM batchq.schedules s
+          WHERE s.queue = p_queue AND s.paused_at IS NULL AND s.next_run_at <= coalesce(p_at, now())
+          ORDER BY s.next_run_at
+          LIMIT p_limit
+          FOR UPDATE SKIP LOCKED) d;
+    IF v_names IS NULL THEN
+        RETURN;
+    END IF;
+    -- Then their tenants' ring rows, in tenant order. Firing the ticks one
+    -- by one took each tenant's row as it came, out of tenant order, and met
+    -- what locks several tenants' rows in order (an enqueue for many
+    -- tenants, a quantum change) holding one and waiting for another.
+    BEGIN
+        PERFORM set_config('lock_timeout', '200ms', true);
+        PERFORM 1 FROM batchq.tenant_ring r
+        WHERE r.queue = p_queue AND r.tenant = ANY (v_tenants)
         ORDER BY r.tenant
-        FOR UPDATE SKIP LOCKED
-    )
-    SELECT d.name, d.cron, d.timezone, d.missed, d.next_run_at, coalesce(p_at, now())
-    FROM due d
-    WHERE d.tenant IN (SELECT g.tenant FROM ring g)
-       OR NOT EXISTS (SELECT FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = d.tenant)
-    ORDER BY d.next_run_at;
+        FOR UPDATE;
+        v_held := v_tenants;
+        PERFORM set_config('lock_timeout', v_timeout, true);
+    EXCEPTION WHEN lock_not_available THEN
+        -- Rolled back, with the setting: take the rows that are free.
+        v_held := ARRAY(SELECT r.tenant FROM batchq.tenant_ring r
+                        WHERE r.queue = p_queue AND r.tenant = ANY (v_tenants)
+                        ORDER BY r.tenant
+                        FOR UPDATE SKIP LOCKED);
+    END;
+    RETURN QUERY
+    SELECT s.name, s.cron, s.timezone, s.missed, s.next_run_at, coalesce(p_at, now())
+    FROM batchq.schedules s
+    WHERE s.name = ANY (v_names)
+      AND (s.tenant = ANY (v_held)
+           OR NOT EXISTS (SELECT FROM batchq.tenant_ring r WHERE r.queue = p_queue AND r.tenant = s.tenant))
+    ORDER BY s.next_run_at, s.name;
 END
 $$;
 
