@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,10 +29,10 @@ type completer struct {
 	ops     chan finishOp
 	closed  chan struct{}
 
-	abandonOnce sync.Once
-	abandoned   chan struct{}      // closed: stop retrying failed writes
-	cutWrites   context.Context    // done once abandoned: a write in flight stops too
-	cut         context.CancelFunc // ends cutWrites
+	// Done once the writes are abandoned: a failed one is not retried, and
+	// the one in flight stops.
+	abandoned context.Context
+	abandon   context.CancelFunc // for a shutdown out of time; see newCompleter
 
 	unrecorded atomic.Int64 // runs whose end could not be written
 }
@@ -60,19 +59,13 @@ const maxFinishBatch = 500
 
 func newCompleter(c *Client, emit func(Event), log *slog.Logger, written func(*Job)) *completer {
 	d := &completer{c: c, emit: emit, log: log, written: written, ops: make(chan finishOp, 1024),
-		closed: make(chan struct{}), abandoned: make(chan struct{})}
-	d.cutWrites, d.cut = context.WithCancel(context.Background())
+		closed: make(chan struct{})}
+	// abandon makes writes give up at once instead of retrying, and cuts
+	// the one in flight: for a shutdown that has run out of time while the
+	// database is unreachable, or a write waits on a lock or a hung
+	// connection.
+	d.abandoned, d.abandon = context.WithCancel(context.Background())
 	return d
-}
-
-// abandon makes writes give up at once instead of retrying, and cuts the
-// one in flight: for a shutdown that has run out of time while the
-// database is unreachable, or a write waits on a lock or a hung connection.
-func (d *completer) abandon() {
-	d.abandonOnce.Do(func() {
-		close(d.abandoned)
-		d.cut()
-	})
 }
 
 func (d *completer) complete(j *Job, res Result, took time.Duration) {
@@ -99,7 +92,7 @@ func (d *completer) close() {
 
 func (d *completer) run() {
 	defer close(d.closed)
-	defer d.cut() // nothing writes after run
+	defer d.abandon() // nothing writes after run
 	// One batch's buffer, used again: under load every flush filled a new
 	// one, grown from one op up, per statement.
 	var batch []finishOp
@@ -284,7 +277,7 @@ func (d *completer) retry(what string, write func(context.Context) error) error 
 	wait := 50 * time.Millisecond
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ctx, cancel := context.WithTimeout(d.cutWrites, 30*time.Second)
+		ctx, cancel := context.WithTimeout(d.abandoned, 30*time.Second)
 		err := write(ctx)
 		cancel()
 		if err == nil {
@@ -292,7 +285,7 @@ func (d *completer) retry(what string, write func(context.Context) error) error 
 		}
 		d.emit(Event{Kind: EventError, Err: err})
 		select {
-		case <-d.abandoned:
+		case <-d.abandoned.Done():
 			deadline = time.Time{}
 		default:
 		}
@@ -303,7 +296,7 @@ func (d *completer) retry(what string, write func(context.Context) error) error 
 		d.log.Warn("retrying", "op", what, "err", err, "in", wait)
 		select {
 		case <-time.After(wait):
-		case <-d.abandoned:
+		case <-d.abandoned.Done():
 		}
 		wait = min(2*wait, 5*time.Second)
 	}

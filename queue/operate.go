@@ -320,11 +320,10 @@ func (c *Client) UpdateQueueTenant(ctx context.Context, queue, tenant string, u 
 	})
 	if err != nil {
 		var se *SettingError
+		// No such queue is ErrUnknownQueue already: LockQueueTenant holds
+		// the queue's row, so no insert meets its foreign key.
 		if errors.As(err, &se) || errors.Is(err, ErrUnknownQueue) {
 			return QueueTenant{}, err
-		}
-		if isForeignKeyViolation(err) {
-			return QueueTenant{}, unknownQueue(queue)
 		}
 		return QueueTenant{}, fmt.Errorf("batchq: set tenant %s in queue %s: %w", quote(tenant), quote(queue), err)
 	}
