@@ -30,6 +30,12 @@ BEGIN
     IF batchq.queue_name_error(p_queue) IS NOT NULL OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         PERFORM batchq.check_limit('due_schedules', p_queue, p_limit);
     END IF;
+    -- Most passes find nothing due: they lock nothing.
+    IF NOT EXISTS (SELECT FROM batchq.schedules s
+                   WHERE s.queue = p_queue AND s.paused_at IS NULL AND s.next_run_at <= coalesce(p_at, now())) THEN
+        PERFORM batchq.raise_unknown_queue(p_queue);
+        RETURN;
+    END IF;
     -- The queue's row before its schedules, in the order delete_queue takes
     -- them: firing enqueues, which takes the row FOR KEY SHARE, and taken
     -- after the schedules it could close a cycle with a delete holding the
