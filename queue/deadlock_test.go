@@ -41,23 +41,24 @@ func async(f func() error) <-chan error {
 
 // doneOrWaiting waits until the call behind ch has returned, or a statement
 // like pattern waits on a lock: a call a fix lets through must not hang the
-// test, and the build before, where it waits, must come to the deadlock.
-func doneOrWaiting(t *testing.T, b *testBundle, ch <-chan error, pattern string) (err error, done bool) {
+// test, and the build before, where it waits, must come to the deadlock. It
+// returns the call's error, to be read once whatever it waits for is let go.
+func doneOrWaiting(t *testing.T, b *testBundle, ch <-chan error, pattern string) (result func() error) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-ch:
-			return err, true
+			return func() error { return err }
 		case <-time.After(10 * time.Millisecond):
 		}
 		if b.scalar(t, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`, pattern) > 0 {
-			return nil, false
+			return func() error { return <-ch }
 		}
 	}
 	t.Fatalf("the call neither returned nor came to wait on a lock")
-	return nil, false
+	return nil
 }
 
 // completeAt claims the next job and completes it at cost: a correction
@@ -76,6 +77,17 @@ func deleteQueueAsync(t *testing.T, b *testBundle) <-chan error {
 		_, err := c.DeleteQueue(b.ctx, b.queue)
 		return err
 	})
+}
+
+// deleteQueueMeanwhile deletes b's queue while another transaction is held:
+// once the delete waits on a lock, it lets that one go on (resume), and
+// returns the delete's error.
+func deleteQueueMeanwhile(t *testing.T, b *testBundle, resume func()) error {
+	t.Helper()
+	deleted := deleteQueueAsync(t, b)
+	waitForLockWait(t, b, "%delete_queue%")
+	resume()
+	return <-deleted
 }
 
 // A delete holding the queue's row and waiting (here for a schedule row)
@@ -100,16 +112,12 @@ func TestDeleteQueueAndAFoldNeverDeadlock(t *testing.T) {
 	deleted := deleteQueueAsync(t, b)
 	waitForLockWait(t, b, "%delete_queue%")
 	other := pgtest.Connect(t, b.pool.Config().ConnString())
-	folded := async(func() error {
+	folded := doneOrWaiting(t, b, async(func() error {
 		_, err := other.Exec(b.ctx, `SELECT batchq.apply_adjustments($1)`, b.queue)
 		return err
-	})
-	foldErr, done := doneOrWaiting(t, b, folded, "%apply_adjustments%")
+	}), "%apply_adjustments%")
 	require.NoError(t, tx.Commit(b.ctx))
-	if !done {
-		foldErr = <-folded
-	}
-	require.NoError(t, foldErr, "the fold")
+	require.NoError(t, folded(), "the fold")
 	require.NoError(t, <-deleted, "the delete")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queues`))
 }
@@ -135,12 +143,10 @@ func TestDeleteQueueAndFiringSchedulesNeverDeadlock(t *testing.T) {
 		return err
 	})
 	<-reached
-	deleted := deleteQueueAsync(t, b)
-	waitForLockWait(t, b, "%delete_queue%")
-	resume()
+	deleted := deleteQueueMeanwhile(t, b, resume)
 	require.NoError(t, <-maintained, "maintenance")
 	var notEmpty *queue.QueueNotEmptyError
-	require.ErrorAs(t, <-deleted, &notEmpty, "the delete")
+	require.ErrorAs(t, deleted, &notEmpty, "the delete")
 	require.Equal(t, int64(6), b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "every schedule fired")
 }
 
@@ -162,11 +168,9 @@ func TestQueueTenantSettingsAndDeleteQueueNeverDeadlock(t *testing.T) {
 		return err
 	})
 	<-reached
-	deleted := deleteQueueAsync(t, b)
-	waitForLockWait(t, b, "%delete_queue%")
-	resume()
+	deleted := deleteQueueMeanwhile(t, b, resume)
 	require.NoError(t, <-set, "the settings change")
-	require.NoError(t, <-deleted, "the delete")
+	require.NoError(t, deleted, "the delete")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queue_tenants`))
 }
 
@@ -191,11 +195,9 @@ func TestTenantWeightAndDeleteQueueNeverDeadlock(t *testing.T) {
 	st, err := b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue}, "")
 	require.NoError(t, err)
 	require.Equal(t, queue.CancelStats{Cancelled: 1}, st)
-	deleted := deleteQueueAsync(t, b)
-	waitForLockWait(t, b, "%delete_queue%")
-	resume()
+	deleted := deleteQueueMeanwhile(t, b, resume)
 	require.NoError(t, <-set, "the weight change")
-	require.NoError(t, <-deleted, "the delete")
+	require.NoError(t, deleted, "the delete")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queues`))
 }
 
@@ -236,13 +238,10 @@ func TestReleaseAndABulkCancelNeverDeadlock(t *testing.T) {
 			b.queue, lo.ID, hi.ID)
 		return err
 	})
-	relErr, done := doneOrWaiting(t, b, released, "%batchq.release%")
+	release := doneOrWaiting(t, b, released, "%batchq.release%")
 	require.NoError(t, tx.Commit(b.ctx))
-	if !done {
-		relErr = <-released
-	}
 	require.NoError(t, <-cancelled, "the bulk cancel")
-	require.NoError(t, relErr, "the release")
+	require.NoError(t, release(), "the release")
 	require.Equal(t, "cancelled", b.outcome(t, lo.ID))
 	require.Equal(t, "cancelled", b.outcome(t, hi.ID))
 }
@@ -285,14 +284,10 @@ func TestTenantWeightAndAQueueItJoinsMeanwhileNeverDeadlock(t *testing.T) {
 	st, err := b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue}, "")
 	require.NoError(t, err)
 	require.Equal(t, queue.CancelStats{Cancelled: 1}, st)
-	deleted := deleteQueueAsync(t, b)
-	delErr, done := doneOrWaiting(t, b, deleted, "%delete_queue%")
+	deleted := doneOrWaiting(t, b, deleteQueueAsync(t, b), "%delete_queue%")
 	close(goOnAgain)
-	if !done {
-		delErr = <-deleted
-	}
 	require.NoError(t, <-set, "the weight change")
-	require.NoError(t, delErr, "the delete")
+	require.NoError(t, deleted(), "the delete")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.queues`))
 }
 

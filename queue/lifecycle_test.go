@@ -1100,19 +1100,24 @@ func TestPayloadNumbersJsonbCannotHoldAreInvalid(t *testing.T) {
 	require.Contains(t, result, `"truncated"`)
 }
 
-func TestReleasedJobIsChargedOnce(t *testing.T) {
-	t.Parallel()
-	b := setup(t, queue.QueueConfig{Quantum: 100})
-	a1 := b.enqueue(t, "a", 100)
-	b1 := b.enqueue(t, "b", 100)
-	a2 := b.enqueue(t, "a", 100)
-	b2 := b.enqueue(t, "b", 100)
-
+// aFirstOfTwoRounds enqueues a1, b1, a2, b2, one round of the quantum each,
+// and claims a1, the first.
+func aFirstOfTwoRounds(t *testing.T) (b *testBundle, a1, b1, a2, b2 int64, first *queue.Job) {
+	t.Helper()
+	b = setup(t, queue.QueueConfig{Quantum: 100})
+	a1, b1 = b.enqueue(t, "a", 100), b.enqueue(t, "b", 100)
+	a2, b2 = b.enqueue(t, "a", 100), b.enqueue(t, "b", 100)
 	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
 	require.NoError(t, err)
 	require.Equal(t, a1, jobs[0].ID)
-	require.NoError(t, b.client.Release(b.ctx, jobs[0], 0))
-	_, err = b.client.Maintain(b.ctx, b.queue)
+	return b, a1, b1, a2, b2, jobs[0]
+}
+
+func TestReleasedJobIsChargedOnce(t *testing.T) {
+	t.Parallel()
+	b, a1, b1, a2, b2, first := aFirstOfTwoRounds(t)
+	require.NoError(t, b.client.Release(b.ctx, first, 0))
+	_, err := b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)
 
 	// a1 never ran: a2 takes its place in round 0 and a1 follows in round 1,
@@ -1130,19 +1135,11 @@ func TestReleasedJobIsChargedOnce(t *testing.T) {
 // attempt: it never ran, as a released job never did.
 func TestCancelledJobHandedBackIsNotCharged(t *testing.T) {
 	t.Parallel()
-	b := setup(t, queue.QueueConfig{Quantum: 100})
-	a1 := b.enqueue(t, "a", 100)
-	b1 := b.enqueue(t, "b", 100)
-	a2 := b.enqueue(t, "a", 100)
-	b2 := b.enqueue(t, "b", 100)
-
-	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
-	require.NoError(t, err)
-	require.Equal(t, a1, jobs[0].ID)
+	b, a1, b1, a2, b2, first := aFirstOfTwoRounds(t)
 	st, err := b.client.CancelJob(b.ctx, a1, "not needed")
 	require.NoError(t, err)
 	require.Equal(t, queue.CancelStats{Stopping: 1}, st)
-	require.NoError(t, b.client.Release(b.ctx, jobs[0], 0))
+	require.NoError(t, b.client.Release(b.ctx, first, 0))
 	require.Equal(t, "cancelled", b.outcome(t, a1))
 	require.Zero(t, b.scalar(t, `SELECT attempts FROM batchq.outcomes WHERE job_id = $1`, a1))
 	_, err = b.client.Maintain(b.ctx, b.queue)

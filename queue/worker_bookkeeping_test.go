@@ -938,21 +938,9 @@ func TestPoolStopsWhenTheSchemaIsGone(t *testing.T) {
 	client, err := queue.NewClient(b.pool, queue.Config{})
 	require.NoError(t, err)
 	queue.SetRefusedFor(client, 200*time.Millisecond)
-	ran := make(chan struct{})
-	release := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- client.Work(b.ctx, queue.WorkerConfig{Queue: b.queue, Drain: true, PollInterval: 10 * time.Millisecond,
-			MaintainInterval: -1, ShutdownTimeout: 200 * time.Millisecond,
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				close(ran)
-				<-release
-				return queue.Result{}, nil
-			}})
-	}()
-	<-ran
+	release, done := workOneJobHeld(b.ctx, b, client, true)
 	b.exec(t, `DROP SCHEMA batchq CASCADE`)
-	close(release)
+	release()
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):
@@ -971,26 +959,15 @@ func TestShutdownCutsAFinishWriteThatHangs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
 	id := b.enqueue(t, "a", 1)
-	ran, finish := make(chan struct{}), make(chan struct{})
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- b.client.Work(ctx, queue.WorkerConfig{Queue: b.queue, PollInterval: 10 * time.Millisecond,
-			MaintainInterval: -1, ShutdownTimeout: 200 * time.Millisecond,
-			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
-				close(ran)
-				<-finish
-				return queue.Result{}, nil
-			}})
-	}()
-	<-ran
+	finish, done := workOneJobHeld(ctx, b, b.client, false)
 	tx, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(b.ctx) }()
 	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, id)
 	require.NoError(t, err)
-	close(finish)
+	finish()
 	waitForLockWait(t, b, "%complete%")
 	cancel()
 	select {
@@ -1001,4 +978,24 @@ func TestShutdownCutsAFinishWriteThatHangs(t *testing.T) {
 	// (The statement given up may still run on the server, and complete
 	// the job once the row is free: nothing to assert about the row.)
 	require.ErrorIs(t, err, queue.ErrUnrecorded)
+}
+
+// workOneJobHeld runs a pool on b's queue with c (a 200 ms
+// shutdown timeout, maintenance off), and returns once its handler holds
+// the queue's one job: finish lets it succeed, and done gives what Work
+// returned.
+func workOneJobHeld(ctx context.Context, b *testBundle, c *queue.Client, drain bool) (finish func(), done <-chan error) {
+	ran, release := make(chan struct{}), make(chan struct{})
+	out := make(chan error, 1)
+	go func() {
+		out <- c.Work(ctx, queue.WorkerConfig{Queue: b.queue, Drain: drain, PollInterval: 10 * time.Millisecond,
+			MaintainInterval: -1, ShutdownTimeout: 200 * time.Millisecond,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+				close(ran)
+				<-release
+				return queue.Result{}, nil
+			}})
+	}()
+	<-ran
+	return sync.OnceFunc(func() { close(release) }), out
 }

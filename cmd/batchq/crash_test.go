@@ -533,14 +533,9 @@ func TestWorkStopsAtOnceOnASecondInterrupt(t *testing.T) {
 		t.Skip("builds the binary and runs a worker process")
 	}
 	bin := buildBatchq(t)
-	url := pgtest.URL(t)
-	pool := pgtest.Connect(t, url)
-	ctx := context.Background()
-	client, err := queue.NewClient(pool, queue.Config{})
-	require.NoError(t, err)
-	require.NoError(t, client.CreateQueue(ctx, queue.QueueConfig{Name: "stuck"}))
-	_, err = client.Enqueue(ctx, queue.NewJob{Queue: "stuck", Tenant: "a", Cost: 1})
-	require.NoError(t, err)
+	db := newCLIDB(t, "stuck")
+	url := db.url
+	db.exec(t, `SELECT batchq.enqueue_job(queue => 'stuck', tenant => 'a', cost => 1)`)
 
 	// A provider that never answers.
 	asked := make(chan struct{}, 1)
@@ -603,6 +598,6 @@ func TestWorkStopsAtOnceOnASecondInterrupt(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("a second interrupt did not end work\n%s", logged())
 	}
-	require.Equal(t, int64(1), scalar(t, pool, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`),
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`),
 		"the job keeps its lease, for a rescue")
 }

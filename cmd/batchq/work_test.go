@@ -229,11 +229,7 @@ func TestWorkDrainOfAPausedQueue(t *testing.T) {
 // requeues. With maintenance on it says nothing of it.
 func TestWorkDrainWithMaintenanceOffSaysWhatItWaitsFor(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
-	pool := pgtest.Connect(t, url)
-	c, err := queue.NewClient(pool, queue.Config{})
-	require.NoError(t, err)
-	require.NoError(t, c.CreateQueue(context.Background(), queue.QueueConfig{Name: "empty"}))
+	url := newCLIDB(t, "empty").url
 	const warning = "--drain with maintenance off"
 	r := runCLI(t, url, "work", "--queue", "empty", "--target", "http://127.0.0.1:1", "--drain", "--maintain-interval", "-1s")
 	require.Equal(t, 0, r.code, r.stderr)
