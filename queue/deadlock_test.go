@@ -16,20 +16,25 @@ import (
 // (deadlock_detected), holding one at a point, and asserts that every call
 // ends as it should instead.
 
-// pauseAt makes c's transactions stop the first time they reach point: it
-// returns a channel closed then, and the function that lets them go on.
-func pauseAt(c *queue.Client, point string) (reached <-chan struct{}, resume func()) {
-	r, g := make(chan struct{}), make(chan struct{})
+// holdAt runs call, which uses c, and returns once c's transaction reaches
+// point for the first time, holding it there: the call's error arrives on
+// result, after resume lets the transaction go on (or the test ends).
+func holdAt(t *testing.T, c *queue.Client, point string, call func() error) (result <-chan error, resume func()) {
+	reached, goOn := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	queue.SetPause(c, func(at string) {
 		if at == point {
 			once.Do(func() {
-				close(r)
-				<-g
+				close(reached)
+				<-goOn
 			})
 		}
 	})
-	return r, sync.OnceFunc(func() { close(g) })
+	resume = sync.OnceFunc(func() { close(goOn) })
+	t.Cleanup(resume)
+	result = async(call)
+	<-reached
+	return result, resume
 }
 
 // async runs f on its own goroutine and returns where its error arrives.
@@ -136,13 +141,10 @@ func TestDeleteQueueAndFiringSchedulesNeverDeadlock(t *testing.T) {
 	m := fleetClient(t, b.pool.Config().ConnString())
 	later := time.Now().Add(2 * time.Hour)
 	queue.SetMaintenanceClock(m, func() time.Time { return later })
-	reached, resume := pauseAt(m, "schedules taken")
-	defer resume()
-	maintained := async(func() error {
+	maintained, resume := holdAt(t, m, "schedules taken", func() error {
 		_, err := m.Maintain(b.ctx, b.queue)
 		return err
 	})
-	<-reached
 	deleted := deleteQueueMeanwhile(t, b, resume)
 	require.NoError(t, <-maintained, "maintenance")
 	var notEmpty *queue.QueueNotEmptyError
@@ -161,13 +163,10 @@ func TestQueueTenantSettingsAndDeleteQueueNeverDeadlock(t *testing.T) {
 	_, err := b.client.UpdateQueueTenant(b.ctx, b.queue, "acme", queue.TenantUpdate{Weight: &two})
 	require.NoError(t, err)
 	w := fleetClient(t, b.pool.Config().ConnString())
-	reached, resume := pauseAt(w, "queue tenant held")
-	defer resume()
-	set := async(func() error {
+	set, resume := holdAt(t, w, "queue tenant held", func() error {
 		_, err := w.UpdateQueueTenant(b.ctx, b.queue, "acme", queue.TenantUpdate{Weight: &three})
 		return err
 	})
-	<-reached
 	deleted := deleteQueueMeanwhile(t, b, resume)
 	require.NoError(t, <-set, "the settings change")
 	require.NoError(t, deleted, "the delete")
@@ -186,12 +185,9 @@ func TestTenantWeightAndDeleteQueueNeverDeadlock(t *testing.T) {
 	b.enqueue(t, "acme", 100)
 	completeAt(t, b, 300)
 	w := fleetClient(t, b.pool.Config().ConnString())
-	reached, resume := pauseAt(w, "tenant's ring rows held")
-	defer resume()
-	set := async(func() error {
+	set, resume := holdAt(t, w, "tenant's ring rows held", func() error {
 		return w.SetTenant(b.ctx, queue.Tenant{Name: "acme", Weight: 2})
 	})
-	<-reached
 	st, err := b.client.CancelJobs(b.ctx, queue.JobFilter{Queue: b.queue}, "")
 	require.NoError(t, err)
 	require.Equal(t, queue.CancelStats{Cancelled: 1}, st)
@@ -311,13 +307,10 @@ func TestFiringSchedulesAndAnEnqueueForSeveralTenantsNeverDeadlock(t *testing.T)
 	b.exec(t, `UPDATE batchq.schedules SET tenant = 'b', next_run_at = now() - interval '10 minutes' WHERE name = 'fb'`)
 	b.exec(t, `UPDATE batchq.schedules SET next_run_at = now() - interval '5 minutes' WHERE name <> 'fb'`)
 	m := fleetClient(t, b.pool.Config().ConnString())
-	reached, resume := pauseAt(m, "schedule fired")
-	defer resume()
-	maintained := async(func() error {
+	maintained, resume := holdAt(t, m, "schedule fired", func() error {
 		_, err := m.Maintain(b.ctx, b.queue)
 		return err
-	})
-	<-reached // b's tick fired
+	}) // b's tick fired
 	e := fleetClient(t, b.pool.Config().ConnString())
 	enqueued := async(func() error {
 		_, err := e.EnqueueMany(b.ctx, []queue.NewJob{{Queue: b.queue, Tenant: "b", Cost: 1}, {Queue: b.queue, Tenant: "a", Cost: 1}})
