@@ -3,24 +3,56 @@ package queue
 import (
 	"context"
 	"time"
+
+	"github.com/batchq/batchq/internal/dbsqlc"
 )
 
 // maintainEvery runs Maintain on the pool's queue every MaintainInterval:
 // rescuing lost leases, expiring jobs past their deadline, requeueing
 // retries whose backoff ended and folding cost corrections. A pass that hit
-// its bounds is followed at once by another.
+// its bounds is followed at once by another. The pools of a queue take
+// turns: a pool passes only when none of the fleet began a pass within
+// turnShare of its interval, so the database sees about one pass per
+// interval however many workers run.
 func (p *pool) maintainEvery(ctx context.Context) {
 	t := time.NewTicker(p.cfg.MaintainInterval)
 	defer t.Stop()
+	var refused bool // the turn could not be asked, and the log said so
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		mine, err := p.maintenanceTurn(ctx)
+		if err != nil && ctx.Err() == nil && !refused {
+			// A role granted before turns existed (re-run batchq migrate
+			// grants), say: every pool passes, as before turns.
+			refused = true
+			p.log.Warn("maintenance: could not take a turn; this pool passes every interval", "err", err)
+		}
+		if !mine && err == nil {
+			continue
+		}
 		for ctx.Err() == nil && p.maintainOnce(ctx) {
 		}
 	}
+}
+
+// turnShare is the part of its interval a pool lets pass after any pool's
+// pass before it passes itself: less than one, so that ticks that come a
+// little early do not skip a whole interval.
+const turnShare = 0.9
+
+// maintenanceTurn reports whether this pool's pass is due: whether no pass
+// of its queue began within turnShare of its interval (notes its own as
+// begun when so).
+func (p *pool) maintenanceTurn(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, dbCallTimeout)
+	defer cancel()
+	return p.c.q.MaintenanceTurn(ctx, p.c.pool, dbsqlc.MaintenanceTurnParams{
+		Queue: p.cfg.Queue, EveryUs: int64(turnShare * float64(p.cfg.MaintainInterval.Microseconds())),
+	})
 }
 
 // maintainPass bounds one pass: a pass on a connection that went away
@@ -31,6 +63,7 @@ const maintainPass = 2 * time.Minute
 // maintainOnce runs one pass and reports whether another should follow at
 // once.
 func (p *pool) maintainOnce(ctx context.Context) bool {
+	p.c.pause("maintenance pass")
 	mctx, cancel := context.WithTimeout(ctx, maintainPass)
 	st, done, err := p.c.maintain(mctx, p.cfg.Queue)
 	cancel()

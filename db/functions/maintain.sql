@@ -1,8 +1,44 @@
--- Maintenance, run by every worker pool: rescue, expiry and requeue. Each
--- skips rows others hold, so any number of processes may run it at once.
+-- Maintenance, run by the worker pools of a queue in turns: rescue, expiry
+-- and requeue. Each skips rows others hold, so any number of processes may
+-- run it at once.
 -- Each refuses a queue that does not exist (BQ201), as a claim does: a
 -- worker or a cron job with its queue's name wrong, or whose queue was
 -- deleted, hears of it rather than finding nothing to do for ever.
+
+-- maintenance_turn reports whether a worker pool's periodic pass over
+-- p_queue is its to run: whether no pass of the queue began in the last
+-- p_every_us microseconds, by the server's clock. It notes the pass as begun
+-- when it says yes, so of pools asking at once exactly one is told yes (the
+-- others wait on its row, then find it new). A fleet of worker processes
+-- then runs about one pass per interval, where each ran its own; a pool
+-- whose turn comes passes for them all, as every pass covers the whole
+-- queue. An explicit batchq.rescue, expire, requeue or apply_adjustments
+-- call (batchq maintain, Client.Maintain) asks no turn. A queue that is not
+-- there gets a yes, for its pass to say so.
+CREATE OR REPLACE FUNCTION batchq.maintenance_turn(p_queue text, p_every_us bigint) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_mine boolean;
+BEGIN
+    PERFORM batchq.check_queue_argument('maintenance turn', p_queue);
+    IF p_every_us IS NULL OR p_every_us < 0 THEN
+        PERFORM batchq.raise_invalid_argument('maintenance turn', 'every_us',
+            format('must be >= 0 (got %s)', coalesce(p_every_us::text, 'null')));
+    END IF;
+    -- The pass says so of a queue that is not there (BQ201).
+    IF NOT EXISTS (SELECT 1 FROM batchq.queues q WHERE q.name = p_queue) THEN
+        RETURN true;
+    END IF;
+    INSERT INTO batchq.maintenance_turns AS m (queue, passed_at) VALUES (p_queue, clock_timestamp())
+    ON CONFLICT (queue) DO UPDATE SET passed_at = excluded.passed_at
+    WHERE m.passed_at <= excluded.passed_at - make_interval(secs => p_every_us / 1e6)
+    RETURNING true INTO v_mine;
+    RETURN coalesce(v_mine, false);
+END
+$$;
 
 -- check_limit refuses a maintenance batch size outside 1..100,000.
 CREATE OR REPLACE FUNCTION batchq.check_limit(p_function text, p_queue text, p_limit integer) RETURNS void

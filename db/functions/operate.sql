@@ -178,7 +178,8 @@ END
 $$;
 
 -- delete_queue deletes a queue that holds no unfinished job, with its ring,
--- cursor, pending corrections, per-queue tenant settings and schedules, and
+-- cursor, pending corrections, per-queue tenant settings, schedules and
+-- maintenance turn, and
 -- returns how many schedules went with it; its outcomes stay, as history. A
 -- queue that holds jobs is refused (BQ203) with how many, by state, and how
 -- many schedules it has: they may enqueue more, and would go with it.
@@ -233,6 +234,7 @@ BEGIN
     DELETE FROM batchq.schedules s WHERE s.queue = p_queue;
     GET DIAGNOSTICS v_schedules = ROW_COUNT;
     DELETE FROM batchq.queues q WHERE q.name = p_queue;
+    DELETE FROM batchq.maintenance_turns m WHERE m.queue = p_queue;
     RETURN v_schedules;
 END
 $$;

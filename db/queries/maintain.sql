@@ -36,3 +36,8 @@ WHERE c.relnamespace = 'batchq'::regnamespace
   AND pg_catalog.pg_has_role(c.relowner, 'USAGE')
   AND abs(s.n_live_tup - greatest(c.reltuples, 0)) > greatest(1000, 0.5 * greatest(c.reltuples, 0))
 ORDER BY c.relname;
+
+-- name: MaintenanceTurn :one
+-- Whether a pool's periodic pass is its to run: none of the fleet's began
+-- within every_us. See batchq.maintenance_turn in db/functions/maintain.sql.
+SELECT batchq.maintenance_turn(@queue::text, @every_us::bigint)::boolean AS mine;

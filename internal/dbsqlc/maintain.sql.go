@@ -60,6 +60,24 @@ func (q *Queries) ExpireOverdue(ctx context.Context, db DBTX, arg ExpireOverdueP
 	return items, nil
 }
 
+const maintenanceTurn = `-- name: MaintenanceTurn :one
+SELECT batchq.maintenance_turn($1::text, $2::bigint)::boolean AS mine
+`
+
+type MaintenanceTurnParams struct {
+	Queue   string
+	EveryUs int64
+}
+
+// Whether a pool's periodic pass is its to run: none of the fleet's began
+// within every_us. See batchq.maintenance_turn in db/functions/maintain.sql.
+func (q *Queries) MaintenanceTurn(ctx context.Context, db DBTX, arg MaintenanceTurnParams) (bool, error) {
+	row := db.QueryRow(ctx, maintenanceTurn, arg.Queue, arg.EveryUs)
+	var mine bool
+	err := row.Scan(&mine)
+	return mine, err
+}
+
 const requeue = `-- name: Requeue :one
 SELECT batchq.requeue($1::text, $2::integer, $3::timestamptz)::integer AS requeued
 `

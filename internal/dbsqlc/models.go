@@ -226,6 +226,11 @@ type BatchqLedgerAdjustment struct {
 	Delta    int64
 }
 
+type BatchqMaintenanceTurn struct {
+	Queue    string
+	PassedAt time.Time
+}
+
 type BatchqOutcome struct {
 	JobID          int64
 	Queue          string

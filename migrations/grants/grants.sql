@@ -99,7 +99,7 @@ TO :"app_role";
 
 -- Workers claim, heartbeat, complete, fail and release jobs, and maintain
 -- their queue (rescue, expiry, requeue, folding cost corrections, firing
--- the recurring schedules' ticks). They
+-- the recurring schedules' ticks), taking turns at it. They
 -- cannot enqueue, cancel, change settings, or change or delete an outcome.
 -- The cost corrections they report move a tenant in the fair order, as they
 -- are meant to: the role is for batchq's worker code, not ad hoc sessions.
@@ -114,7 +114,8 @@ GRANT EXECUTE ON FUNCTION
     batchq.requeue(text, integer, timestamptz),
     batchq.apply_adjustments(text),
     batchq.due_schedules(text, timestamptz, integer),
-    batchq.fire_schedule(text, timestamptz, timestamptz, boolean, timestamptz)
+    batchq.fire_schedule(text, timestamptz, timestamptz, boolean, timestamptz),
+    batchq.maintenance_turn(text, bigint)
 TO :"worker_role";
 -- What workers read: the jobs (the next cost a claim starts with, whether a
 -- queue is drained), the queues' settings, and the unfinished jobs for the

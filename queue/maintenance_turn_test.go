@@ -1,0 +1,128 @@
+package queue_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
+)
+
+// turn asks batchq.maintenance_turn whether a pass of queueName within
+// everyUs microseconds is the caller's to run.
+func (b *testBundle) turn(t *testing.T, queueName string, everyUs int64) bool {
+	t.Helper()
+	var mine bool
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT batchq.maintenance_turn($1, $2)`, queueName, everyUs).Scan(&mine))
+	return mine
+}
+
+// A queue's maintenance turn goes to the first to ask in each interval, by
+// the server's clock; each queue has its own.
+func TestMaintenanceTurnGoesToOnePerInterval(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "other"}))
+	hour := int64(time.Hour / time.Microsecond)
+
+	require.True(t, b.turn(t, "q", hour), "no pass began yet")
+	require.False(t, b.turn(t, "q", hour), "a pass began within the hour")
+	require.True(t, b.turn(t, "other", hour), "another queue's turn is its own")
+	require.True(t, b.turn(t, "q", 0), "a pass began more than no time ago")
+	time.Sleep(20 * time.Millisecond)
+	require.True(t, b.turn(t, "q", int64(10*time.Millisecond/time.Microsecond)), "the interval passed")
+
+	// A queue that is not there gets a yes, for its pass to say so, and no
+	// row.
+	require.True(t, b.turn(t, "nope", hour))
+	require.True(t, b.turn(t, "nope", hour))
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.maintenance_turns WHERE queue = 'nope'`))
+
+	_, err := b.pool.Exec(b.ctx, `SELECT batchq.maintenance_turn('q', -1)`)
+	requireRefused(t, err, "maintenance turn", "every_us", "must be >= 0 (got -1)")
+	_, err = b.pool.Exec(b.ctx, `SELECT batchq.maintenance_turn('', 0)`)
+	require.ErrorContains(t, err, "batchq: maintenance turn: queue:")
+
+	// Deleted with its queue.
+	_, err = b.client.DeleteQueue(b.ctx, "other")
+	require.NoError(t, err)
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.maintenance_turns WHERE queue = 'other'`))
+}
+
+// Of pools asking at once, exactly one is told yes: the second waits for
+// the first's answer to commit, then finds the pass begun.
+func TestMaintenanceTurnAskedAtOnceGoesToOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	hour := int64(time.Hour / time.Microsecond)
+	first, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer first.Rollback(context.Background()) //nolint:errcheck
+	var mine bool
+	require.NoError(t, first.QueryRow(b.ctx, `SELECT batchq.maintenance_turn('q', $1)`, hour).Scan(&mine))
+	require.True(t, mine)
+
+	second := make(chan bool, 1)
+	go func() {
+		var mine bool
+		err := b.pool.QueryRow(b.ctx, `SELECT batchq.maintenance_turn('q', $1)`, hour).Scan(&mine)
+		if err != nil {
+			t.Error(err)
+		}
+		second <- mine
+	}()
+	select {
+	case <-second:
+		t.Fatal("the second asked did not wait for the first's answer")
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, first.Commit(b.ctx))
+	require.False(t, <-second, "both were told yes")
+}
+
+// Worker pools of one queue take turns at maintenance: three pools pass
+// about as often as one would, not three times as often.
+func TestWorkerPoolsTakeTurnsAtMaintenance(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	url := b.pool.Config().ConnString()
+	const interval = 50 * time.Millisecond
+	var passes [3]atomic.Int64
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	waits := make([]chan error, len(passes))
+	start := time.Now()
+	for i := range passes {
+		c := fleetClient(t, url)
+		queue.SetPause(c, func(at string) {
+			if at == "maintenance pass" {
+				passes[i].Add(1)
+			}
+		})
+		waits[i] = make(chan error, 1)
+		go func() {
+			waits[i] <- c.Work(ctx, queue.WorkerConfig{Queue: b.queue, MaintainInterval: interval,
+				Handler: func(context.Context, *queue.Job) (queue.Result, error) { return queue.Result{}, nil }})
+		}()
+	}
+	time.Sleep(time.Second)
+	cancel()
+	for _, w := range waits {
+		require.NoError(t, <-w)
+	}
+	elapsed := time.Since(start)
+
+	var total int64
+	for i := range passes {
+		total += passes[i].Load()
+	}
+	// One pass per turnShare (0.9) of the interval at most, and one more
+	// for the first; each pool alone would pass once per interval.
+	most := int64(elapsed/(interval*9/10)) + 1
+	require.LessOrEqual(t, total, most, "passes of three pools in %v (each: %d, %d, %d)", elapsed,
+		passes[0].Load(), passes[1].Load(), passes[2].Load())
+	require.GreaterOrEqual(t, total, int64(2), "the pools stopped maintaining")
+}
