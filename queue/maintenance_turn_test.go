@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func TestMaintenanceTurnGoesToOnePerInterval(t *testing.T) {
 	require.True(t, b.turn(t, "q", hour), "no pass began yet")
 	require.False(t, b.turn(t, "q", hour), "a pass began within the hour")
 	require.True(t, b.turn(t, "other", hour), "another queue's turn is its own")
+	require.False(t, b.turn(t, "q", math.MaxInt64), "the longest interval")
 	require.True(t, b.turn(t, "q", 0), "a pass began more than no time ago")
 	time.Sleep(20 * time.Millisecond)
 	require.True(t, b.turn(t, "q", int64(10*time.Millisecond/time.Microsecond)), "the interval passed")

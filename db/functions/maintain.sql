@@ -34,7 +34,8 @@ BEGIN
     END IF;
     INSERT INTO batchq.maintenance_turns AS m (queue, passed_at) VALUES (p_queue, clock_timestamp())
     ON CONFLICT (queue) DO UPDATE SET passed_at = excluded.passed_at
-    WHERE m.passed_at <= excluded.passed_at - make_interval(secs => p_every_us / 1e6)
+    -- Measured as a difference, which no p_every_us overflows.
+    WHERE extract(epoch FROM excluded.passed_at - m.passed_at) * 1000000 >= p_every_us
     RETURNING true INTO v_mine;
     RETURN coalesce(v_mine, false);
 END
