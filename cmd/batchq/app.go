@@ -122,7 +122,17 @@ func prepareCommand(cmd *cli.Command, path string) {
 		return flagError(path, cmd.Flags, err)
 	}
 	if action := cmd.Action; action != nil {
-		cmd.Action = func(c *cli.Context) error { return deniedTo(path, action(c)) }
+		cmd.Action = func(c *cli.Context) error {
+			// The whole command line after the app's flags, which the app's
+			// context holds: the longest of the lineage's.
+			var args []string
+			for _, l := range c.Lineage() {
+				if l.NArg() > len(args) {
+					args = l.Args().Slice()
+				}
+			}
+			return fromEnvironment(cmd.Flags, args, deniedTo(path, action(c)))
+		}
 	}
 	for _, sub := range cmd.Subcommands {
 		prepareCommand(sub, path+" "+sub.Name)

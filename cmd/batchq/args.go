@@ -408,6 +408,83 @@ func envFlagError(flags []cli.Flag, msg string) (err error, ok bool) {
 	return usagef("batchq: %s %q (for %s): %s", env, value, dashed(name), valueRule(findFlag(flags, name), value, reason)), true
 }
 
+// fromEnvironment words a usage error about one of flags ("batchq: --name
+// …: rule"), whose value came from its environment variable rather than the
+// command line (args), as envFlagError words a value from one that does not
+// parse: by the variable and its value, then the flag. A value someone set
+// in the environment and forgot is then found where it was set.
+func fromEnvironment(flags []cli.Flag, args []string, err error) error {
+	var u usageError
+	if !errors.As(err, &u) {
+		return err
+	}
+	rest, ok := strings.CutPrefix(u.msg, "batchq: --")
+	if !ok {
+		return err
+	}
+	end := strings.IndexAny(rest, " :")
+	if end < 0 {
+		return err
+	}
+	name, rest := rest[:end], rest[end:]
+	f := findFlag(flags, name)
+	if f == nil || inArgs(args, f) {
+		return err
+	}
+	env, value, ok := environmentValue(f)
+	if !ok {
+		return err
+	}
+	// The value the message quotes, if any, then the rule.
+	if after, ok := strings.CutPrefix(rest, " "); ok {
+		rest = after
+		if quoted, qerr := strconv.QuotedPrefix(rest); qerr == nil {
+			rest = rest[len(quoted):]
+		} else if i := strings.Index(rest, ": "); i >= 0 {
+			rest = rest[i:]
+		}
+	}
+	rule, ok := strings.CutPrefix(rest, ": ")
+	if !ok {
+		return err
+	}
+	return usagef("batchq: %s %q (for --%s): %s", env, value, name, rule)
+}
+
+// inArgs reports whether args (up to a "--") name f, in any of its names
+// and spellings.
+func inArgs(args []string, f cli.Flag) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		for _, n := range f.Names() {
+			for _, dash := range []string{"-", "--"} {
+				if a == dash+n || strings.HasPrefix(a, dash+n+"=") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// environmentValue is the first of f's environment variables that is set,
+// and its value: where urfave/cli took f's value from, when the command line
+// did not give it.
+func environmentValue(f cli.Flag) (env, value string, ok bool) {
+	d, isDoc := f.(cli.DocGenerationFlag)
+	if !isDoc {
+		return "", "", false
+	}
+	for _, e := range d.GetEnvVars() {
+		if v, set := os.LookupEnv(e); set {
+			return e, v, true
+		}
+	}
+	return "", "", false
+}
+
 // requireFlags fails with a usage error naming the first of flags that is
 // not set, on the command line or in its environment variable. Flags are
 // not marked Required: urfave/cli prints the command's whole help before

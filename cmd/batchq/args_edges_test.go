@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,6 +143,33 @@ func TestFlagEnvironmentErrorsNameTheVariable(t *testing.T) {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
 			t.Setenv(tc.env, tc.value)
 			r := runCLI(t, noServer, work...)
+			require.Equal(t, 2, r.code, r.stderr)
+			require.Equal(t, tc.msg+"\n", r.stderr)
+		})
+	}
+}
+
+// A value out of a flag's range is refused naming where it came from: the
+// environment variable and its value when the command line did not give the
+// flag, the flag as given when it did (which wins over the variable). Not
+// parallel: it sets the environment.
+func TestFlagEnvironmentValuesOutOfRangeNameTheVariable(t *testing.T) {
+	work := []string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/"}
+	for _, tc := range []struct {
+		env, value string
+		args       []string
+		msg        string
+	}{
+		{"BATCHQ_CONCURRENCY", "0", work, `batchq: BATCHQ_CONCURRENCY "0" (for --concurrency): must be in 1..10000`},
+		{"BATCHQ_REORDER", "5m", append(slices.Clone(work), "--quota-key", "k"), `batchq: BATCHQ_REORDER "5m" (for --reorder): must be in (0s, 1m0s]`},
+		{"BATCHQ_TARGET", "ftp://x: y", []string{"work", "--queue", "q"}, `batchq: BATCHQ_TARGET "ftp://x: y" (for --target): must be an http or https URL (it does not parse as a URL)`},
+		{"BATCHQ_CONCURRENCY", "0", append(slices.Clone(work), "--concurrency", "0"), `batchq: --concurrency 0: must be in 1..10000`},
+		{"BATCHQ_CONCURRENCY", "0", append(slices.Clone(work), "--concurrency=0"), `batchq: --concurrency 0: must be in 1..10000`},
+		{"BATCHQ_CONCURRENCY", "5", append(slices.Clone(work), "-concurrency", "0"), `batchq: --concurrency 0: must be in 1..10000`},
+	} {
+		t.Run(tc.env+"="+tc.value+" "+strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			r := runCLI(t, noServer, tc.args...)
 			require.Equal(t, 2, r.code, r.stderr)
 			require.Equal(t, tc.msg+"\n", r.stderr)
 		})
