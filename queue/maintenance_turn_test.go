@@ -37,6 +37,13 @@ func TestMaintenanceTurnGoesToOnePerInterval(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	require.True(t, b.turn(t, "q", int64(10*time.Millisecond/time.Microsecond)), "the interval passed")
 
+	// The server's clock set back by more than an interval: the last pass
+	// looks to have begun in the future, and the next is not put off until
+	// then.
+	b.exec(t, `UPDATE batchq.maintenance_turns SET passed_at = clock_timestamp() + interval '2 hours' WHERE queue = 'q'`)
+	require.True(t, b.turn(t, "q", hour), "a pass two hours ahead")
+	require.False(t, b.turn(t, "q", hour), "the pass just noted")
+
 	// A queue that is not there gets a yes, for its pass to say so, and no
 	// row.
 	require.True(t, b.turn(t, "nope", hour))
@@ -67,22 +74,87 @@ func TestMaintenanceTurnAskedAtOnceGoesToOne(t *testing.T) {
 	require.NoError(t, first.QueryRow(b.ctx, `SELECT batchq.maintenance_turn('q', $1)`, hour).Scan(&mine))
 	require.True(t, mine)
 
-	second := make(chan bool, 1)
-	go func() {
-		var mine bool
-		err := b.pool.QueryRow(b.ctx, `SELECT batchq.maintenance_turn('q', $1)`, hour).Scan(&mine)
-		if err != nil {
-			t.Error(err)
-		}
-		second <- mine
-	}()
+	second := b.askTurn("q", hour)
 	select {
 	case <-second:
 		t.Fatal("the second asked did not wait for the first's answer")
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(50 * time.Millisecond): // well within the 200 ms it waits
 	}
 	require.NoError(t, first.Commit(b.ctx))
-	require.False(t, <-second, "both were told yes")
+	got := <-second
+	require.NoError(t, got.err)
+	require.False(t, got.mine, "both were told yes")
+}
+
+// asked is an answer of batchq.maintenance_turn and how long it took.
+type asked struct {
+	mine bool
+	took time.Duration
+	err  error
+}
+
+// askTurn asks for a turn of queueName on a connection of its own, and sends
+// the answer.
+func (b *testBundle) askTurn(queueName string, everyUs int64) <-chan asked {
+	answer := make(chan asked, 1)
+	go func() {
+		start := time.Now()
+		var mine bool
+		err := b.pool.QueryRow(b.ctx, `SELECT batchq.maintenance_turn($1, $2)`, queueName, everyUs).Scan(&mine)
+		answer <- asked{mine, time.Since(start), err}
+	}()
+	return answer
+}
+
+// A transaction left open on the turn's row does not stall the fleet's
+// maintenance: past 200 ms of waiting the answer is yes.
+func TestMaintenanceTurnDoesNotWaitForAnOpenTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	hour := int64(time.Hour / time.Microsecond)
+	open, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer open.Rollback(context.Background()) //nolint:errcheck
+	var mine bool
+	require.NoError(t, open.QueryRow(b.ctx, `SELECT batchq.maintenance_turn('q', $1)`, hour).Scan(&mine))
+	require.True(t, mine)
+
+	got := <-b.askTurn("q", hour)
+	require.NoError(t, got.err)
+	require.True(t, got.mine, "told to wait for a transaction that does not end")
+	require.GreaterOrEqual(t, got.took, 150*time.Millisecond, "it did not wait for the row at all")
+	require.Less(t, got.took, 10*time.Second)
+}
+
+// A turn asked while its queue is being deleted is not noted once the queue
+// is gone: the answer waits for the queue's row, then is yes, with no row
+// left behind for a queue made again under the name.
+func TestMaintenanceTurnDuringADeleteLeavesNoTurn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "going"}))
+	hour := int64(time.Hour / time.Microsecond)
+	require.True(t, b.turn(t, "going", hour))
+
+	del, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer del.Rollback(context.Background()) //nolint:errcheck
+	_, err = del.Exec(b.ctx, `SELECT batchq.delete_queue('going')`)
+	require.NoError(t, err)
+	answer := b.askTurn("going", 0)
+	select {
+	case <-answer:
+		t.Fatal("the turn did not wait for the queue's row")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, del.Commit(b.ctx))
+	got := <-answer
+	require.NoError(t, got.err)
+	require.True(t, got.mine, "a queue that is not there")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.maintenance_turns WHERE queue = 'going'`))
+
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "going"}))
+	require.True(t, b.turn(t, "going", hour), "the queue made again inherits no turn")
 }
 
 // Worker pools of one queue take turns at maintenance: three pools pass

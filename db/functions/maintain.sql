@@ -6,19 +6,26 @@
 -- deleted, hears of it rather than finding nothing to do for ever.
 
 -- maintenance_turn reports whether a worker pool's periodic pass over
--- p_queue is its to run: whether no pass of the queue began in the last
--- p_every_us microseconds, by the server's clock. It notes the pass as begun
--- when it says yes, so of pools asking at once exactly one is told yes (the
--- others wait on its row, then find it new). A fleet of worker processes
--- then runs about one pass per interval, where each ran its own; a pool
--- whose turn comes passes for them all, as every pass covers the whole
--- queue. An explicit batchq.rescue, expire, requeue or apply_adjustments
--- call (batchq maintain, Client.Maintain) asks no turn. A queue that is not
--- there gets a yes, for its pass to say so.
+-- p_queue is its to run: whether no pass of the queue began within the last
+-- p_every_us microseconds, by the server's clock, or the last began more
+-- than that in the future (the clock was set back). It notes the pass as
+-- begun when it says yes, so of pools asking at once exactly one is told yes
+-- (the others wait on its row, then find it new). A fleet of worker
+-- processes then runs about one pass per interval, where each ran its own; a
+-- pool whose turn comes passes for them all, as every pass covers the whole
+-- queue. Calls of rescue, expire, requeue, due_schedules and
+-- apply_adjustments made otherwise (Client.Maintain, a cron job) ask no
+-- turn. A queue that is not there gets a yes, for its pass to say so.
+--
+-- It takes the queue's row (FOR KEY SHARE) before the turn's, so a turn is
+-- never noted for a queue being deleted. Held rows are waited for up to
+-- 200 ms; past that (a transaction left open on the turn's row, say) the
+-- answer is yes: a pass too many costs less than a fleet without one.
 CREATE OR REPLACE FUNCTION batchq.maintenance_turn(p_queue text, p_every_us bigint) RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '200ms'
 AS $$
 DECLARE
     v_mine boolean;
@@ -28,15 +35,21 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('maintenance turn', 'every_us',
             format('must be >= 0 (got %s)', coalesce(p_every_us::text, 'null')));
     END IF;
-    -- The pass says so of a queue that is not there (BQ201).
-    IF NOT EXISTS (SELECT 1 FROM batchq.queues q WHERE q.name = p_queue) THEN
+    BEGIN
+        PERFORM 1 FROM batchq.queues q WHERE q.name = p_queue FOR KEY SHARE;
+        IF NOT FOUND THEN
+            RETURN true; -- the pass says so (BQ201)
+        END IF;
+        -- The time is read once the row is held, so one that waited for
+        -- another's turn finds it new. Measured as a difference, which no
+        -- p_every_us overflows; either way, so a clock set back passes too.
+        INSERT INTO batchq.maintenance_turns AS m (queue, passed_at) VALUES (p_queue, clock_timestamp())
+        ON CONFLICT (queue) DO UPDATE SET passed_at = clock_timestamp()
+        WHERE abs(extract(epoch FROM clock_timestamp() - m.passed_at)) * 1000000 >= p_every_us
+        RETURNING true INTO v_mine;
+    EXCEPTION WHEN lock_not_available THEN
         RETURN true;
-    END IF;
-    INSERT INTO batchq.maintenance_turns AS m (queue, passed_at) VALUES (p_queue, clock_timestamp())
-    ON CONFLICT (queue) DO UPDATE SET passed_at = excluded.passed_at
-    -- Measured as a difference, which no p_every_us overflows.
-    WHERE extract(epoch FROM excluded.passed_at - m.passed_at) * 1000000 >= p_every_us
-    RETURNING true INTO v_mine;
+    END;
     RETURN coalesce(v_mine, false);
 END
 $$;

@@ -105,10 +105,10 @@ SELECT EXISTS (SELECT 1 FROM batchq.jobs j WHERE j.queue = $1 AND j.state <> 'ru
 // Whether a queue holds any unfinished job: how a draining worker knows it
 // is done, asked every poll while other workers finish the last jobs. Each
 // probe reads an index (queued and retrying jobs by the deadline index,
-// running ones by the lease index, which holds only what is running), not
-// the queue's rows: a count would read every row of every queue. The lease
-// index does not hold the queue, so a plan made when many jobs ran would
-// read the whole table instead (30 ms a poll after 50,000 jobs). Ordered by
+// running ones by the lease index, which holds only what is running, of
+// every queue), not the table: a count would read every row of every queue.
+// The lease index does not hold the queue, so a plan made when many jobs ran
+// would read the whole table instead (30 ms a poll after 50,000 jobs). Ordered by
 // the index's column, the probe stays on it; as an EXISTS it would not, as
 // PostgreSQL drops the order of an EXISTS.
 func (q *Queries) QueueHasJobs(ctx context.Context, db DBTX, queue string) (pgtype.Bool, error) {
