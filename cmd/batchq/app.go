@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -123,15 +124,14 @@ func prepareCommand(cmd *cli.Command, path string) {
 	}
 	if action := cmd.Action; action != nil {
 		cmd.Action = func(c *cli.Context) error {
-			// The whole command line after the app's flags, which the app's
-			// context holds: the longest of the lineage's.
-			var args []string
+			// The flags of the command, its parents and the app.
+			flags := slices.Clone(c.App.Flags)
 			for _, l := range c.Lineage() {
-				if l.NArg() > len(args) {
-					args = l.Args().Slice()
+				if l.Command != nil {
+					flags = append(flags, l.Command.Flags...)
 				}
 			}
-			return fromEnvironment(cmd.Flags, args, deniedTo(path, action(c)))
+			return fromEnvironment(flags, givenArgs(c), deniedTo(path, action(c)))
 		}
 	}
 	for _, sub := range cmd.Subcommands {

@@ -75,6 +75,9 @@ func poolConfig(c *cli.Context) (*pgxpool.Config, error) {
 // value on the command line wins over the variable (and is taken for the
 // variable's only where the two are the same).
 func flagEnv(c *cli.Context, name string) (string, bool) {
+	if f := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name); f != nil && inArgs(givenArgs(c), f) {
+		return "", false // given on the command line, maybe with the variable's value too
+	}
 	for _, env := range flagEnvVars(c, name) {
 		if v, set := os.LookupEnv(env); set && v == c.String(name) {
 			return env, true
@@ -408,56 +411,65 @@ func envFlagError(flags []cli.Flag, msg string) (err error, ok bool) {
 	return usagef("batchq: %s %q (for %s): %s", env, value, dashed(name), valueRule(findFlag(flags, name), value, reason)), true
 }
 
-// fromEnvironment words a usage error about one of flags ("batchq: --name
-// …: rule"), whose value came from its environment variable rather than the
-// command line (args), as envFlagError words a value from one that does not
-// parse: by the variable and its value, then the flag. A value someone set
-// in the environment and forgot is then found where it was set.
+// fromEnvironment adds to a usage error about one of flags, whose value came
+// from its environment variable rather than the command line (args), which
+// variable set it: "batchq: --concurrency 0: must be in 1..10000 (set by
+// BATCHQ_CONCURRENCY)". A value someone set in the environment and forgot
+// is then found where it was set. The message keeps its own words, and the
+// value as the command shows it (a URL without its credentials, say).
 func fromEnvironment(flags []cli.Flag, args []string, err error) error {
-	var u usageError
-	if !errors.As(err, &u) {
-		return err
-	}
-	rest, ok := strings.CutPrefix(u.msg, "batchq: --")
+	u, ok := err.(usageError)
 	if !ok {
 		return err
 	}
-	end := strings.IndexAny(rest, " :")
-	if end < 0 {
-		return err
-	}
-	name, rest := rest[:end], rest[end:]
-	f := findFlag(flags, name)
+	f := flagNamedIn(u.msg, flags)
 	if f == nil || inArgs(args, f) {
 		return err
 	}
-	env, value, ok := environmentValue(f)
+	env, ok := environmentVariable(f)
 	if !ok {
 		return err
 	}
-	// The value the message quotes, if any, then the rule.
-	if after, ok := strings.CutPrefix(rest, " "); ok {
-		rest = after
-		if quoted, qerr := strconv.QuotedPrefix(rest); qerr == nil {
-			rest = rest[len(quoted):]
-		} else if i := strings.Index(rest, ": "); i >= 0 {
-			rest = rest[i:]
-		}
-	}
-	rule, ok := strings.CutPrefix(rest, ": ")
-	if !ok {
-		return err
-	}
-	return usagef("batchq: %s %q (for --%s): %s", env, value, name, rule)
+	return usageError{msg: u.msg + " (set by " + env + ")"}
 }
 
-// inArgs reports whether args (up to a "--") name f, in any of its names
-// and spellings.
+// flagNamedIn is the first of flags that msg names as --name, or nil.
+func flagNamedIn(msg string, flags []cli.Flag) cli.Flag {
+	for i := 0; i+2 < len(msg); i++ {
+		if msg[i:i+2] != "--" || (i > 0 && msg[i-1] != ' ') {
+			continue
+		}
+		end := i + 2
+		for end < len(msg) && (msg[end] == '-' || msg[end] >= 'a' && msg[end] <= 'z' || msg[end] >= '0' && msg[end] <= '9') {
+			end++
+		}
+		if end < len(msg) && !strings.ContainsRune(" :\"", rune(msg[end])) {
+			continue
+		}
+		if f := findFlag(flags, msg[i+2:end]); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// givenArgs is the command line after the app's own flags, which the
+// app's context holds: the longest of c's lineage's.
+func givenArgs(c *cli.Context) []string {
+	var args []string
+	for _, l := range c.Lineage() {
+		if l.NArg() > len(args) {
+			args = l.Args().Slice()
+		}
+	}
+	return args
+}
+
+// inArgs reports whether args name f, in any of its names and spellings. A
+// "--" ends nothing here: commands that read their own flags take flags
+// after one too.
 func inArgs(args []string, f cli.Flag) bool {
 	for _, a := range args {
-		if a == "--" {
-			return false
-		}
 		for _, n := range f.Names() {
 			for _, dash := range []string{"-", "--"} {
 				if a == dash+n || strings.HasPrefix(a, dash+n+"=") {
@@ -469,20 +481,20 @@ func inArgs(args []string, f cli.Flag) bool {
 	return false
 }
 
-// environmentValue is the first of f's environment variables that is set,
-// and its value: where urfave/cli took f's value from, when the command line
-// did not give it.
-func environmentValue(f cli.Flag) (env, value string, ok bool) {
+// environmentVariable is the first of f's environment variables that is
+// set: where urfave/cli took f's value from, when the command line did not
+// give it.
+func environmentVariable(f cli.Flag) (string, bool) {
 	d, isDoc := f.(cli.DocGenerationFlag)
 	if !isDoc {
-		return "", "", false
+		return "", false
 	}
 	for _, e := range d.GetEnvVars() {
-		if v, set := os.LookupEnv(e); set {
-			return e, v, true
+		if _, set := os.LookupEnv(e); set {
+			return e, true
 		}
 	}
-	return "", "", false
+	return "", false
 }
 
 // requireFlags fails with a usage error naming the first of flags that is

@@ -149,29 +149,38 @@ func TestFlagEnvironmentErrorsNameTheVariable(t *testing.T) {
 	}
 }
 
-// A value out of a flag's range is refused naming where it came from: the
-// environment variable and its value when the command line did not give the
-// flag, the flag as given when it did (which wins over the variable). Not
-// parallel: it sets the environment.
-func TestFlagEnvironmentValuesOutOfRangeNameTheVariable(t *testing.T) {
+// A value a flag's rule refuses is refused in the flag's words, saying
+// which environment variable set it when the command line did not give the
+// flag (the command line wins over the variable, and is named alone). The
+// value is shown as the flag's message shows it: a URL without its
+// credentials. Not parallel: it sets the environment.
+func TestFlagEnvironmentValuesRefusedNameTheVariable(t *testing.T) {
 	work := []string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/"}
+	with := func(more ...string) []string { return append(slices.Clone(work), more...) }
 	for _, tc := range []struct {
 		env, value string
 		args       []string
 		msg        string
 	}{
-		{"BATCHQ_CONCURRENCY", "0", work, `batchq: BATCHQ_CONCURRENCY "0" (for --concurrency): must be in 1..10000`},
-		{"BATCHQ_REORDER", "5m", append(slices.Clone(work), "--quota-key", "k"), `batchq: BATCHQ_REORDER "5m" (for --reorder): must be in (0s, 1m0s]`},
-		{"BATCHQ_TARGET", "ftp://x: y", []string{"work", "--queue", "q"}, `batchq: BATCHQ_TARGET "ftp://x: y" (for --target): must be an http or https URL (it does not parse as a URL)`},
-		{"BATCHQ_CONCURRENCY", "0", append(slices.Clone(work), "--concurrency", "0"), `batchq: --concurrency 0: must be in 1..10000`},
-		{"BATCHQ_CONCURRENCY", "0", append(slices.Clone(work), "--concurrency=0"), `batchq: --concurrency 0: must be in 1..10000`},
-		{"BATCHQ_CONCURRENCY", "5", append(slices.Clone(work), "-concurrency", "0"), `batchq: --concurrency 0: must be in 1..10000`},
+		{"BATCHQ_CONCURRENCY", "0", work, `batchq: --concurrency 0: must be in 1..10000 (set by BATCHQ_CONCURRENCY)`},
+		{"BATCHQ_REORDER", "5m", with("--quota-key", "k"), `batchq: --reorder 5m0s: must be in (0s, 1m0s] (set by BATCHQ_REORDER)`},
+		{"BATCHQ_TARGET", "ftp://user:s3cret@host/p?api_key=TOPSECRET", []string{"work", "--queue", "q"},
+			`batchq: --target "ftp://host/p": must be an http or https URL (set by BATCHQ_TARGET)`},
+		{"BATCHQ_BENCH_REPS", "0", []string{"bench", "drain"}, `batchq: bench drain: --reps: must be in 1..100 (got 0) (set by BATCHQ_BENCH_REPS)`},
+		{"BATCHQ_FORMAT", "xml", work, `batchq: --format "xml": must be table, json or csv (set by BATCHQ_FORMAT)`},
+		// The command line wins, in every spelling, after a "--" too.
+		{"BATCHQ_CONCURRENCY", "0", with("--concurrency", "0"), `batchq: --concurrency 0: must be in 1..10000`},
+		{"BATCHQ_CONCURRENCY", "0", with("--concurrency=0"), `batchq: --concurrency 0: must be in 1..10000`},
+		{"BATCHQ_CONCURRENCY", "5", with("-concurrency", "0"), `batchq: --concurrency 0: must be in 1..10000`},
+		{"BATCHQ_CONCURRENCY", "5", with("--", "--concurrency", "0"), `batchq: --concurrency 0: must be in 1..10000`},
+		{"BATCHQ_METRICS_ADDR", "nope", with("--metrics-addr", "nope"), `batchq: --metrics-addr "nope": must be HOST:PORT or :PORT`},
 	} {
 		t.Run(tc.env+"="+tc.value+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Setenv(tc.env, tc.value)
 			r := runCLI(t, noServer, tc.args...)
 			require.Equal(t, 2, r.code, r.stderr)
 			require.Equal(t, tc.msg+"\n", r.stderr)
+			require.NotContains(t, r.stderr, "s3cret")
 		})
 	}
 }
