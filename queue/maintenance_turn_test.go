@@ -126,6 +126,25 @@ func TestMaintenanceTurnDoesNotWaitForAnOpenTransaction(t *testing.T) {
 	require.Less(t, got.took, 10*time.Second)
 }
 
+// Asked within an interval of a pass, the turn is no at once, with no lock
+// taken: not on the queue's row, which every enqueue locks too, nor waiting
+// for one held (here, for a delete that has not committed).
+func TestMaintenanceTurnSaysNoWithoutLocking(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	hour := int64(time.Hour / time.Microsecond)
+	require.True(t, b.turn(t, "q", hour))
+
+	held, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer held.Rollback(context.Background()) //nolint:errcheck
+	_, err = held.Exec(b.ctx, `SELECT 1 FROM batchq.queues WHERE name = 'q' FOR UPDATE`)
+	require.NoError(t, err)
+	got := <-b.askTurn("q", hour)
+	require.NoError(t, got.err)
+	require.False(t, got.mine, "a pass began within the hour (waiting, it would have been told yes)")
+}
+
 // A turn asked while its queue is being deleted is not noted once the queue
 // is gone: the answer waits for the queue's row, then is yes, with no row
 // left behind for a queue made again under the name.

@@ -35,6 +35,16 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('maintenance turn', 'every_us',
             format('must be >= 0 (got %s)', coalesce(p_every_us::text, 'null')));
     END IF;
+    -- Most asks come within an interval of a pass: a plain read says no to
+    -- them, locking nothing (a lock on the queue's row would be written into
+    -- it, beside its enqueues' locks, once a tick per pool). A pass it finds
+    -- has committed, so no is right; one that looks old is decided below,
+    -- under the locks.
+    IF EXISTS (SELECT 1 FROM batchq.maintenance_turns m
+               WHERE m.queue = p_queue
+                 AND abs(extract(epoch FROM clock_timestamp() - m.passed_at)) * 1000000 < p_every_us) THEN
+        RETURN false;
+    END IF;
     BEGIN
         PERFORM 1 FROM batchq.queues q WHERE q.name = p_queue FOR KEY SHARE;
         IF NOT FOUND THEN
