@@ -75,10 +75,11 @@ func poolConfig(c *cli.Context) (*pgxpool.Config, error) {
 // value on the command line wins over the variable (and is taken for the
 // variable's only where the two are the same).
 func flagEnv(c *cli.Context, name string) (string, bool) {
-	if f := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name); f != nil && inArgs(givenArgs(c), f) {
-		return "", false // given on the command line, maybe with the variable's value too
+	f := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name)
+	if f == nil || inArgs(givenArgs(c), f) {
+		return "", false // none, or given on the command line, maybe with the variable's value too
 	}
-	for _, env := range flagEnvVars(c, name) {
+	for _, env := range envVarsOf(f) {
 		if v, set := os.LookupEnv(env); set && v == c.String(name) {
 			return env, true
 		}
@@ -88,8 +89,13 @@ func flagEnv(c *cli.Context, name string) (string, bool) {
 
 // flagEnvVars lists the environment variables of flag name, if it has any.
 func flagEnvVars(c *cli.Context, name string) []string {
-	if f, ok := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name).(interface{ GetEnvVars() []string }); ok {
-		return f.GetEnvVars()
+	return envVarsOf(findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name))
+}
+
+// envVarsOf lists f's environment variables, if it has any (none for nil).
+func envVarsOf(f cli.Flag) []string {
+	if d, ok := f.(interface{ GetEnvVars() []string }); ok {
+		return d.GetEnvVars()
 	}
 	return nil
 }
@@ -485,11 +491,7 @@ func inArgs(args []string, f cli.Flag) bool {
 // set: where urfave/cli took f's value from, when the command line did not
 // give it.
 func environmentVariable(f cli.Flag) (string, bool) {
-	d, isDoc := f.(cli.DocGenerationFlag)
-	if !isDoc {
-		return "", false
-	}
-	for _, e := range d.GetEnvVars() {
+	for _, e := range envVarsOf(f) {
 		if _, set := os.LookupEnv(e); set {
 			return e, true
 		}
