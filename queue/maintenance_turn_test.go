@@ -7,18 +7,45 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batchq/batchq/queue"
 )
 
-// turn asks batchq.maintenance_turn whether a pass of queueName within
-// everyUs microseconds is the caller's to run.
+// hourUs is an hour in microseconds, maintenance_turn's unit.
+const hourUs = int64(time.Hour / time.Microsecond)
+
+// askTurnIn asks batchq.maintenance_turn in db (the pool, or a transaction)
+// whether a pass of queueName within everyUs microseconds is the caller's.
+func askTurnIn(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, queueName string, everyUs int64) (bool, error) {
+	var mine bool
+	err := db.QueryRow(ctx, `SELECT batchq.maintenance_turn($1, $2)`, queueName, everyUs).Scan(&mine)
+	return mine, err
+}
+
+// turn asks for a turn of queueName, in a statement of its own.
 func (b *testBundle) turn(t *testing.T, queueName string, everyUs int64) bool {
 	t.Helper()
-	var mine bool
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT batchq.maintenance_turn($1, $2)`, queueName, everyUs).Scan(&mine))
+	mine, err := askTurnIn(b.ctx, b.pool, queueName, everyUs)
+	require.NoError(t, err)
 	return mine
+}
+
+// holdTurn takes the hour's turn of queueName in a transaction it leaves
+// open, holding the turn's row, for the test to commit (or to roll back
+// when it ends).
+func (b *testBundle) holdTurn(t *testing.T, queueName string) pgx.Tx {
+	t.Helper()
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	mine, err := askTurnIn(b.ctx, tx, queueName, hourUs)
+	require.NoError(t, err)
+	require.True(t, mine)
+	return tx
 }
 
 // A queue's maintenance turn goes to the first to ask in each interval, by
@@ -27,11 +54,10 @@ func TestMaintenanceTurnGoesToOnePerInterval(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
 	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "other"}))
-	hour := int64(time.Hour / time.Microsecond)
 
-	require.True(t, b.turn(t, "q", hour), "no pass began yet")
-	require.False(t, b.turn(t, "q", hour), "a pass began within the hour")
-	require.True(t, b.turn(t, "other", hour), "another queue's turn is its own")
+	require.True(t, b.turn(t, "q", hourUs), "no pass began yet")
+	require.False(t, b.turn(t, "q", hourUs), "a pass began within the hour")
+	require.True(t, b.turn(t, "other", hourUs), "another queue's turn is its own")
 	require.False(t, b.turn(t, "q", math.MaxInt64), "the longest interval")
 	require.True(t, b.turn(t, "q", 0), "a pass began more than no time ago")
 	time.Sleep(20 * time.Millisecond)
@@ -41,13 +67,13 @@ func TestMaintenanceTurnGoesToOnePerInterval(t *testing.T) {
 	// looks to have begun in the future, and the next is not put off until
 	// then.
 	b.exec(t, `UPDATE batchq.maintenance_turns SET passed_at = clock_timestamp() + interval '2 hours' WHERE queue = 'q'`)
-	require.True(t, b.turn(t, "q", hour), "a pass two hours ahead")
-	require.False(t, b.turn(t, "q", hour), "the pass just noted")
+	require.True(t, b.turn(t, "q", hourUs), "a pass two hours ahead")
+	require.False(t, b.turn(t, "q", hourUs), "the pass just noted")
 
 	// A queue that is not there gets a yes, for its pass to say so, and no
 	// row.
-	require.True(t, b.turn(t, "nope", hour))
-	require.True(t, b.turn(t, "nope", hour))
+	require.True(t, b.turn(t, "nope", hourUs))
+	require.True(t, b.turn(t, "nope", hourUs))
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.maintenance_turns WHERE queue = 'nope'`))
 
 	_, err := b.pool.Exec(b.ctx, `SELECT batchq.maintenance_turn('q', -1)`)
@@ -66,15 +92,9 @@ func TestMaintenanceTurnGoesToOnePerInterval(t *testing.T) {
 func TestMaintenanceTurnAskedAtOnceGoesToOne(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	hour := int64(time.Hour / time.Microsecond)
-	first, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer first.Rollback(context.Background()) //nolint:errcheck
-	var mine bool
-	require.NoError(t, first.QueryRow(b.ctx, `SELECT batchq.maintenance_turn('q', $1)`, hour).Scan(&mine))
-	require.True(t, mine)
+	first := b.holdTurn(t, "q")
 
-	second := b.askTurn("q", hour)
+	second := b.askTurn("q", hourUs)
 	select {
 	case <-second:
 		t.Fatal("the second asked did not wait for the first's answer")
@@ -99,8 +119,7 @@ func (b *testBundle) askTurn(queueName string, everyUs int64) <-chan asked {
 	answer := make(chan asked, 1)
 	go func() {
 		start := time.Now()
-		var mine bool
-		err := b.pool.QueryRow(b.ctx, `SELECT batchq.maintenance_turn($1, $2)`, queueName, everyUs).Scan(&mine)
+		mine, err := askTurnIn(b.ctx, b.pool, queueName, everyUs)
 		answer <- asked{mine, time.Since(start), err}
 	}()
 	return answer
@@ -111,15 +130,9 @@ func (b *testBundle) askTurn(queueName string, everyUs int64) <-chan asked {
 func TestMaintenanceTurnDoesNotWaitForAnOpenTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	hour := int64(time.Hour / time.Microsecond)
-	open, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer open.Rollback(context.Background()) //nolint:errcheck
-	var mine bool
-	require.NoError(t, open.QueryRow(b.ctx, `SELECT batchq.maintenance_turn('q', $1)`, hour).Scan(&mine))
-	require.True(t, mine)
+	b.holdTurn(t, "q")
 
-	got := <-b.askTurn("q", hour)
+	got := <-b.askTurn("q", hourUs)
 	require.NoError(t, got.err)
 	require.True(t, got.mine, "told to wait for a transaction that does not end")
 	require.GreaterOrEqual(t, got.took, 150*time.Millisecond, "it did not wait for the row at all")
@@ -132,15 +145,14 @@ func TestMaintenanceTurnDoesNotWaitForAnOpenTransaction(t *testing.T) {
 func TestMaintenanceTurnSaysNoWithoutLocking(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	hour := int64(time.Hour / time.Microsecond)
-	require.True(t, b.turn(t, "q", hour))
+	require.True(t, b.turn(t, "q", hourUs))
 
 	held, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
 	defer held.Rollback(context.Background()) //nolint:errcheck
 	_, err = held.Exec(b.ctx, `SELECT 1 FROM batchq.queues WHERE name = 'q' FOR UPDATE`)
 	require.NoError(t, err)
-	got := <-b.askTurn("q", hour)
+	got := <-b.askTurn("q", hourUs)
 	require.NoError(t, got.err)
 	require.False(t, got.mine, "a pass began within the hour (waiting, it would have been told yes)")
 }
@@ -152,8 +164,7 @@ func TestMaintenanceTurnDuringADeleteLeavesNoTurn(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
 	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "going"}))
-	hour := int64(time.Hour / time.Microsecond)
-	require.True(t, b.turn(t, "going", hour))
+	require.True(t, b.turn(t, "going", hourUs))
 
 	del, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
@@ -173,7 +184,7 @@ func TestMaintenanceTurnDuringADeleteLeavesNoTurn(t *testing.T) {
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.maintenance_turns WHERE queue = 'going'`))
 
 	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "going"}))
-	require.True(t, b.turn(t, "going", hour), "the queue made again inherits no turn")
+	require.True(t, b.turn(t, "going", hourUs), "the queue made again inherits no turn")
 }
 
 // Worker pools of one queue take turns at maintenance: three pools pass
