@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -123,16 +122,7 @@ func prepareCommand(cmd *cli.Command, path string) {
 		return flagError(path, cmd.Flags, err)
 	}
 	if action := cmd.Action; action != nil {
-		cmd.Action = func(c *cli.Context) error {
-			// The flags of the command, its parents and the app.
-			flags := slices.Clone(c.App.Flags)
-			for _, l := range c.Lineage() {
-				if l.Command != nil {
-					flags = append(flags, l.Command.Flags...)
-				}
-			}
-			return fromEnvironment(flags, givenArgs(c), deniedTo(path, action(c)))
-		}
+		cmd.Action = func(c *cli.Context) error { return fromEnvironment(c, deniedTo(path, action(c))) }
 	}
 	for _, sub := range cmd.Subcommands {
 		prepareCommand(sub, path+" "+sub.Name)

@@ -417,19 +417,25 @@ func envFlagError(flags []cli.Flag, msg string) (err error, ok bool) {
 	return usagef("batchq: %s %q (for %s): %s", env, value, dashed(name), valueRule(findFlag(flags, name), value, reason)), true
 }
 
-// fromEnvironment adds to a usage error about one of flags, whose value came
-// from its environment variable rather than the command line (args), which
-// variable set it: "batchq: --concurrency 0: must be in 1..10000 (set by
+// fromEnvironment adds to a usage error of c's command about a flag (of the
+// command, its parents or the app) whose value came from its environment
+// variable rather than the command line, which variable set it: "batchq: --concurrency 0: must be in 1..10000 (set by
 // BATCHQ_CONCURRENCY)". A value someone set in the environment and forgot
 // is then found where it was set. The message keeps its own words, and the
 // value as the command shows it (a URL without its credentials, say).
-func fromEnvironment(flags []cli.Flag, args []string, err error) error {
+func fromEnvironment(c *cli.Context, err error) error {
 	u, ok := err.(usageError)
 	if !ok {
 		return err
 	}
+	flags := slices.Clone(c.App.Flags)
+	for _, l := range c.Lineage() {
+		if l.Command != nil {
+			flags = append(flags, l.Command.Flags...)
+		}
+	}
 	f := flagNamedIn(u.msg, flags)
-	if f == nil || inArgs(args, f) {
+	if f == nil || inArgs(givenArgs(c), f) {
 		return err
 	}
 	env, ok := environmentVariable(f)
