@@ -153,14 +153,16 @@ JOIN pg_catalog.pg_stat_user_tables s ON s.relid = c.oid
 WHERE c.relnamespace = 'batchq'::regnamespace
   AND c.relname IN ('jobs', 'tenant_ring')
   AND pg_catalog.pg_has_role(c.relowner, 'USAGE')
-  AND abs(s.n_live_tup - greatest(c.reltuples, 0)) > greatest(1000, 0.5 * greatest(c.reltuples, 0))
+  AND s.n_live_tup - greatest(c.reltuples, 0) > greatest(1000, 0.5 * greatest(c.reltuples, 0))
 ORDER BY c.relname
 `
 
-// The queue's tables whose planner statistics are far from what they hold
-// now: live rows differ from the last ANALYZE's count by half or more (and
-// by more than 1,000 rows). A queue that filled from empty looks empty to the
-// planner until then. Only tables the current role may ANALYZE (it has its
+// The queue's tables whose planner statistics are far below what they hold
+// now: live rows exceed the last ANALYZE's count by half or more (and by
+// more than 1,000 rows). A queue that filled from empty looks empty to the
+// planner until then. A table that shrank is left alone: plans made for
+// more rows read fewer as well, and an ANALYZE has every session plan its
+// statements again. Only tables the current role may ANALYZE (it has its
 // owner's privileges) are listed.
 func (q *Queries) StaleTables(ctx context.Context, db DBTX) ([]string, error) {
 	rows, err := db.Query(ctx, staleTables)
