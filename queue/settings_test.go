@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -460,4 +461,71 @@ func TestWeightChangeWaitingInOneQueueHoldsNoJobsInAnother(t *testing.T) {
 	broken, err := checkInvariants(b.ctx, b.pool)
 	require.NoError(t, err)
 	require.Empty(t, broken)
+}
+
+// A quantum change waiting for an enqueue still open for one tenant holds
+// no other tenant's enqueues back meanwhile. (It locked the ring rows in
+// tenant order and waited at the open one holding those before it: an
+// application's transaction left open stopped the enqueues of every tenant
+// named before its own, for as long as it stayed open.)
+func TestQuantumChangeWaitingForAnOpenEnqueueHoldsNoOtherTenantBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10})
+	for _, tenant := range []string{"a", "m", "z"} {
+		b.enqueueN(t, tenant, 5, 10)
+	}
+	open, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = open.Rollback(b.ctx) }()
+	_, err = b.client.EnqueueTx(b.ctx, open, queue.NewJob{Queue: b.queue, Tenant: "m", Cost: 10})
+	require.NoError(t, err)
+
+	quantum := int64(20)
+	changed := doneOrWaiting(t, b, async(func() error {
+		_, err := b.client.UpdateQueue(b.ctx, b.queue, queue.QueueUpdate{Quantum: &quantum})
+		return err
+	}), "%batchq.rekey(%")
+	for _, tenant := range []string{"a", "z"} {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		_, err := b.client.Enqueue(ctx, queue.NewJob{Queue: b.queue, Tenant: tenant, Cost: 10})
+		cancel()
+		require.NoError(t, err, "tenant %s enqueues while the change waits for m", tenant)
+	}
+	require.NoError(t, open.Commit(b.ctx))
+	require.NoError(t, changed())
+
+	require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.tenant_ring WHERE share = 20`),
+		"every tenant re-keyed to the new quantum")
+	require.Equal(t, int64(18), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`))
+	broken, err := checkInvariants(b.ctx, b.pool)
+	require.NoError(t, err)
+	require.Empty(t, broken)
+}
+
+// A caller that set its own lock_timeout keeps it: a re-key waiting for an
+// open enqueue's ring row fails with the caller's timeout, as before, rather
+// than letting go and waiting on.
+func TestRekeyKeepsTheCallersLockTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10})
+	for _, tenant := range []string{"a", "m"} {
+		b.enqueueN(t, tenant, 2, 10)
+	}
+	open, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = open.Rollback(b.ctx) }()
+	_, err = b.client.EnqueueTx(b.ctx, open, queue.NewJob{Queue: b.queue, Tenant: "m", Cost: 10})
+	require.NoError(t, err)
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, `SET LOCAL lock_timeout = '300ms'`)
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = tx.Exec(b.ctx, `SELECT batchq.rekey($1, ARRAY['a', 'm'])`, b.queue)
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "55P03", pe.Code, "lock_not_available")
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "the caller's timeout, not the re-key's own")
 }

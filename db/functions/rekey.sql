@@ -16,7 +16,11 @@
 -- order, which holds off enqueues and
 -- requeues of these tenants, then every queued job of those whose share
 -- changes in one statement, in id order. Callers re-keying several queues
--- do so in queue name order.
+-- do so in queue name order. A ring row held for long (by an application's
+-- transaction that enqueued for its tenant and stays open) does not stop
+-- the enqueues of the tenants before it meanwhile: after a short wait the
+-- call lets go of the ring rows it took, waits for that row alone, and
+-- starts again (docs/design/settings-changes.md).
 CREATE OR REPLACE FUNCTION batchq.rekey(p_queue text, p_tenants text[]) RETURNS void
 LANGUAGE plpgsql
 SET enable_seqscan = off
@@ -33,6 +37,8 @@ DECLARE
     v_before  bigint;
     v_tenants text[];
     v_pos     bigint[];
+    v_timeout text := current_setting('lock_timeout');
+    v_free    text[];
 BEGIN
     IF cardinality(p_tenants) > 64 THEN -- custom plans for many tenants (docs/design/plans.md)
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
@@ -42,10 +48,53 @@ BEGIN
     -- which takes the queue's row FOR KEY SHARE, and a delete holding the
     -- row and waiting for the ring would otherwise close a cycle.
     PERFORM 1 FROM batchq.queues q WHERE q.name = p_queue FOR KEY SHARE;
-    PERFORM 1 FROM batchq.tenant_ring r
-    WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
-    ORDER BY r.tenant
-    FOR UPDATE OF r;
+    -- The ring rows, in tenant order. Held for long, a row would have this
+    -- call hold every row before it as long, and stop their tenants'
+    -- enqueues: a wait of over 100 ms lets go of them all (the
+    -- subtransaction's row locks go with it), waits for the first row it
+    -- could not take alone, and starts again. Enqueues hold a ring row for
+    -- as long as their transaction, most for well under that. A caller's
+    -- own lock_timeout governs the waits as before.
+    LOOP
+        BEGIN
+            IF v_timeout = '0' THEN
+                PERFORM set_config('lock_timeout', '100ms', true);
+            END IF;
+            PERFORM 1 FROM batchq.tenant_ring r
+            WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
+            ORDER BY r.tenant
+            FOR UPDATE OF r;
+            PERFORM set_config('lock_timeout', v_timeout, true);
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            -- The setting went back with the subtransaction.
+            IF v_timeout <> '0' THEN
+                RAISE;
+            END IF;
+        END;
+        -- Which rows are free now, found by taking them and letting go.
+        BEGIN
+            v_free := ARRAY(SELECT r.tenant FROM batchq.tenant_ring r
+                            WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
+                            ORDER BY r.tenant
+                            FOR UPDATE OF r SKIP LOCKED);
+            RAISE SQLSTATE 'BQ999';
+        EXCEPTION WHEN SQLSTATE 'BQ999' THEN
+            NULL; -- v_free keeps its value: variables are not rolled back
+        END;
+        -- The first held row, alone, until its holder ends; then let go.
+        BEGIN
+            PERFORM 1 FROM batchq.tenant_ring r
+            WHERE r.queue = p_queue
+              AND r.tenant = (SELECT min(h.tenant) FROM batchq.tenant_ring h
+                              WHERE h.queue = p_queue AND h.tenant = ANY (p_tenants)
+                                AND h.tenant <> ALL (v_free))
+            FOR UPDATE OF r;
+            RAISE SQLSTATE 'BQ999';
+        EXCEPTION WHEN SQLSTATE 'BQ999' THEN
+            NULL;
+        END;
+    END LOOP;
     -- Only the tenants whose share changes: the ring rows are held now, and
     -- only their holder changes a share.
     SELECT array_agg(r.tenant ORDER BY r.tenant), array_agg(r.pos ORDER BY r.tenant)
