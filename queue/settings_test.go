@@ -529,3 +529,57 @@ func TestRekeyKeepsTheCallersLockTimeout(t *testing.T) {
 	require.Equal(t, "55P03", pe.Code, "lock_not_available")
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "the caller's timeout, not the re-key's own")
 }
+
+// A tenant whose enqueues queue up for its ring row, each transaction
+// longer than the re-key's first limit on a wait, does not keep a quantum
+// change from finishing: each pass waits longer, the last as long as it
+// takes. (With one limit for every pass, each of them handed the row back
+// to the next enqueue in line, and the change never finished.)
+func TestQuantumChangeFinishesWhileATenantsEnqueuesQueueUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Quantum: 10, MaxPerTenant: 100000})
+	// Tenants before m, so that each pass takes a while to reach its row.
+	lead := make([]queue.NewJob, 2000)
+	for i := range lead {
+		lead[i] = queue.NewJob{Queue: b.queue, Tenant: fmt.Sprintf("a%04d", i), Cost: 10}
+	}
+	_, err := b.client.EnqueueMany(b.ctx, lead)
+	require.NoError(t, err)
+	for _, tenant := range []string{"m", "z"} {
+		b.enqueueN(t, tenant, 5, 10)
+	}
+	stop := make(chan struct{})
+	var holders sync.WaitGroup
+	for range 8 {
+		c := fleetClient(t, b.pool.Config().ConnString())
+		holders.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				tx, err := queue.PoolOf(c).Begin(b.ctx)
+				if !assert.NoError(t, err) {
+					return
+				}
+				_, err = c.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "m", Cost: 10})
+				assert.NoError(t, err)
+				time.Sleep(150 * time.Millisecond)
+				assert.NoError(t, tx.Commit(b.ctx))
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		holders.Wait()
+	}()
+	time.Sleep(300 * time.Millisecond) // the holders in line for m's row
+
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	quantum := int64(20)
+	_, err = b.client.UpdateQueue(ctx, b.queue, queue.QueueUpdate{Quantum: &quantum})
+	require.NoError(t, err, "the change finishes while m's enqueues queue up")
+	require.Equal(t, int64(2002), b.scalar(t, `SELECT count(*) FROM batchq.tenant_ring WHERE share = 20`))
+}

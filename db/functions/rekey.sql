@@ -39,6 +39,7 @@ DECLARE
     v_pos     bigint[];
     v_timeout text := current_setting('lock_timeout');
     v_free    text[];
+    v_wait_ms integer := 100; -- this pass's limit on each wait for a ring row
 BEGIN
     IF cardinality(p_tenants) > 64 THEN -- custom plans for many tenants (docs/design/plans.md)
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
@@ -53,12 +54,15 @@ BEGIN
     -- enqueues: a wait of over 100 ms lets go of them all (the
     -- subtransaction's row locks go with it), waits for the first row it
     -- could not take alone, and starts again. Enqueues hold a ring row for
-    -- as long as their transaction, most for well under that. A caller's
-    -- own lock_timeout governs the waits as before.
+    -- as long as their transaction, most for well under that. Each new pass
+    -- waits twice as long, and the sixth as long as it takes, as the call
+    -- always did: a tenant whose enqueues queue up for its row, each longer
+    -- than the limit, would otherwise take it back from every pass. A
+    -- caller's own lock_timeout governs the waits as before.
     LOOP
         BEGIN
-            IF v_timeout = '0' THEN
-                PERFORM set_config('lock_timeout', '100ms', true);
+            IF v_timeout = '0' AND v_wait_ms IS NOT NULL THEN
+                PERFORM set_config('lock_timeout', v_wait_ms || 'ms', true);
             END IF;
             PERFORM 1 FROM batchq.tenant_ring r
             WHERE r.queue = p_queue AND r.tenant = ANY (p_tenants)
@@ -68,7 +72,7 @@ BEGIN
             EXIT;
         EXCEPTION WHEN lock_not_available THEN
             -- The setting went back with the subtransaction.
-            IF v_timeout <> '0' THEN
+            IF v_timeout <> '0' OR v_wait_ms IS NULL THEN
                 RAISE;
             END IF;
         END;
@@ -94,6 +98,7 @@ BEGIN
         EXCEPTION WHEN SQLSTATE 'BQ999' THEN
             NULL;
         END;
+        v_wait_ms := CASE WHEN v_wait_ms < 1600 THEN v_wait_ms * 2 END; -- NULL: no limit of its own
     END LOOP;
     -- Only the tenants whose share changes: the ring rows are held now, and
     -- only their holder changes a share.
