@@ -90,6 +90,8 @@ type Client struct {
 	beforeFinishWrite func()
 	// refusedFor, when set (by tests only), stands for refusedFor.
 	refusedFor time.Duration
+	// shrunkAfter, when set (by tests only), stands for shrunkAnalyzeAfter.
+	shrunkAfter time.Duration
 	// testNow, when set (by tests only), is the time maintenance promotes
 	// jobs and fires schedules as of, instead of the database's now.
 	testNow func() time.Time

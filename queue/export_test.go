@@ -22,6 +22,10 @@ var Quote = quote
 // database refuses their claims for good (see refusedFor).
 func SetRefusedFor(c *Client, d time.Duration) { c.refusedFor = d }
 
+// SetShrunkAnalyzeAfter sets how long after a table's last ANALYZE c's
+// maintenance analyzes a table that shrank (see shrunkAnalyzeAfter).
+func SetShrunkAnalyzeAfter(c *Client, d time.Duration) { c.shrunkAfter = d }
+
 // PoolOf is the pool c uses: benchmarks reset its tables between runs.
 func PoolOf(c *Client) *pgxpool.Pool { return c.pool }
 

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -110,6 +111,10 @@ func (c *Client) maintain(ctx context.Context, queue string) (MaintainStats, []s
 	return st, done, nil
 }
 
+// shrunkAnalyzeAfter is how long after a table's last ANALYZE one that
+// shrank far from it is analyzed again (see StaleTables).
+const shrunkAnalyzeAfter = 10 * time.Minute
+
 // statsCheckInterval spaces one client's checks for stale statistics; the
 // check reads the server's table statistics, which maintenance every second
 // need not do.
@@ -134,7 +139,7 @@ func (c *Client) analyzeStale(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	c.statsCheckedAt = time.Now()
-	stale, err := c.q.StaleTables(ctx, c.pool)
+	stale, err := c.q.StaleTables(ctx, c.pool, cmp.Or(c.shrunkAfter, shrunkAnalyzeAfter).Microseconds())
 	if err != nil {
 		return nil, err
 	}

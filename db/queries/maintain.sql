@@ -23,20 +23,26 @@ SELECT batchq.requeue(@queue::text, @max_jobs::integer, sqlc.narg(at)::timestamp
 SELECT batchq.apply_adjustments(@queue::text)::integer AS adjusted;
 
 -- name: StaleTables :many
--- The queue's tables whose planner statistics are far below what they hold
+-- The queue's tables whose planner statistics are far from what they hold
 -- now: live rows exceed the last ANALYZE's count by half or more (and by
--- more than 1,000 rows). A queue that filled from empty looks empty to the
--- planner until then. A table that shrank is left alone: plans made for
--- more rows read fewer as well, and an ANALYZE has every session plan its
--- statements again. Only tables the current role may ANALYZE (it has its
--- owner's privileges) are listed.
+-- more than 1,000 rows), or fall short of it as far while that ANALYZE is
+-- older than @shrunk_after_us. A queue that filled from empty looks empty to
+-- the planner until then. A table that shrank waits: a draining queue
+-- halves again and again, plans made for more rows read fewer as well, and
+-- each ANALYZE has every session plan its statements again; but one queue
+-- growing while others drain may need new statistics for its own plans.
+-- Only tables the current role may ANALYZE (it has its owner's privileges)
+-- are listed.
 SELECT c.relname::text AS name
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_stat_user_tables s ON s.relid = c.oid
 WHERE c.relnamespace = 'batchq'::regnamespace
   AND c.relname IN ('jobs', 'tenant_ring')
   AND pg_catalog.pg_has_role(c.relowner, 'USAGE')
-  AND s.n_live_tup - greatest(c.reltuples, 0) > greatest(1000, 0.5 * greatest(c.reltuples, 0))
+  AND (s.n_live_tup - greatest(c.reltuples, 0) > greatest(1000, 0.5 * greatest(c.reltuples, 0))
+       OR (greatest(c.reltuples, 0) - s.n_live_tup > greatest(1000, 0.5 * greatest(c.reltuples, 0))
+           AND coalesce(greatest(s.last_analyze, s.last_autoanalyze), '-infinity')
+               < now() - interval '1 microsecond' * @shrunk_after_us::bigint))
 ORDER BY c.relname;
 
 -- name: MaintenanceTurn :one
