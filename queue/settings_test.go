@@ -441,11 +441,7 @@ func TestWeightChangeWaitingInOneQueueHoldsNoJobsInAnother(t *testing.T) {
 		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "pb", Tenant: "pt", Cost: 10})
 		require.NoError(t, err)
 	}
-	open, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer func() { _ = open.Rollback(b.ctx) }()
-	_, err = b.client.EnqueueTx(b.ctx, open, queue.NewJob{Queue: "pb", Tenant: "pt", Cost: 10})
-	require.NoError(t, err)
+	open := openEnqueue(t, b, "pb", "pt")
 
 	changed := make(chan error, 1)
 	go func() { changed <- b.client.SetTenant(b.ctx, queue.Tenant{Name: "pt", Weight: 2}) }()
@@ -474,11 +470,7 @@ func TestQuantumChangeWaitingForAnOpenEnqueueHoldsNoOtherTenantBack(t *testing.T
 	for _, tenant := range []string{"a", "m", "z"} {
 		b.enqueueN(t, tenant, 5, 10)
 	}
-	open, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer func() { _ = open.Rollback(b.ctx) }()
-	_, err = b.client.EnqueueTx(b.ctx, open, queue.NewJob{Queue: b.queue, Tenant: "m", Cost: 10})
-	require.NoError(t, err)
+	open := openEnqueue(t, b, b.queue, "m")
 
 	quantum := int64(20)
 	changed := doneOrWaiting(t, b, async(func() error {
@@ -511,11 +503,7 @@ func TestRekeyKeepsTheCallersLockTimeout(t *testing.T) {
 	for _, tenant := range []string{"a", "m"} {
 		b.enqueueN(t, tenant, 2, 10)
 	}
-	open, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer func() { _ = open.Rollback(b.ctx) }()
-	_, err = b.client.EnqueueTx(b.ctx, open, queue.NewJob{Queue: b.queue, Tenant: "m", Cost: 10})
-	require.NoError(t, err)
+	openEnqueue(t, b, b.queue, "m") // holds m's ring row
 
 	tx, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
@@ -582,4 +570,17 @@ func TestQuantumChangeFinishesWhileATenantsEnqueuesQueueUp(t *testing.T) {
 	_, err = b.client.UpdateQueue(ctx, b.queue, queue.QueueUpdate{Quantum: &quantum})
 	require.NoError(t, err, "the change finishes while m's enqueues queue up")
 	require.Equal(t, int64(2002), b.scalar(t, `SELECT count(*) FROM batchq.tenant_ring WHERE share = 20`))
+}
+
+// openEnqueue enqueues a job of cost 10 for tenant into queueName in a
+// transaction it leaves open, as an application's still running, and
+// returns the transaction (rolled back at the test's end unless committed).
+func openEnqueue(t *testing.T, b *testBundle, queueName, tenant string) pgx.Tx {
+	t.Helper()
+	open, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = open.Rollback(context.Background()) })
+	_, err = b.client.EnqueueTx(b.ctx, open, queue.NewJob{Queue: queueName, Tenant: tenant, Cost: 10})
+	require.NoError(t, err)
+	return open
 }
