@@ -27,14 +27,14 @@ var GrantsTemplate string
 // UTF-8 without control characters, differ from each other, and not be
 // reserved ("public", "pg_…").
 func Grants(appRole, workerRole, operatorRole string) (string, error) {
-	roles := []struct{ what, name string }{{"app role", appRole}, {"worker role", workerRole}, {"operator role", operatorRole}}
+	roles := []struct{ which, name string }{{"app", appRole}, {"worker", workerRole}, {"operator", operatorRole}}
 	for i, r := range roles {
-		if err := checkRole(r.what, r.name); err != nil {
-			return "", err
+		if rule := roleRule(r.name); rule != "" {
+			return "", &RoleError{Role: r.which, Name: r.name, Rule: rule}
 		}
 		for _, earlier := range roles[:i] {
 			if earlier.name == r.name {
-				return "", fmt.Errorf("batchq: grants: the %s and the %s must differ (both %q)", earlier.what, r.what, r.name)
+				return "", &RoleError{Role: r.which, Name: r.name, Same: earlier.which}
 			}
 		}
 	}
@@ -51,27 +51,44 @@ func Grants(appRole, workerRole, operatorRole string) (string, error) {
 // maxRoleBytes is PostgreSQL's NAMEDATALEN - 1: longer names are truncated.
 const maxRoleBytes = 63
 
-func checkRole(what, name string) error {
+// RoleError is a role name Grants refuses: Role ("app", "worker" or
+// "operator") is named Name, which breaks Rule, or which Same (an earlier
+// role of the three) is named too.
+type RoleError struct {
+	Role, Name string
+	Rule       string
+	Same       string
+}
+
+func (e *RoleError) Error() string {
+	if e.Same != "" {
+		return fmt.Sprintf("batchq: grants: the %s role and the %s role must differ (both %q)", e.Same, e.Role, e.Name)
+	}
+	return fmt.Sprintf("batchq: grants: %s role: %s", e.Role, e.Rule)
+}
+
+// roleRule is the rule name breaks, "" for none.
+func roleRule(name string) string {
 	switch {
 	case name == "":
-		return fmt.Errorf("batchq: grants: %s: must not be empty", what)
+		return "must not be empty"
 	case len(name) > maxRoleBytes:
-		return fmt.Errorf("batchq: grants: %s: must be at most %d bytes (got %d)", what, maxRoleBytes, len(name))
+		return fmt.Sprintf("must be at most %d bytes (got %d)", maxRoleBytes, len(name))
 	case !utf8.ValidString(name):
-		return fmt.Errorf("batchq: grants: %s: must be valid UTF-8", what)
+		return "must be valid UTF-8"
 	case strings.HasPrefix(name, "pg_"):
-		return fmt.Errorf("batchq: grants: %s: names starting with pg_ are reserved (got %q)", what, name)
+		return fmt.Sprintf("names starting with pg_ are reserved (got %q)", name)
 	}
 	switch name {
 	case "public", "none", "current_role", "current_user", "session_user":
-		return fmt.Errorf("batchq: grants: %s: %q is reserved", what, name)
+		return fmt.Sprintf("%q is reserved", name)
 	}
 	for _, r := range name {
 		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("batchq: grants: %s: must not contain control characters (got %q)", what, name)
+			return fmt.Sprintf("must not contain control characters (got %q)", name)
 		}
 	}
-	return nil
+	return ""
 }
 
 // quoteIdent quotes a name as an SQL identifier.

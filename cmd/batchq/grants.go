@@ -66,7 +66,7 @@ func migrateGrants(c *cli.Context) error {
 	app, worker, operator := c.String("app-role"), c.String("worker-role"), c.String("operator-role")
 	sql, err := migrations.Grants(app, worker, operator)
 	if err != nil {
-		return usageError{msg: err.Error()}
+		return roleRefusal(err)
 	}
 	type password struct{ role, value string }
 	var passwords []password
@@ -152,6 +152,20 @@ func migrateGrants(c *cli.Context) error {
 		}
 	}
 	return record()
+}
+
+// roleRefusal says a role name Grants refused in the words of the flag that
+// gave it (and so, through fromEnvironment, of the variable that set it).
+func roleRefusal(err error) error {
+	var re *migrations.RoleError
+	if !errors.As(err, &re) {
+		return usageError{msg: err.Error()}
+	}
+	if re.Same != "" {
+		return usagef("batchq: migrate grants: --%s-role %q: must differ from --%s-role, which names the same role",
+			re.Role, re.Name, re.Same)
+	}
+	return usagef("batchq: migrate grants: --%s-role: %s", re.Role, re.Rule)
 }
 
 // grantsRefusal says a role the grants script refused (the schema's owner,

@@ -55,15 +55,15 @@ func TestMigrateGrantsPrintsQuotedSQL(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{"same role", []string{"--app-role", "x", "--worker-role", "x"}, `batchq: grants: the app role and the worker role must differ (both "x")`},
-		{"operator is the app", []string{"--operator-role", "batchq_app"}, `batchq: grants: the app role and the operator role must differ (both "batchq_app")`},
-		{"operator is the worker", []string{"--worker-role", "w", "--operator-role", "w"}, `batchq: grants: the worker role and the operator role must differ (both "w")`},
-		{"empty operator role", []string{"--operator-role", ""}, "batchq: grants: operator role: must not be empty"},
-		{"reserved operator role", []string{"--operator-role", "session_user"}, `batchq: grants: operator role: "session_user" is reserved`},
-		{"empty role", []string{"--app-role", ""}, "batchq: grants: app role: must not be empty"},
-		{"long role", []string{"--worker-role", strings.Repeat("w", 64)}, "batchq: grants: worker role: must be at most 63 bytes (got 64)"},
+		{"same role", []string{"--app-role", "x", "--worker-role", "x"}, `batchq: migrate grants: --worker-role "x": must differ from --app-role, which names the same role`},
+		{"operator is the app", []string{"--operator-role", "batchq_app"}, `batchq: migrate grants: --operator-role "batchq_app": must differ from --app-role, which names the same role`},
+		{"operator is the worker", []string{"--worker-role", "w", "--operator-role", "w"}, `batchq: migrate grants: --operator-role "w": must differ from --worker-role, which names the same role`},
+		{"empty operator role", []string{"--operator-role", ""}, "batchq: migrate grants: --operator-role: must not be empty"},
+		{"reserved operator role", []string{"--operator-role", "session_user"}, `batchq: migrate grants: --operator-role: "session_user" is reserved`},
+		{"empty role", []string{"--app-role", ""}, "batchq: migrate grants: --app-role: must not be empty"},
+		{"long role", []string{"--worker-role", strings.Repeat("w", 64)}, "batchq: migrate grants: --worker-role: must be at most 63 bytes (got 64)"},
 		{"reserved role", []string{"--app-role", "pg_monitor"}, "names starting with pg_ are reserved"},
-		{"public", []string{"--worker-role", "public"}, `batchq: grants: worker role: "public" is reserved`},
+		{"public", []string{"--worker-role", "public"}, `batchq: migrate grants: --worker-role: "public" is reserved`},
 		{"control character", []string{"--app-role", "a\nb"}, "must not contain control characters"},
 		{"password without apply", []string{"--app-password-env", "HOME"}, "batchq: --app-password-env goes with --apply"},
 		{"password unset", []string{"--apply", "--worker-password-env", "BATCHQ_TEST_GRANTS_UNSET"}, `batchq: --worker-password-env: environment variable "BATCHQ_TEST_GRANTS_UNSET" is not set`},
@@ -77,6 +77,22 @@ func TestMigrateGrantsPrintsQuotedSQL(t *testing.T) {
 			require.Empty(t, r.stdout)
 		})
 	}
+}
+
+// A role name set in the environment and forgotten is refused in the words
+// of its flag, naming the variable that set it.
+func TestGrantsRoleFromTheEnvironment(t *testing.T) {
+	t.Setenv("BATCHQ_WORKER_ROLE", "batchq_app")
+	r := runCLI(t, "", "migrate", "grants")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: migrate grants: --worker-role \"batchq_app\": must differ from --app-role, which names the same role "+
+		"(set by BATCHQ_WORKER_ROLE)\n", r.stderr)
+	require.Empty(t, r.stdout)
+
+	t.Setenv("BATCHQ_WORKER_ROLE", "pg_w")
+	r = runCLI(t, "", "migrate", "grants")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: migrate grants: --worker-role: names starting with pg_ are reserved (got \"pg_w\") (set by BATCHQ_WORKER_ROLE)\n", r.stderr)
 }
 
 func TestScramVerifier(t *testing.T) {
