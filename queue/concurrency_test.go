@@ -89,6 +89,15 @@ func checkInvariants(ctx context.Context, pool *pgxpool.Pool) ([]string, error) 
 	return broken, nil
 }
 
+// requireInvariants fails t unless the DRR state keeps every rule of
+// drrInvariants.
+func requireInvariants(t testing.TB, ctx context.Context, pool *pgxpool.Pool, msgAndArgs ...any) {
+	t.Helper()
+	broken, err := checkInvariants(ctx, pool)
+	require.NoError(t, err)
+	require.Empty(t, broken, msgAndArgs...)
+}
+
 // TestConcurrentEnqueueClaimAndMaintenance runs eight enqueuers, eight
 // claimers, maintenance, cancellations, weight and quantum changes at once.
 // Claimers complete jobs (with actual costs unlike their estimates), fail
@@ -368,9 +377,7 @@ func TestConcurrentEnqueueClaimAndMaintenance(t *testing.T) {
 	// Quiet now: one more pass folds every pending ledger adjustment.
 	_, err = b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`), "adjustments left unapplied")
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 

@@ -337,9 +337,7 @@ func TestLateRequeueTakesTheRoundCurrentAtCommit(t *testing.T) {
 	require.Equal(t, slices.Repeat([]string{"import"}, 50), tenantsOf(b.drainOrder(t, 50)))
 	require.NoError(t, tx.Commit(b.ctx))
 
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 	require.Equal(t, slices.Repeat([]string{"late", "import"}, 5), tenantsOf(b.drainOrder(t, 10)))
 }
 
@@ -363,9 +361,7 @@ func TestWeightChangeCountsPendingRefundsOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments`))
 
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 	rows, err := b.pool.Query(b.ctx, `SELECT cum FROM batchq.jobs WHERE tenant = 'a' ORDER BY seq`)
 	require.NoError(t, err)
 	cums, err := pgx.CollectRows(rows, pgx.RowTo[int64])
@@ -655,9 +651,7 @@ func TestLateCommitJoinsTheRoundCurrentAtCommit(t *testing.T) {
 			_, err = b.client.Maintain(b.ctx, b.queue)
 			require.NoError(t, err)
 
-			broken, err := checkInvariants(b.ctx, b.pool)
-			require.NoError(t, err)
-			require.Empty(t, broken, "the moved jobs are keyed in the tenant's membership")
+			requireInvariants(t, b.ctx, b.pool, "the moved jobs are keyed in the tenant's membership")
 
 			order := tenantsOf(b.drainOrder(t, 20))
 			require.Equal(t, slices.Repeat([]string{"late", "import"}, 10), order)
@@ -723,9 +717,7 @@ func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
 		require.NoError(t, turn.Rollback(b.ctx))
 		require.NoError(t, <-committed)
 
-		broken, err := checkInvariants(b.ctx, b.pool)
-		require.NoError(t, err)
-		require.Empty(t, broken, "the moved jobs are keyed in the tenant's membership")
+		requireInvariants(t, b.ctx, b.pool, "the moved jobs are keyed in the tenant's membership")
 		require.Equal(t, slices.Repeat([]string{"late", "import"}, 10), tenantsOf(b.drainOrder(t, 20)))
 	})
 
@@ -774,9 +766,7 @@ func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
 		require.Equal(t, cursor, b.scalar(t, `SELECT min(round) FROM batchq.jobs WHERE tenant = 'late' AND state = 'queued'`),
 			"the late tenant joins the cursor's round")
 		require.NoError(t, early.Commit(b.ctx))
-		broken, err := checkInvariants(b.ctx, b.pool)
-		require.NoError(t, err)
-		require.Empty(t, broken)
+		requireInvariants(t, b.ctx, b.pool)
 	})
 
 	t.Run("a commit of many checks waits for the turn once", func(t *testing.T) {
@@ -801,9 +791,7 @@ func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
 		cursor := b.cursor(t)
 		require.Equal(t, int64(3), b.scalar(t, `SELECT count(DISTINCT tenant) FROM batchq.jobs
 			WHERE tenant LIKE 'late-%' AND state = 'queued' AND round >= $1`, cursor), "each late tenant moved to the cursor")
-		broken, err := checkInvariants(b.ctx, b.pool)
-		require.NoError(t, err)
-		require.Empty(t, broken)
+		requireInvariants(t, b.ctx, b.pool)
 	})
 
 	t.Run("a deadlock while a commit waits for the turn does not fail it", func(t *testing.T) {
@@ -846,9 +834,7 @@ func TestLateCommitsRewriteInTurnAtTheCursorTheirTurnFinds(t *testing.T) {
 		require.NoError(t, <-enqueued)
 		require.NoError(t, early.Commit(b.ctx))
 		require.Equal(t, int64(41), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'x'`))
-		broken, err := checkInvariants(b.ctx, b.pool)
-		require.NoError(t, err)
-		require.Empty(t, broken)
+		requireInvariants(t, b.ctx, b.pool)
 	})
 }
 
@@ -878,9 +864,7 @@ func TestLateCommitOfAJobCostingManyGrantsGainsNoRounds(t *testing.T) {
 			_, err := b.client.Enqueue(b.ctx, late)
 			require.NoError(t, err)
 		}
-		broken, err := checkInvariants(b.ctx, b.pool)
-		require.NoError(t, err)
-		require.Empty(t, broken)
+		requireInvariants(t, b.ctx, b.pool)
 		return tenantsOf(b.drainOrder(t, 12))
 	}
 	want := run(t, false)
@@ -918,9 +902,7 @@ func TestCorrectionIsFoldedNearTheHeadOfABacklog(t *testing.T) {
 		got = append(got, tenantsOf(b.drainOrder(t, 50))...)
 		_, err := b.client.Maintain(b.ctx, b.queue)
 		require.NoError(t, err)
-		broken, err := checkInvariants(b.ctx, b.pool)
-		require.NoError(t, err)
-		require.Empty(t, broken, "after %d claims", len(got))
+		requireInvariants(t, b.ctx, b.pool, "after %d claims", len(got))
 	}
 	// Round 1: small; then each two rounds: big, small, small.
 	want := []string{"small"}
@@ -959,9 +941,7 @@ func TestRefundsGiveNoCreditPastTheCurrentRound(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cursor, b.scalar(t, `SELECT min(round) FROM batchq.jobs WHERE tenant = 'big'`),
 		"big's head is keyed in the cursor's round")
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 
 	b.enqueueN(t, "new", 3, 100)
 	require.Equal(t, []string{"big", "new", "big", "new", "big", "new"}, tenantsOf(b.drainOrder(t, 6)))
@@ -1056,9 +1036,7 @@ func TestLateCommitAfterTheTenantsJobsRanStartsAfresh(t *testing.T) {
 			_, err := b.client.Enqueue(b.ctx, late)
 			require.NoError(t, err)
 		}
-		broken, err := checkInvariants(b.ctx, b.pool)
-		require.NoError(t, err)
-		require.Empty(t, broken)
+		requireInvariants(t, b.ctx, b.pool)
 		return tenantsOf(b.drainOrder(t, 4))
 	}
 	want := run(t, false)
@@ -1184,9 +1162,7 @@ func TestCorrectionDuringAPassWaitsForTheNext(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.ledger_adjustments WHERE delta = 50`),
 		"the correction that came during the pass is left for the next")
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 
 	_, err = b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)
@@ -1203,9 +1179,7 @@ func rewrittenByAPass(t *testing.T, b *testBundle, tenant string) int64 {
 	b.exec(t, `CREATE TABLE before AS SELECT id, ctid AS at FROM batchq.jobs WHERE tenant = $1`, tenant)
 	_, err := b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 	return b.scalar(t, `SELECT count(*) FROM batchq.jobs j JOIN before b ON b.id = j.id WHERE j.ctid <> b.at`)
 }
 

@@ -476,9 +476,7 @@ func TestBulkCancelsOnOneQueueNeverDeadlock(t *testing.T) {
 	require.Equal(t, 6, <-other)
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 	require.Equal(t, int64(12), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'cancelled'`))
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 }
 
 // A queue that holds jobs is not deleted, and the error says how many, and

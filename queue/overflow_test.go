@@ -92,9 +92,7 @@ func TestExtremesOfTheRangesNeverOverflow(t *testing.T) {
 					q, keyCeiling-rng.Int64N(3*queue.MaxCost))
 			}
 		}
-		broken, err := checkInvariants(b.ctx, b.pool)
-		require.NoError(t, err)
-		require.Empty(t, broken, "after step %d", step)
+		requireInvariants(t, b.ctx, b.pool, "after step %d", step)
 	}
 	t.Logf("refusals: %v; highest round %d", refused,
 		b.scalar(t, `SELECT coalesce(max(round), 0) FROM batchq.queue_cursors`))
@@ -135,8 +133,6 @@ func TestLedgerFullRefusesOnlyThatTenant(t *testing.T) {
 	got := b.drainOrder(t, 10)
 	require.Len(t, got, 3)
 	require.LessOrEqual(t, b.scalar(t, `SELECT round FROM batchq.queue_cursors`), keyCeiling)
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`), fmt.Sprint(tenantsOf(got)))
 }

@@ -389,9 +389,7 @@ func TestTenantJoiningAnotherQueueDuringAWeightChangeTakesTheNewShare(t *testing
 		require.Equal(t, int64(4000), b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE queue = $1 AND tenant = 't'`, q),
 			"t's share in queue %s", q)
 	}
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 }
 
 // The same for a quantum change: a tenant that joins the queue while the
@@ -422,9 +420,7 @@ func TestTenantJoiningDuringAQuantumChangeTakesTheNewShare(t *testing.T) {
 		require.Equal(t, quantum, b.scalar(t, `SELECT share FROM batchq.tenant_ring WHERE tenant = $1`, tenant),
 			"%s's share", tenant)
 	}
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 }
 
 // A weight change for a tenant in two queues, waiting for an enqueue open
@@ -454,9 +450,7 @@ func TestWeightChangeWaitingInOneQueueHoldsNoJobsInAnother(t *testing.T) {
 	require.Len(t, jobs, 10, "claims in pa serve pt while the change waits in pb")
 	require.NoError(t, open.Commit(b.ctx))
 	require.NoError(t, <-changed)
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 }
 
 // A quantum change waiting for an enqueue still open for one tenant holds
@@ -489,9 +483,7 @@ func TestQuantumChangeWaitingForAnOpenEnqueueHoldsNoOtherTenantBack(t *testing.T
 	require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.tenant_ring WHERE share = 20`),
 		"every tenant re-keyed to the new quantum")
 	require.Equal(t, int64(18), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`))
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 }
 
 // A caller that set its own lock_timeout keeps it: a re-key waiting for an

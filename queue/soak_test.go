@@ -206,9 +206,7 @@ func TestSoak(t *testing.T) {
 		var queued int64
 		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`).Scan(&queued))
 		backlog.Store(queued)
-		broken, err := checkInvariants(b.ctx, b.pool)
-		require.NoError(t, err)
-		require.Empty(t, broken, "after %s", time.Since(start).Round(time.Second))
+		requireInvariants(t, b.ctx, b.pool, "after %s", time.Since(start).Round(time.Second))
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -253,9 +251,7 @@ func TestSoak(t *testing.T) {
 	require.Equal(t, events.discarded.Load(), discarded)
 	require.Equal(t, failed, events.failed.Load()+b.scalar(t, `SELECT count(*) FROM batchq.outcomes
 		WHERE outcome = 'failed' AND error LIKE 'lease expired before its worker finished it%'`))
-	broken, err := checkInvariants(b.ctx, b.pool)
-	require.NoError(t, err)
-	require.Empty(t, broken)
+	requireInvariants(t, b.ctx, b.pool)
 	// The load was as mixed as intended.
 	st := sim.stats()
 	require.Positive(t, succeeded)
