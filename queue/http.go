@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -45,7 +46,10 @@ type HTTPConfig struct {
 // and reads the outcome from the response:
 //
 //   - 2xx: succeeded; the body is the result, and the actual cost is read
-//     from its usage (total_tokens, or input_tokens + output_tokens);
+//     from its usage (total_tokens, or input_tokens + output_tokens). Of a
+//     body over 16 MiB the head is the result (stored as a summary, as any
+//     result over Config.MaxResultBytes is), and the usage is read from
+//     the whole body as it streams by;
 //   - 429: handed back without using an attempt, the fleet paused per
 //     Retry-After;
 //   - 408, 409, 5xx and network errors: retried with backoff while attempts
@@ -133,7 +137,7 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 			return Result{}, red.redactError(fmt.Errorf("batchq: POST %s: %w", shown, err))
 		}
 		defer resp.Body.Close()
-		limit := int64(16 << 20)
+		limit := int64(maxOutputBody)
 		if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 			// An error keeps the head of its body: read that, and enough
 			// past it for a secret that spans the cut to be found and
@@ -141,14 +145,25 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 			// every handler at once, could take a worker's memory.
 			limit = int64(maxBody) + errorBodySlack
 		}
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		res := Result{Response: resp}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			if err == nil {
+				if int64(len(raw)) > limit {
+					// Larger than a result is held: the head is the result
+					// (stored as a summary), and the usage, which providers
+					// write last, is read from the whole body as it goes by.
+					res.ActualCost, err = streamUsage(io.MultiReader(bytes.NewReader(raw), resp.Body))
+					raw = raw[:limit]
+				} else {
+					res.ActualCost = usageTokens(raw)
+				}
+			}
 			if err != nil {
-				return res, red.redactError(fmt.Errorf("batchq: reading the response to job %d: %w", j.ID, err))
+				return Result{Response: resp}, red.redactError(fmt.Errorf("batchq: reading the response to job %d: %w", j.ID, err))
 			}
 			body, found := red.redact(raw)
-			res.Output, res.ActualCost = body, usageTokens(raw)
+			res.Output = body
 			if found && json.Valid(raw) && !json.Valid(body) {
 				// A key matched outside a JSON string (a key of digits
 				// that a number spelt, say): the result is kept, as a
@@ -172,6 +187,11 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 	}, nil
 }
 
+// maxOutputBody is how much of a successful response's body is held: a
+// result is stored whole only up to Config.MaxResultBytes (at most 1 MiB),
+// and as a summary of its head past that.
+const maxOutputBody = 16 << 20
+
 // errorBodySlack is how much of a failed response's body is read past the
 // part kept (HTTPConfig.MaxErrorBody): more than any header secret is long.
 const errorBodySlack = 64 << 10
@@ -194,6 +214,84 @@ func usageTokens(body []byte) int64 {
 		return max(*r.Usage.TotalTokens, 0)
 	}
 	return max(r.Usage.InputTokens+r.Usage.OutputTokens, 0)
+}
+
+// streamUsage reads the tokens a provider says a call used, as usageTokens
+// does, from a body too large to hold: it walks the JSON as it streams by,
+// holding only the value of the top-level "usage" member. 0: the body did
+// not say, or is not JSON. An error is the body's read error.
+func streamUsage(r io.Reader) (int64, error) {
+	const maxUsage = 64 << 10 // a usage object is a few numbers
+	br := bufio.NewReaderSize(r, 64<<10)
+	var (
+		depth    int
+		inString bool
+		escaped  bool
+		key      []byte // the string just read at depth 1, up to len("usage")+1 bytes
+		keyLen   int
+		afterKey bool   // a ':' follows the last string read at depth 1
+		usage    []byte // the usage value being read; nil when none is
+		usageAt  int    // the depth it started at
+		found    int64
+	)
+	for {
+		c, err := br.ReadByte()
+		if err == io.EOF {
+			return found, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if usage != nil {
+			if len(usage) < maxUsage {
+				usage = append(usage, c)
+			}
+		}
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			if depth == 1 && inString && usage == nil {
+				if keyLen < len("usage")+1 {
+					key = append(key, c)
+				}
+				keyLen++
+			}
+			continue
+		case c == '"':
+			inString = true
+			key, keyLen, afterKey = key[:0], 0, false
+			continue
+		case c == ':' && depth == 1 && usage == nil:
+			afterKey = string(key) == "usage" && keyLen == len("usage")
+			continue
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		if afterKey && c == '{' {
+			usage, usageAt = []byte{c}, depth
+		}
+		afterKey = false
+		switch c {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if usage != nil && depth == usageAt {
+				// Over maxUsage it was no usage object: it stays unread.
+				if n := usageTokens(append(append([]byte(`{"usage":`), usage...), '}')); n > 0 {
+					found = n
+				}
+				usage = nil
+			}
+		}
+	}
 }
 
 func head(s string, n int) string {

@@ -706,3 +706,51 @@ func TestHTTPHandlerReadsAnErrorsHeadOnly(t *testing.T) {
 		}
 	}
 }
+
+// A successful answer larger than a result is held (an embedding call of a
+// few thousand inputs, say) still says what it cost: its usage, written after
+// the data, is read from the whole body. Its head is the result.
+func TestHTTPHandlerReadsTheUsageOfALargeAnswer(t *testing.T) {
+	t.Parallel()
+	const size = 40 << 20
+	var read int64
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		head := `{"object":"list","data":[{"embedding":"` // a string, so that { and " in it must be skipped
+		tail := `"}],"model":"e","usage":{"prompt_tokens":1234,"total_tokens":1234}}`
+		body := io.MultiReader(strings.NewReader(head),
+			io.LimitReader(repeatReader(`{\"usage\":{\"total_tokens\":1},\"x\":[1,2]} `), size-int64(len(head)+len(tail))),
+			strings.NewReader(tail))
+		return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{},
+			Body: io.NopCloser(countingReader{body, &read}), Request: r}, nil
+	})}
+	h, err := queue.HTTPHandler(queue.HTTPConfig{Target: "http://provider.invalid/", Client: client})
+	require.NoError(t, err)
+	res, err := h(context.Background(), &queue.Job{ID: 1, Payload: []byte(`{}`)})
+	require.NoError(t, err)
+	require.Equal(t, int64(1234), res.ActualCost, "the usage at the end of the body")
+	require.Equal(t, int64(size), read, "the whole body was read")
+	require.Equal(t, 16<<20, len(res.Output), "the head is the result")
+	require.True(t, strings.HasPrefix(string(res.Output), `{"object":"list"`))
+}
+
+// repeatReader reads s over and over.
+type repeatReader string
+
+func (s repeatReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		n += copy(p[n:], s)
+	}
+	return n, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	*c.n += int64(n)
+	return n, err
+}

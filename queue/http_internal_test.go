@@ -1,0 +1,63 @@
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// streamUsage finds what usageTokens finds in a body, without holding it:
+// the top-level usage member, wherever it is, and nothing that only looks
+// like it.
+func TestStreamUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body string
+		want int64
+	}{
+		{`{"usage":{"total_tokens":7}}`, 7},
+		{`{"id":"x","usage":{"input_tokens":3,"output_tokens":4}}`, 7},
+		{` { "usage" : { "total_tokens" : 9 } } `, 9},
+		{`{"data":[{"usage":{"total_tokens":1}}],"usage":{"total_tokens":5}}`, 5},
+		// Only nested ones, or in strings, or as a value: none of them is it.
+		{`{"data":[{"usage":{"total_tokens":1}}]}`, 0},
+		{`{"a":{"usage":{"total_tokens":1}}}`, 0},
+		{`{"text":"{\"usage\":{\"total_tokens\":1}}","n":1}`, 0},
+		{`{"kind":"usage","x":{"total_tokens":1}}`, 0},
+		{`{"usages":{"total_tokens":1}}`, 0},
+		{`[{"usage":{"total_tokens":1}}]`, 0},
+		// Strings with braces, brackets and escaped quotes inside usage.
+		{`{"usage":{"note":"}]\"{","total_tokens":11},"z":"}"}`, 11},
+		{`{"usage":null}`, 0},
+		{`{"usage":{"total_tokens":-3}}`, 0},
+		{`not json`, 0},
+		{``, 0},
+		// Cut short: what was read says it.
+		{`{"usage":{"total_tokens":12}, "data":[1,2`, 12},
+	} {
+		got, err := streamUsage(strings.NewReader(tc.body))
+		if err != nil || got != tc.want {
+			t.Errorf("streamUsage(%s) = %d, %v; want %d", tc.body, got, err, tc.want)
+		}
+		// On a body it can hold, usageTokens says the same.
+		if json.Valid([]byte(tc.body)) && usageTokens([]byte(tc.body)) != got {
+			t.Errorf("usageTokens(%s) = %d, streamUsage %d", tc.body, usageTokens([]byte(tc.body)), got)
+		}
+	}
+	// A usage object larger than any is taken for none.
+	big := `{"usage":{"total_tokens":5,"pad":"` + strings.Repeat("x", 70<<10) + `"}}`
+	if got, err := streamUsage(strings.NewReader(big)); err != nil || got != 0 {
+		t.Errorf("a 70 KiB usage: %d, %v; want 0", got, err)
+	}
+	// The body's read error is the error.
+	broken := errors.New("connection reset")
+	if _, err := streamUsage(io.MultiReader(strings.NewReader(`{"data":[`), errReader{broken})); !errors.Is(err, broken) {
+		t.Errorf("a read error: %v", err)
+	}
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
