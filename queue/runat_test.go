@@ -235,6 +235,26 @@ func TestRunAtRules(t *testing.T) {
 			require.Contains(t, pe.Message, c.rule)
 		})
 	}
+	// Intervals of parts with different signs compare as positive but may
+	// land before the time they are added to; Go's durations cannot mix.
+	for _, c := range []struct{ job, json, field, got string }{
+		{`ttl => '-10 mon 300 days 1 second'`, `{"ttl": "-10 mon 300 days 1 second"}`, "ttl", "-10 mons +300 days 00:00:01"},
+		{`ttl => '1 day -86399 seconds', delay => '1 day'`, `{"ttl": "1 day -86399 seconds", "delay": "1 day"}`, "ttl", "1 day -23:59:59"},
+		{`delay => '-1 mon 31 days'`, `{"delay": "-1 mon 31 days"}`, "delay", "-1 mons +31 days"},
+	} {
+		for _, call := range []string{
+			`SELECT * FROM batchq.enqueue_job(queue => 'q', tenant => 'a', cost => 1, ` + c.job + `)`,
+			`SELECT * FROM batchq.enqueue_jobs('q', jsonb_build_array('{"tenant": "a", "cost": 1}'::jsonb || '` + c.json + `'))`,
+		} {
+			_, err := b.pool.Exec(b.ctx, call)
+			var pe *pgconn.PgError
+			require.ErrorAs(t, err, &pe, call)
+			require.Equal(t, "BQ103", pe.Code, call)
+			require.Equal(t, c.field, pe.ColumnName, call)
+			require.Contains(t, pe.Message, "must not mix positive and negative parts", call)
+			require.Contains(t, pe.Message, "(got "+c.got+")", call)
+		}
+	}
 	require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs`), "nothing written")
 
 	res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "a", Cost: 1, RunAt: runAt, TTL: 2 * time.Hour})

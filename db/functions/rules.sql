@@ -101,6 +101,21 @@ CREATE OR REPLACE FUNCTION batchq.queue_name_error(s text) RETURNS text[]
                                   batchq.quote(s))]
     END;
 
+-- mixed_interval_error is the rule a ttl or delay of parts with different
+-- signs breaks ('-1 mon 31 days', '1 day -86399 seconds'), else NULL. Such an
+-- interval compares as positive (a month as 30 days, a day as 24 hours) but
+-- may land before the time it is added to: on most dates '-10 mon 300 days'
+-- does, and '1 day -86399 seconds' does across a change to summer time.
+CREATE OR REPLACE FUNCTION batchq.mixed_interval_error(field text, d interval) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (SELECT CASE
+        WHEN p.months < 0 OR p.days < 0 OR p.secs < 0 THEN
+            ARRAY['BQ103', field, format('must not mix positive and negative parts, which would add up differently on different dates (got %s)',
+                                         d::text)]
+        END
+        FROM (SELECT extract(year FROM d) * 12 + extract(month FROM d) AS months, extract(day FROM d) AS days,
+                     extract(hour FROM d) * 3600 + extract(minute FROM d) * 60 + extract(second FROM d) AS secs) p);
+
 -- job_error is NULL for a job that keeps every rule, else {sqlstate, field,
 -- rule} for the first rule it breaks, in the order queue.NewJob's are
 -- checked. kind is 'default' for none; deadline NULL and ttl NULL or 0 for
@@ -121,6 +136,8 @@ CREATE OR REPLACE FUNCTION batchq.job_error(tenant text, kind text, cost bigint,
         CASE
             WHEN ttl < interval '0' THEN
                 ARRAY['BQ103', 'ttl', format('must be > 0 (got %s)', batchq.go_duration(ttl))]
+            WHEN ttl > interval '0' AND batchq.mixed_interval_error('ttl', ttl) IS NOT NULL THEN
+                batchq.mixed_interval_error('ttl', ttl)
             WHEN ttl > interval '0' AND deadline IS NOT NULL THEN
                 ARRAY['BQ103', 'deadline', 'give a deadline or a ttl, not both']
             WHEN ttl > interval '0' AND extract(epoch FROM ttl) >= extract(epoch FROM '10000-01-01 00:00:00+00'::timestamptz - now) THEN
@@ -154,6 +171,8 @@ CREATE OR REPLACE FUNCTION batchq.run_at_error(run_at timestamptz, delay interva
     RETURN CASE
         WHEN delay < interval '0' THEN
             ARRAY['BQ103', 'delay', format('must be >= 0 (got %s)', batchq.go_duration(delay))]
+        WHEN batchq.mixed_interval_error('delay', delay) IS NOT NULL THEN
+            batchq.mixed_interval_error('delay', delay)
         WHEN delay > interval '0' AND run_at >= '0002-01-01' THEN
             ARRAY['BQ103', 'run_at', 'give a run_at or a delay, not both']
         WHEN run_at >= '10000-01-01 00:00:00+00' THEN
