@@ -23,7 +23,9 @@ import (
 // queue, tenant and cost are required; deadline (RFC 3339) or
 // ttl (a Go duration, or whole days like "7d") gives the deadline, one or neither; run_at (RFC
 // 3339) or delay (a duration, as ttl) the earliest the job may run; the rest are
-// optional. A null value is the same as leaving the field out. Field names
+// optional. A null value is the same as leaving the field out, except a
+// payload's: JSON null is a payload, stored as null, as batchq.enqueue_jobs
+// and --payload null store it. Field names
 // are exact and each may appear once; anything else is an error that names
 // the field.
 
@@ -139,7 +141,8 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 }
 
 // jobLineObject splits a line into its fields, rejecting what is not one
-// JSON object, unknown and repeated fields. Null fields are left out.
+// JSON object, unknown and repeated fields. Null fields are left out, but
+// for the payload.
 func jobLineObject(line []byte) (map[string]json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	tok, err := dec.Token()
@@ -173,7 +176,7 @@ func jobLineObject(line []byte) (map[string]json.RawMessage, error) {
 		if !utf8.Valid(raw) {
 			return nil, fmt.Errorf("%s: must be valid UTF-8", name)
 		}
-		if !bytes.Equal(raw, []byte("null")) {
+		if !bytes.Equal(raw, []byte("null")) || name == "payload" {
 			fields[name] = raw
 		}
 	}

@@ -25,8 +25,11 @@ var jobLineCases = []struct {
 			Payload: json.RawMessage(`{"doc":[1,2]}`), UniqueKey: "doc-1"}},
 	{name: "deadline", line: ` {"cost": 7, "deadline": "2030-01-02T03:04:05.5+01:00", "queue": "q", "tenant": "t"} `,
 		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 7, Deadline: time.Date(2030, 1, 2, 2, 4, 5, 5e8, time.UTC)}},
-	{name: "nulls are absent", line: `{"queue":"q","tenant":"t","cost":1,"kind":null,"ttl":null,"payload":null,"deadline":null}`,
+	{name: "nulls are absent", line: `{"queue":"q","tenant":"t","cost":1,"kind":null,"ttl":null,"deadline":null,"run_at":null}`,
 		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1}},
+	// As batchq.enqueue_jobs and --payload null take it.
+	{name: "a null payload is a payload", line: `{"queue":"q","tenant":"t","cost":1,"payload":null}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1, Payload: json.RawMessage(`null`)}},
 	{name: "largest cost", line: `{"queue":"q","tenant":"t","cost":9223372036854775807}`, want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1<<63 - 1}},
 	{name: "negative cost is for the queue to refuse", line: `{"queue":"q","tenant":"t","cost":-3}`, want: queue.NewJob{Queue: "q", Tenant: "t", Cost: -3}},
 	{name: "zero cost is for the queue to refuse", line: `{"queue":"q","tenant":"t","cost":0}`, want: queue.NewJob{Queue: "q", Tenant: "t"}},
