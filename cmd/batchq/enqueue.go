@@ -154,15 +154,16 @@ func enqueueOne(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
-	d := newDataset("id", "duplicate")
-	d.add(res.ID, res.Duplicate)
-	sentence := fmt.Sprintf("enqueued job %d", res.ID)
+	// The new job's state; none for a duplicate, which enqueued nothing.
+	state, sentence := "queued", fmt.Sprintf("enqueued job %d", res.ID)
 	if j.Delay > 0 || j.RunAt.After(time.Now()) {
-		sentence += "; it waits, scheduled, until its run-at"
+		state, sentence = "scheduled", sentence+"; it waits, scheduled, until its run-at"
 	}
 	if res.Duplicate {
-		sentence = fmt.Sprintf("job %d already holds unique key %q; nothing enqueued", res.ID, j.UniqueKey)
+		state, sentence = "", fmt.Sprintf("job %d already holds unique key %q; nothing enqueued", res.ID, j.UniqueKey)
 	}
+	d := newDataset("id", "duplicate", "state")
+	d.add(res.ID, res.Duplicate, state)
 	return writeResult(c, sentence, d)
 }
 

@@ -76,12 +76,34 @@ func TestEnqueueOneJobFromFlags(t *testing.T) {
 
 	r = runCLI(t, db.url, "--format", "json", "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5", "--unique-key", "doc-42")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.JSONEq(t, `{"id": 1, "duplicate": true}`, r.stdout)
+	require.JSONEq(t, `{"id": 1, "duplicate": true, "state": null}`, r.stdout)
 
 	r = runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5", "--deadline", "2999-01-02T03:04:05Z", "--format", "csv")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "id,duplicate\n2,false\n", r.stdout)
+	require.Equal(t, "id,duplicate,state\n2,false,queued\n", r.stdout)
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE id = 2 AND deadline = '2999-01-02T03:04:05Z'`))
+
+	// JSON and CSV say what the sentence says: the job waits for its run-at.
+	r = runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5", "--delay", "1h")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "enqueued job 3; it waits, scheduled, until its run-at\n", r.stdout)
+	r = runCLI(t, db.url, "--format", "json", "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5", "--delay", "1h")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"id": 4, "duplicate": false, "state": "scheduled"}`, r.stdout)
+	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE id IN (3, 4) AND state = 'scheduled'`))
+}
+
+// A JSON null payload is stored as null from a flag, a file line and SQL
+// alike, not as the default {}.
+func TestEnqueueNullPayloadIsNullEverywhere(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	r := runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "flag", "--cost", "1", "--payload", "null")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLIInput(t, db.url, `{"queue":"imports","tenant":"file","cost":1,"payload":null}`+"\n", "enqueue", "--file", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	db.exec(t, `SELECT * FROM batchq.enqueue_jobs('imports', '[{"tenant": "sql", "cost": 1, "payload": null}]')`)
+	require.Equal(t, int64(3), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE payload = 'null'::jsonb`))
 }
 
 func TestEnqueueFlagErrors(t *testing.T) {
