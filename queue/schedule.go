@@ -93,7 +93,18 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 		tz = "UTC"
 	}
 	loc, err := time.LoadLocation(tz)
-	if err != nil || strings.EqualFold(tz, "Local") {
+	if err != nil {
+		if _, known := time.LoadLocation("Europe/Paris"); known != nil {
+			return nil, &SettingError{Field: "timezone", Rule: fmt.Sprintf("cannot be read: this host has no time zone database "+
+				"(install tzdata, or import time/tzdata in the program) (got %s)", quote(tz))}
+		}
+	}
+	// Names whose zone depends on the host that reads it (Local, localtime,
+	// posixrules), that is none (Factory), or that counts leap seconds, which
+	// Go's times do not (right/…): every worker must read the same ticks.
+	hostBound := strings.EqualFold(tz, "Local") || tz == "localtime" || tz == "posixrules" || tz == "Factory" ||
+		strings.HasPrefix(tz, "right/")
+	if err != nil || hostBound {
 		return nil, &SettingError{Field: "timezone", Rule: fmt.Sprintf("must be an IANA time zone such as Europe/Paris (got %s)", quote(tz))}
 	}
 	if len(expr) > MaxNameBytes {
@@ -226,10 +237,16 @@ func (c *Client) validateSchedule(s *Schedule, now time.Time) (cron.Schedule, er
 // planTick decides what a maintainer that finds a schedule due at `at`
 // does: the tick it enqueues a job for (the latest that passed, due or a
 // later one), whether it enqueues one at all (missed says, for a tick found
-// later than ScheduleGrace), and the next tick, the first after at.
+// later than ScheduleGrace), and the next tick, the first after at. The
+// next tick follows the tick, not the time it was found: an "@every"
+// schedule keeps to its grid however late maintenance finds it (Next of a
+// constant delay counts from the time it is given).
 func planTick(c cron.Schedule, due, at time.Time, missed string) (tick time.Time, enqueue bool, next time.Time) {
 	tick = latestTick(c, due, at)
-	next = c.Next(at)
+	if next = c.Next(tick); !next.IsZero() && !next.After(at) {
+		// The walk to the latest tick stopped short of it.
+		next = c.Next(at)
+	}
 	if next.IsZero() {
 		// No tick within five years of at (the expression was stored by
 		// hand): look again then.

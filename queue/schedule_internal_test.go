@@ -90,3 +90,30 @@ func TestParseCronSaysTheFieldAndItsValues(t *testing.T) {
 		}
 	}
 }
+
+// An "@every" schedule keeps to its grid: a tick found late does not move
+// the ticks after it (found 1.5 s late every time, "@every 5s" would tick
+// every 6.5 s and enqueue a sixth fewer jobs).
+func TestPlanTickKeepsAnEveryScheduleOnItsGrid(t *testing.T) {
+	t.Parallel()
+	s, err := parseCron("@every 5s", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
+	for range 10 {
+		at := due.Add(1500 * time.Millisecond)
+		tick, enqueue, next := planTick(s, due, at, MissedSkip)
+		if !tick.Equal(due) || !enqueue || !next.Equal(due.Add(5*time.Second)) {
+			t.Fatalf("found at %s: tick %s (enqueue %v), next %s; want tick %s, next %s", at, tick, enqueue, next, due, due.Add(5*time.Second))
+		}
+		due = next
+	}
+	// Found three intervals late: the latest passed tick, and the next on
+	// the grid.
+	due = time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
+	tick, _, next := planTick(s, due, due.Add(16*time.Second), MissedOne)
+	if want := due.Add(15 * time.Second); !tick.Equal(want) || !next.Equal(want.Add(5*time.Second)) {
+		t.Fatalf("three intervals late: tick %s, next %s; want %s, %s", tick, next, want, want.Add(5*time.Second))
+	}
+}

@@ -73,6 +73,12 @@ func TestBadInputNamesFieldAndRule(t *testing.T) {
 			`batchq: --timezone: must be an IANA time zone such as Europe/Paris or UTC (got ""); leave it out to keep the schedule's` + "\n"},
 		{"schedule: bad time zone", []string{"schedules", "create", "s", "--queue", "imports", "--tenant", "a", "--cost", "1", "--cron", "@daily",
 			"--timezone", "Moon/Base"}, "", 2, `batchq: --timezone: must be an IANA time zone such as Europe/Paris (got "Moon/Base")`},
+		// Zones that depend on the host that reads them, or count leap
+		// seconds Go's times do not: workers would disagree on the ticks.
+		{"schedule: the host's zone", []string{"schedules", "create", "s", "--queue", "imports", "--tenant", "a", "--cost", "1", "--cron", "@daily",
+			"--timezone", "localtime"}, "", 2, `batchq: --timezone: must be an IANA time zone such as Europe/Paris (got "localtime")`},
+		{"schedule: a zone with leap seconds", []string{"schedules", "create", "s", "--queue", "imports", "--tenant", "a", "--cost", "1", "--cron", "@daily",
+			"--timezone", "right/Europe/Paris"}, "", 2, `batchq: --timezone: must be an IANA time zone such as Europe/Paris (got "right/Europe/Paris")`},
 		{"schedule: bad missed", []string{"schedules", "create", "s", "--queue", "imports", "--tenant", "a", "--cost", "1", "--cron", "@daily",
 			"--missed", "all"}, "", 2, `batchq: --missed: must be "one" or "skip" (got "all")`},
 		{"schedule: zero cost", []string{"schedules", "create", "s", "--queue", "imports", "--tenant", "a", "--cost", "0", "--cron", "@daily"}, "", 2,

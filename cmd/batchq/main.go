@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// The zone database, for schedules' time zones on a host without one.
+	_ "time/tzdata"
 )
 
 func main() {
