@@ -618,6 +618,11 @@ func daysDuration(c *cli.Context, name string) time.Duration {
 // before now (24h, 7d).
 func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		// Go's zero time is how package queue's filters say "none": passed
+		// on, it would drop the filter, and a cancel would take every job.
+		if t.IsZero() {
+			return time.Time{}, usagef("batchq: --%s %q: must be after 0001-01-01T00:00:00Z, which stands for no time", flag, s)
+		}
 		return t, nil
 	}
 	d, err := parseDuration(s)

@@ -207,6 +207,9 @@ func TestJobsCancelInBulk(t *testing.T) {
 		{[]string{"cancel", "--queue", "imports", "--kind", "a\tb"}, "batchq: --kind: must not contain control characters"},
 		{[]string{"cancel", "--queue", "imports", "--before", "yesterday"}, `batchq: --before "yesterday": not an RFC 3339 time`},
 		{[]string{"cancel", "--queue", "imports", "--before", "2h", "--after", "1h"}, "batchq: --after "},
+		// Go's zero time would drop the filter and cancel every job.
+		{[]string{"cancel", "--queue", "imports", "--before", "0001-01-01T00:00:00Z", "--yes"},
+			`batchq: --before "0001-01-01T00:00:00Z": must be after 0001-01-01T00:00:00Z, which stands for no time`},
 	} {
 		r := runCLI(t, db.url, append([]string{"jobs"}, tc.args...)...)
 		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)

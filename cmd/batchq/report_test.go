@@ -270,7 +270,7 @@ func TestParseWhen(t *testing.T) {
 		require.NoError(t, err, in)
 		require.True(t, want.Equal(got), "%s: got %s, want %s", in, got, want)
 	}
-	for _, in := range []string{"", "yesterday", "-1h", "1.5d", "2025-01-02"} {
+	for _, in := range []string{"", "yesterday", "-1h", "1.5d", "2025-01-02", "0001-01-01T00:00:00Z", "0001-01-01T01:00:00+01:00"} {
 		_, err := parseWhen("since", in, now)
 		require.Error(t, err, in)
 		require.Contains(t, err.Error(), "--since")
