@@ -525,6 +525,8 @@ func testOperatorRole(t *testing.T, owner *pgxpool.Pool, appClient, workerClient
 		},
 		func() error { _, err := op.ClearQueueTenant(ctx, "ops", "a"); return err },
 		func() error { _, err := op.Prune(ctx, 0); return err },
+		// Refused with nothing old enough to delete too.
+		func() error { _, err := op.Prune(ctx, 30*24*time.Hour); return err },
 	}
 	// No table of batchq's may be written, whatever the statement.
 	rows, err := owner.Query(ctx, `SELECT c.relname::text, a.attname::text FROM pg_class c
