@@ -524,6 +524,15 @@ func (c *Client) Tenants(ctx context.Context) ([]Tenant, error) {
 	return out, nil
 }
 
+// NameRule is the rule name breaks as a tenant's, kind's, unique key's or
+// worker's name (1-256 bytes of UTF-8, no control characters), "" for none.
+func NameRule(name string) string {
+	if err := checkName("name", name); err != nil {
+		return err.Rule
+	}
+	return ""
+}
+
 // checkName applies the rules every tenant, kind and key follows.
 func checkName(field, s string) *InvalidJobError {
 	switch {

@@ -184,15 +184,25 @@ func TestWhatAWorkerReportsFitsTheDatabasesLimits(t *testing.T) {
 	require.Greater(t, size, int64(queue.MaxResultBytes/4), "the summary keeps as much of the head as fits")
 }
 
-// A worker's name is a name: at most 256 bytes, as the database keeps it.
+// A worker's name is a name: at most 256 bytes, as the database keeps it,
+// of UTF-8 (which the database takes) without control characters. A name
+// the database refused would fail every claim, and the pool keep trying.
 func TestWorkerNameIsBounded(t *testing.T) {
 	t.Parallel()
 	c, err := queue.NewClient(pgtest.New(t), queue.Config{})
 	require.NoError(t, err)
 	require.NoError(t, c.CreateQueue(t.Context(), queue.QueueConfig{Name: "q"}))
-	err = c.Work(t.Context(), queue.WorkerConfig{Queue: "q", Name: strings.Repeat("w", 257),
-		Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) { return queue.Result{}, nil }})
-	require.ErrorContains(t, err, "Name must be at most 256 bytes (got 257)")
+	for name, rule := range map[string]string{
+		strings.Repeat("w", 257): "Name must be at most 256 bytes (got 257)",
+		"w\xff\xfe":              "Name must be valid UTF-8",
+		"w\tx":                   `Name must not contain control characters (got "w\tx")`,
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err = c.Work(ctx, queue.WorkerConfig{Queue: "q", Name: name,
+			Handler: func(ctx context.Context, j *queue.Job) (queue.Result, error) { return queue.Result{}, nil }})
+		cancel()
+		require.ErrorContains(t, err, rule)
+	}
 }
 
 // claimRun claims the next job of tenant through the SQL API and returns its

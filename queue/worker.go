@@ -67,7 +67,8 @@ type WorkerConfig struct {
 	// to its tenant's queue. Use Client.Throttle for a state shared by the
 	// whole fleet. nil: no pacing.
 	Throttle *throttle.Throttle
-	// Name identifies the worker in outcomes and logs. "": host:pid.
+	// Name identifies the worker in outcomes and logs: 1-256 bytes of UTF-8
+	// without control characters. "": host:pid.
 	Name string
 	// PollInterval is how often the pool looks for work when no notification
 	// says there is some. 0: 1s. Enqueues notify only for tenants that had
@@ -206,8 +207,10 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 		host, _ := os.Hostname()
 		cfg.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	if len(cfg.Name) > MaxNameBytes {
-		return nil, fmt.Errorf("batchq: worker: Name must be at most %d bytes (got %d)", MaxNameBytes, len(cfg.Name))
+	// Stored with each outcome: a name the database refuses would fail
+	// every claim, for ever.
+	if rule := NameRule(cfg.Name); rule != "" {
+		return nil, fmt.Errorf("batchq: worker: Name %s", rule)
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second

@@ -175,8 +175,8 @@ func runWork(c *cli.Context) error {
 	// Before anything starts or says it is working: the worker's name, and
 	// the queue (which needs the database, so an unreachable one stops the
 	// command here too).
-	if n := len(wc.Name); n > queue.MaxNameBytes {
-		return usagef("batchq: --name: must be at most %d bytes (got %d)", queue.MaxNameBytes, n)
+	if rule := queue.NameRule(wc.Name); wc.Name != "" && rule != "" {
+		return usagef("batchq: --name: %s", rule)
 	}
 	if _, err := client.Queue(c.Context, wc.Queue); errors.Is(err, queue.ErrUnknownQueue) {
 		msg := strings.TrimPrefix(err.Error(), "batchq: ")

@@ -119,6 +119,8 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		// Checked before the worker starts, not by the pool once it has.
 		{[]string{"--queue", "q", "--target", "http://x", "--name", strings.Repeat("w", 257)},
 			"batchq: --name: must be at most 256 bytes (got 257)"},
+		{[]string{"--queue", "q", "--target", "http://x", "--name", "w\xff"}, "batchq: --name: must be valid UTF-8"},
+		{[]string{"--queue", "q", "--target", "http://x", "--name", "w\tx"}, `batchq: --name: must not contain control characters (got "w\tx")`},
 		{nil, "batchq: work: --queue is required (see batchq work --help)"},
 		{[]string{"--target", "http://x"}, "batchq: work: --queue is required (see batchq work --help)"},
 		{[]string{"--queue", "q"}, "batchq: work: --target is required (see batchq work --help)"},
