@@ -92,6 +92,9 @@ type Client struct {
 	refusedFor time.Duration
 	// shrunkAfter, when set (by tests only), stands for shrunkAnalyzeAfter.
 	shrunkAfter time.Duration
+	// assumedRun, when set (by tests only), is how long a worker pool takes
+	// its handlers to run before any has: it then claims ahead at once.
+	assumedRun time.Duration
 	// testNow, when set (by tests only), is the time maintenance promotes
 	// jobs and fires schedules as of, instead of the database's now.
 	testNow func() time.Time

@@ -26,6 +26,11 @@ func SetRefusedFor(c *Client, d time.Duration) { c.refusedFor = d }
 // maintenance analyzes a table that shrank (see shrunkAnalyzeAfter).
 func SetShrunkAnalyzeAfter(c *Client, d time.Duration) { c.shrunkAfter = d }
 
+// SetAssumedRun makes the worker pools of c start as if their handlers ran
+// for d: they claim ahead from their first claim, where a pool whose
+// handlers have not run yet claims only for them (see prefetch).
+func SetAssumedRun(c *Client, d time.Duration) { c.assumedRun = d }
+
 // PoolOf is the pool c uses: benchmarks reset its tables between runs.
 func PoolOf(c *Client) *pgxpool.Pool { return c.pool }
 

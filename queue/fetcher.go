@@ -20,9 +20,10 @@ import (
 // the free handler slots plus a prefetch, and never more than BatchSize.
 //
 // A prefetched job holds a lease while it waits. The prefetch is sized so
-// that the handlers are expected to start each one within maxReadyWait of
-// its claim, and one still waiting then is handed back to its tenant's
-// queue, unstarted and without using an attempt, for the fleet to run.
+// that the handlers are expected to start each one within prefetchWait of
+// its claim (see prefetch), and one still waiting after maxReadyWait is
+// handed back to its tenant's queue, unstarted and without using an
+// attempt, for the fleet to run.
 
 // maxReadyWait is the longest a claimed job waits for a free handler before
 // it is handed back: a quarter of the queue's lease.
@@ -144,18 +145,28 @@ func (p *pool) claimSize(ready int) int {
 
 // prefetch is how many jobs the pool holds beyond its handlers (see
 // claimSize): BatchSize, or fewer when handlers run so long that the last
-// job waiting would wait more than maxReadyWait for one (none for handlers
-// that run longer than that).
+// job waiting would wait more than prefetchWait (or maxReadyWait, if
+// shorter) for one; none for handlers that run longer than that. None
+// before a handler has run either. A job held ahead waits in this pool
+// while another worker of the fleet may be idle: ahead of handlers that run
+// for milliseconds, a batch keeps them busy between claims; ahead of calls
+// that take seconds, it would only keep jobs from the rest of the fleet.
 func (p *pool) prefetch() int {
 	took := time.Duration(p.meanRun.Load())
 	if took <= 0 {
-		return p.cfg.BatchSize
+		return 0
 	}
 	// prefetch jobs wait, Concurrency handlers take them: the last starts
 	// after about prefetch/Concurrency runs.
-	n := float64(p.cfg.Concurrency) * float64(maxReadyWait(p.leases.Lease())) / float64(took)
+	wait := min(prefetchWait, maxReadyWait(p.leases.Lease()))
+	n := float64(p.cfg.Concurrency) * float64(wait) / float64(took)
 	return int(min(n, float64(p.cfg.BatchSize)))
 }
+
+// prefetchWait is about the longest a job claimed ahead is meant to wait
+// for a handler: far longer than a claim takes, far shorter than the calls
+// whose jobs another worker should take instead.
+const prefetchWait = time.Second
 
 // noteRun folds how long a handler ran into the mean the prefetch is sized
 // by (an exponential moving average over about the last eight runs).

@@ -66,6 +66,8 @@ func TestPauseStopsClaimsOnly(t *testing.T) {
 func TestPoolOnAPausedQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
+	// Handlers known to be quick: the pool claims ahead from its first claim.
+	queue.SetAssumedRun(b.client, time.Millisecond)
 	b.enqueueN(t, "a", 5, 1)
 	release := make(chan struct{})
 	var ran atomic.Int32
@@ -126,6 +128,8 @@ func TestPoolOnAPausedQueue(t *testing.T) {
 func TestCancelARunningJobStopsItsHandler(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{MaxAttempts: 5})
+	// Handlers known to be quick: the pool claims ahead from its first claim.
+	queue.SetAssumedRun(b.client, time.Millisecond)
 	id := b.enqueue(t, "a", 1)
 	started := make(chan struct{})
 	var stopped atomic.Bool
@@ -182,6 +186,8 @@ func TestCancelAJobClaimedAheadNeverStartsIt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, queue.QueueConfig{MaxAttempts: 1, Lease: time.Minute})
+			// Handlers known to be quick: the pool claims ahead from its first claim.
+			queue.SetAssumedRun(b.client, time.Millisecond)
 			ids := []int64{b.enqueue(t, "a", 1), b.enqueue(t, "a", 1), b.enqueue(t, "a", 1)}
 			cancelled := make(chan struct{})
 			var mu sync.Mutex
@@ -223,6 +229,8 @@ func TestCancelAJobClaimedAheadNeverStartsIt(t *testing.T) {
 func TestCancelAJobClaimedAheadWhileThePoolLooksAtIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{MaxAttempts: 1, Lease: time.Minute})
+	// Handlers known to be quick: the pool claims ahead from its first claim.
+	queue.SetAssumedRun(b.client, time.Millisecond)
 	first, second := b.enqueue(t, "a", 1), b.enqueue(t, "a", 1)
 	release := make(chan struct{})
 	var mu sync.Mutex

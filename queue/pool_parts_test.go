@@ -24,6 +24,10 @@ func testPool(concurrency, batch int, lease time.Duration) *pool {
 
 func TestClaimSizeKeepsOneBatchAheadAndClaimsWholeBatches(t *testing.T) {
 	p := testPool(8, 100, time.Minute)
+	if got := p.claimSize(0); got != 8 {
+		t.Errorf("before any handler ran: claimSize %d, want 8, one per handler", got)
+	}
+	p.noteRun(time.Millisecond)
 	for _, c := range []struct {
 		inflight, ready, want int
 		why                   string
@@ -47,25 +51,29 @@ func TestClaimSizeKeepsOneBatchAheadAndClaimsWholeBatches(t *testing.T) {
 	}
 }
 
-func TestPrefetchShrinksSoNoJobWaitsLongerThanAQuarterLease(t *testing.T) {
-	p := testPool(8, 100, time.Minute) // a job may wait 15s for a handler
-	if got := p.prefetch(); got != 100 {
-		t.Fatalf("before any run: prefetch %d, want BatchSize", got)
+func TestPrefetchHoldsWhatHandlersStartWithinASecond(t *testing.T) {
+	p := testPool(8, 100, time.Minute)
+	if got := p.prefetch(); got != 0 {
+		t.Fatalf("before any run: prefetch %d, want 0", got)
 	}
 	p.noteRun(time.Millisecond)
 	if got := p.prefetch(); got != 100 {
 		t.Errorf("1ms handlers: prefetch %d, want BatchSize", got)
 	}
 	p = testPool(8, 100, time.Minute)
-	p.noteRun(20 * time.Second) // 8 handlers start 6 jobs in 15s
-	if got := p.prefetch(); got != 6 {
-		t.Errorf("20s handlers: prefetch %d, want 6", got)
+	p.noteRun(200 * time.Millisecond) // 8 handlers start 40 jobs in a second
+	if got := p.prefetch(); got != 40 {
+		t.Errorf("200ms handlers: prefetch %d, want 40", got)
 	}
-	for range 50 {
-		p.noteRun(5 * time.Minute)
+	p = testPool(8, 100, 2*time.Second) // a quarter lease is shorter than a second
+	p.noteRun(200 * time.Millisecond)
+	if got := p.prefetch(); got != 20 {
+		t.Errorf("200ms handlers, 2s lease: prefetch %d, want 20", got)
 	}
+	p = testPool(8, 100, time.Minute)
+	p.noteRun(12 * time.Second) // calls of seconds: another worker should take the rest
 	if got := p.prefetch(); got != 0 {
-		t.Errorf("handlers longer than the lease: prefetch %d, want 0", got)
+		t.Errorf("12s handlers: prefetch %d, want 0", got)
 	}
 	p.inflight.Store(7)
 	if got := p.claimSize(0); got != 1 {

@@ -239,6 +239,7 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 		handlerCtx:    hctx,
 		cancelHandler: hcancel,
 	}
+	p.meanRun.Store(int64(c.assumedRun))
 	p.leases = newLeaseKeeper(c, cfg.Queue, p.log, p.emit, qc.Lease, cfg.HeartbeatInterval, followLease)
 	p.done = newCompleter(c, p.emit, p.log, p.leases.untrack)
 	return p, nil

@@ -79,6 +79,8 @@ func (l *eventLog) outcomes(id int64) []string {
 func TestFinishedJobKeepsItsLeaseUntilItsFinishIsWritten(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Lease: time.Second})
+	// Handlers known to be quick: the pool claims ahead from its first claim.
+	queue.SetAssumedRun(b.client, time.Millisecond)
 	x := b.enqueue(t, "x", 1)
 	var runs runCounter
 	var events eventLog
@@ -126,6 +128,8 @@ func TestFinishedJobKeepsItsLeaseUntilItsFinishIsWritten(t *testing.T) {
 func TestClaimedAheadJobsGoBackRatherThanWaitOutTheirLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{Lease: time.Second})
+	// Handlers known to be quick: the pool claims ahead from its first claim.
+	queue.SetAssumedRun(b.client, time.Millisecond)
 	first := b.enqueue(t, "a", 1)
 	second := b.enqueue(t, "a", 1)
 
@@ -182,6 +186,8 @@ func TestClaimedAheadJobsGoBackRatherThanWaitOutTheirLease(t *testing.T) {
 func TestClaimedAheadJobPastItsDeadlineIsNotRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
+	// Handlers known to be quick: the pool claims ahead from its first claim.
+	queue.SetAssumedRun(b.client, time.Millisecond)
 	first := b.enqueue(t, "a", 1)
 	deadline := time.Now().Add(3 * time.Second)
 	late, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "b", Cost: 7, Deadline: deadline})
@@ -721,6 +727,8 @@ func TestProbeNotSentIsTakenBack(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, queue.QueueConfig{})
+			// Handlers known to be quick: the pool claims ahead from its first claim.
+			queue.SetAssumedRun(b.client, time.Millisecond)
 			store := &throttle.MemoryStore{}
 			th, err := throttle.New(throttle.Config{Store: store, Key: "k", ProbeInterval: 50 * time.Millisecond})
 			require.NoError(t, err)
@@ -780,6 +788,8 @@ func TestProbeNotSentIsTakenBack(t *testing.T) {
 func TestJobHandedBackUnstartedIsNotReportedClaimed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
+	// Handlers known to be quick: the pool claims ahead from its first claim.
+	queue.SetAssumedRun(b.client, time.Millisecond)
 	busy := b.enqueue(t, "t", 1)
 	var mu sync.Mutex
 	var claimed []int64

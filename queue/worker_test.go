@@ -62,6 +62,8 @@ func TestWorkDrainsAndRecordsEveryOutcome(t *testing.T) {
 func TestGracefulShutdownHandsBackUnstartedJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
+	// Handlers known to be quick: the pool claims ahead from its first claim.
+	queue.SetAssumedRun(b.client, time.Millisecond)
 	b.enqueueN(t, "t", 10, 10)
 
 	ctx, cancel := context.WithCancel(b.ctx)
@@ -415,4 +417,46 @@ func TestCallInteractiveRateLimitedErrorPauses(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, d.OK, "the fleet is paused")
 	require.InDelta(t, 2*time.Second, d.Wait, float64(200*time.Millisecond))
+}
+
+// A new pool knows nothing of how long its handlers run, and claims only
+// for them: a job held ahead of a call that takes seconds would wait in this
+// pool while another worker of the fleet sat idle.
+func TestANewPoolClaimsOnlyForItsHandlers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	for i := range 4 {
+		b.enqueue(t, fmt.Sprint("t", i), 1)
+	}
+	started := make(chan int64, 4)
+	release := make(chan struct{})
+	handler := func(ctx context.Context, j *queue.Job) (queue.Result, error) {
+		started <- j.ID
+		<-release
+		return queue.Result{}, nil
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	cfg := queue.WorkerConfig{Queue: b.queue, Concurrency: 2, BatchSize: 2, PollInterval: 20 * time.Millisecond,
+		MaintainInterval: -1, Handler: handler}
+	waitA := b.work(ctx, cfg)
+	<-started
+	<-started
+	time.Sleep(300 * time.Millisecond) // room for a claim ahead, which must not come
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'queued'`),
+		"the first pool claimed only for its two handlers")
+	// A second worker finds the other two, and runs them beside the first.
+	waitB := b.work(ctx, cfg)
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the second pool did not start the jobs the first left")
+		}
+	}
+	close(release)
+	cancel()
+	require.NoError(t, waitA())
+	require.NoError(t, waitB())
+	require.Equal(t, int64(4), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`))
 }
