@@ -419,6 +419,53 @@ func TestReleaseDoesNotUseAnAttempt(t *testing.T) {
 	require.NotNil(t, b.claimOne(t))
 }
 
+// A job handed back before it ran (claimed ahead, a pause, a shutdown, a
+// 429) has not been served: its wait, in the audit and the reports, ends at
+// the claim that runs it. One that ran an attempt before keeps its first.
+func TestReleasedJobsWaitUntilAClaimRunsThem(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{MaxAttempts: 3})
+	id := b.enqueue(t, "t", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, b.client.Release(b.ctx, jobs[0], 0))
+	require.Zero(t, b.scalar(t, `SELECT count(first_claimed_at) FROM batchq.jobs WHERE id = $1`, id), "handed back unrun")
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	jobs, err = b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	var claimed time.Time
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT first_claimed_at FROM batchq.jobs WHERE id = $1`, id).Scan(&claimed))
+	// It fails (an attempt ran), and is claimed and handed back again.
+	retrying, err := b.client.Fail(b.ctx, jobs[0], errors.New("boom"), &queue.FailOpts{RetryIn: time.Millisecond})
+	require.NoError(t, err)
+	require.True(t, retrying)
+	time.Sleep(10 * time.Millisecond)
+	_, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	jobs, err = b.client.Claim(b.ctx, b.queue, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, b.client.Release(b.ctx, jobs[0], 0))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND first_claimed_at = $2`, id, claimed),
+		"an attempt ran: the first claim that ran it stays")
+
+	// Cancelled while claimed, before it ran: never served either.
+	other := b.enqueue(t, "u", 1)
+	jobs, err = b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, other, jobs[0].ID)
+	_, err = b.client.CancelJob(b.ctx, other, "stop")
+	require.NoError(t, err)
+	require.NoError(t, b.client.Release(b.ctx, jobs[0], 0))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.audit WHERE job_id = $1 AND outcome = 'cancelled'
+		AND first_claimed_at IS NULL`, other))
+}
+
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})

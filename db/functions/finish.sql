@@ -330,8 +330,9 @@ BEGIN
           FOR UPDATE OF j) l;
     IF v_cancel IS NOT NULL THEN
         -- They never ran either: the attempt and the cost go back, as a
-        -- released job's do.
-        UPDATE batchq.jobs j SET attempt = j.attempt - 1
+        -- released job's do, and a job that never ran was never served.
+        UPDATE batchq.jobs j SET attempt = j.attempt - 1,
+                                 first_claimed_at = CASE WHEN j.attempt > 1 THEN j.first_claimed_at END
         WHERE j.queue = p_queue AND j.id = ANY (v_cancel);
         RETURN QUERY
         WITH gone AS (
@@ -353,7 +354,11 @@ BEGIN
     ), released AS (
         UPDATE batchq.jobs j
         SET state = 'retrying', run_after = now() + make_interval(secs => t.delay_us / 1e6),
-            attempt = j.attempt - 1, lease_token = NULL, lease_expires_at = NULL, worker = NULL
+            attempt = j.attempt - 1, lease_token = NULL, lease_expires_at = NULL, worker = NULL,
+            -- A job handed back before any attempt ran waits still: its
+            -- wait (first_claimed_at - enqueued_at) ends at a claim that
+            -- runs it, not at one that handed it back.
+            first_claimed_at = CASE WHEN j.attempt > 1 THEN j.first_claimed_at END
         FROM target t
         WHERE j.queue = p_queue AND j.id = t.id
         RETURNING j.id, t.token, j.tenant, j.pos, j.seq, j.cost
