@@ -290,6 +290,15 @@ func TestRunAtRules(t *testing.T) {
 		  {"tenant":"b","cost":1,"delay":0}]')`).Scan(&n))
 	require.Equal(t, int64(3), n)
 	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'b' AND state = 'scheduled'`))
+	// A run_at of Go's zero time is none, as in the Go client: beside a
+	// delay, the delay says when.
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM batchq.enqueue_jobs('q',
+		'[{"tenant":"z","cost":1,"run_at":"0001-01-01T00:00:00Z","delay":"1 hour"}]')`).Scan(&n))
+	_, err = b.pool.Exec(b.ctx, `SELECT * FROM batchq.enqueue_job(queue => 'q', tenant => 'z', cost => 1,
+		run_at => '0001-01-01T00:00:00Z', delay => '1 hour')`)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'z' AND state = 'scheduled'
+		AND run_after BETWEEN now() + interval '59 minutes' AND now() + interval '61 minutes'`))
 }
 
 // A retry waits out its backoff the way a scheduled job waits for its

@@ -123,7 +123,8 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 		}
 		// A delay of 0 is no delay, beside a run_at too, as for
 		// --delay 0s and SQL's delay => '0'.
-		if _, both := fields["run_at"]; both && j.Delay > 0 {
+		// A run_at of Go's zero time is none.
+		if _, both := fields["run_at"]; both && j.Delay > 0 && !j.RunAt.IsZero() {
 			return queue.NewJob{}, errors.New("run_at: give a run_at or a delay, not both")
 		}
 	}

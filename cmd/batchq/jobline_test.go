@@ -68,6 +68,8 @@ var jobLineCases = []struct {
 		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1}},
 	{name: "bad run_at", line: `{"run_at":"at two"}`, err: `run_at: "at two" is not an RFC 3339 time`},
 	{name: "run_at not a string", line: `{"run_at":1700000000}`, err: "run_at: must be an RFC 3339 time in a string"},
+	{name: "a zero run_at is none beside a delay", line: `{"queue":"q","tenant":"t","cost":1,"run_at":"0001-01-01T00:00:00Z","delay":"1h"}`,
+		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1, Delay: time.Hour}},
 	{name: "bad delay", line: `{"delay":"soon"}`, err: `delay: "soon" is not a duration`},
 	{name: "negative delay", line: `{"delay":"-5m"}`, err: "delay: must be >= 0 (got -5m)"},
 	{name: "negative delay in days", line: `{"delay":"-1d"}`, err: "delay: must be >= 0 (got -1d)"},

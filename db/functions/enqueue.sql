@@ -743,7 +743,8 @@ BEGIN
     IF v_error IS NOT NULL THEN
         PERFORM batchq.raise_invalid_job(0, v_error);
     END IF;
-    run_at := coalesce(run_at, statement_timestamp() + nullif(delay, interval '0'));
+    -- A run_at before year 2 (Go's zero time) is none, beside a delay too.
+    run_at := coalesce(CASE WHEN run_at >= '0002-01-01' THEN run_at END, statement_timestamp() + nullif(delay, interval '0'));
     SELECT * INTO r
     FROM batchq.insert_jobs(queue, ARRAY[tenant], ARRAY[kind], ARRAY[cost],
                             ARRAY[coalesce(deadline, greatest(run_at, statement_timestamp()) + nullif(ttl, interval '0'))],
@@ -917,13 +918,14 @@ BEGIN
                                                                greatest(d.run_at, statement_timestamp())
                                                                + nullif(d.ttl, interval '0'))
                                                FROM (SELECT d.deadline, d.ttl, d.n,
-                                                            coalesce(d.run_at, statement_timestamp()
-                                                                               + nullif(d.delay, interval '0')) AS run_at
+                                                            coalesce(CASE WHEN d.run_at >= '0002-01-01' THEN d.run_at END,
+                                                                     statement_timestamp() + nullif(d.delay, interval '0')) AS run_at
                                                      FROM unnest(v_deadline, v_ttl, v_run_at, v_delay)
                                                           WITH ORDINALITY AS d (deadline, ttl, run_at, delay, n)) d
                                                ORDER BY d.n),
                                          v_max_attempts, v_payload, v_unique_key,
-                                         ARRAY(SELECT coalesce(d.run_at, statement_timestamp() + nullif(d.delay, interval '0'))
+                                         ARRAY(SELECT coalesce(CASE WHEN d.run_at >= '0002-01-01' THEN d.run_at END,
+                                                               statement_timestamp() + nullif(d.delay, interval '0'))
                                                FROM unnest(v_run_at, v_delay) WITH ORDINALITY AS d (run_at, delay, n)
                                                ORDER BY d.n))
     LOOP
