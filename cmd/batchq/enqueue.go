@@ -16,8 +16,9 @@ import (
 )
 
 // maxLineBytes bounds one line of an enqueue file: a payload at the client's
-// limit, escaped, and the fields around it.
-const maxLineBytes = 4*queue.DefaultMaxPayloadBytes + 64<<10
+// limit (as jsonb prints it) written with the longest escapes, \u0041 for
+// each byte, and the fields around it.
+const maxLineBytes = 6*queue.DefaultMaxPayloadBytes + 64<<10
 
 // jobFlags describe one job; --file reads jobs instead.
 var jobFlags = []string{"queue", "tenant", "kind", "cost", "deadline", "ttl", "max-attempts", "payload", "unique-key",

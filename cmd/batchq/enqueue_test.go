@@ -304,3 +304,14 @@ func TestEnqueueFileStopsWhenInterruptedWaitingForInput(t *testing.T) {
 	require.Equal(t, "enqueued 2 jobs, 0 duplicates, before the error\n", out.String())
 	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.jobs`))
 }
+
+// A payload within its limit as stored is taken however its line escapes
+// it: \u0041 is six bytes of the line for one of the payload.
+func TestEnqueueFileTakesAPayloadWrittenInEscapes(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	line := `{"queue":"imports","tenant":"t","cost":1,"payload":"` + strings.Repeat(`\u0041`, 800_000) + `"}` + "\n"
+	r := runCLIInput(t, db.url, line, "enqueue", "--file", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(800_000+2), db.count(t, `SELECT octet_length(payload::text) FROM batchq.jobs`))
+}
