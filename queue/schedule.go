@@ -111,10 +111,18 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 		// batchq.schedules keeps at most this many bytes of it.
 		return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("must be at most %d bytes (got %d)", MaxNameBytes, len(expr))}
 	}
-	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+	// robfig/cron splits the five fields on any spaces, but reads a
+	// descriptor, and "@every"'s duration, only as written with one space:
+	// "@daily " or "@every  1h" would be refused for a reason they do not
+	// break.
+	spec := strings.TrimSpace(expr)
+	if rest, ok := strings.CutPrefix(spec, "@every"); ok {
+		spec = "@every " + strings.TrimSpace(rest)
+	}
+	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
 		return nil, &SettingError{Field: "cron", Rule: "must not name a time zone: give it as the timezone"}
 	}
-	s, err := cronParser.Parse(expr)
+	s, err := cronParser.Parse(spec)
 	if err != nil {
 		return nil, &SettingError{Field: "cron", Rule: cronRule(expr)}
 	}
@@ -124,7 +132,7 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 	case cron.ConstantDelaySchedule:
 		// robfig/cron runs "@every" in whole seconds, at least one: a
 		// shorter or fractional interval would tick otherwise than it reads.
-		d, derr := time.ParseDuration(strings.TrimSpace(strings.TrimPrefix(expr, "@every")))
+		d, derr := time.ParseDuration(strings.TrimPrefix(spec, "@every "))
 		if derr != nil || d < time.Second || d%time.Second != 0 {
 			return nil, &SettingError{Field: "cron", Rule: fmt.Sprintf("@every must be a whole number of seconds, at least 1s (got %s)", quote(expr))}
 		}

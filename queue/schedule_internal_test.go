@@ -117,3 +117,22 @@ func TestPlanTickKeepsAnEveryScheduleOnItsGrid(t *testing.T) {
 		t.Fatalf("three intervals late: tick %s, next %s; want %s, %s", tick, next, want, want.Add(5*time.Second))
 	}
 }
+
+// Spaces around an expression, or more than one after @every, are spaces:
+// robfig/cron alone would refuse them for a rule they do not break.
+func TestParseCronTakesSpacesAsSpaces(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]string{"@every 1h ": "@every 1h", "@every  1h": "@every 1h", " @daily": "@daily",
+		"0 2 * * * ": "0 2 * * *", "@every\t90s": "@every 90s"} {
+		got, err := parseCron(expr, "")
+		if err != nil {
+			t.Errorf("%q: %v", expr, err)
+			continue
+		}
+		w, _ := parseCron(want, "")
+		from := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
+		if !got.Next(from).Equal(w.Next(from)) {
+			t.Errorf("%q ticks at %s, %q at %s", expr, got.Next(from), want, w.Next(from))
+		}
+	}
+}
