@@ -89,7 +89,7 @@ func scheduleFlags(create bool) []cli.Flag {
 		&cli.StringFlag{Name: "timezone", Usage: "the IANA time zone the cron expression reads in, like Europe/Paris; not empty", DefaultText: def("UTC")},
 		int64NoDefault{&cli.Int64Flag{Name: "cost", Usage: req("each job's estimated cost in tokens, 1 or more")}},
 		&cli.StringFlag{Name: "kind", Usage: "each job's kind", DefaultText: def(`"default"`)},
-		daysFlag("ttl", "each job's deadline as a duration from its enqueue, like 90m or 2d", def("the queue's default TTL")),
+		daysFlag("ttl", "each job's deadline as a duration from its enqueue, like 90m or 2d; 0s: the queue's default TTL", def("the queue's default TTL")),
 		&cli.IntFlag{Name: "max-attempts", Usage: "how often each job may run, 1..1000; 0: the queue's setting", DefaultText: def("the queue's setting")},
 		&cli.StringFlag{Name: "payload", Usage: "each job's input, JSON", DefaultText: def("{}")},
 		&cli.StringFlag{Name: "missed", Usage: "ticks that passed while no worker ran: skip (none), or one (a job for the latest)",
@@ -140,9 +140,11 @@ func scheduleUpdate(c *cli.Context) (queue.ScheduleUpdate, int, error) {
 		u.Cost, n = &v, n+1
 	}
 	if c.IsSet("ttl") {
+		// 0 is the queue's default, as for --max-attempts: with set, the
+		// way back to it.
 		v := daysDuration(c, "ttl")
-		if v <= 0 {
-			return u, n, usagef("batchq: --ttl: must be > 0 (got %s)", v)
+		if v < 0 {
+			return u, n, usagef("batchq: --ttl: must be > 0, or 0s for the queue's default TTL (got %s)", v)
 		}
 		u.TTL, n = &v, n+1
 	}

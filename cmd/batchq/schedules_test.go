@@ -253,4 +253,15 @@ func TestSchedulesListShowsNoTTLOfItsOwn(t *testing.T) {
 	r = runCLI(t, db.url, "schedules", "list")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NotContains(t, r.stdout, " 0s ")
+
+	// One of its own, and back to the queue's with 0s, as --max-attempts 0.
+	r = runCLI(t, db.url, "schedules", "set", "s", "--ttl", "2h")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules WHERE name = 's' AND ttl = interval '2 hours'`))
+	r = runCLI(t, db.url, "schedules", "set", "s", "--ttl", "0s")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules WHERE name = 's' AND ttl IS NULL`))
+	r = runCLI(t, db.url, "schedules", "set", "s", "--ttl", "-1h")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: --ttl: must be > 0, or 0s for the queue's default TTL (got -1h0m0s)\n", r.stderr)
 }
