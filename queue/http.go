@@ -49,7 +49,8 @@ type HTTPConfig struct {
 //     from its usage (total_tokens, or input_tokens + output_tokens). Of a
 //     body over 16 MiB the head is the result (stored as a summary, as any
 //     result over Config.MaxResultBytes is), and the usage is read from
-//     the whole body as it streams by;
+//     the rest as it streams by, up to a GiB (past that, or when the rest
+//     breaks off, the cost is unknown and the estimate stands);
 //   - 429: handed back without using an attempt, the fleet paused per
 //     Retry-After;
 //   - 408, 409, 5xx and network errors: retried with backoff while attempts
@@ -148,19 +149,19 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 		raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		res := Result{Response: resp}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			if err == nil {
-				if int64(len(raw)) > limit {
-					// Larger than a result is held: the head is the result
-					// (stored as a summary), and the usage, which providers
-					// write last, is read from the whole body as it goes by.
-					res.ActualCost, err = streamUsage(io.MultiReader(bytes.NewReader(raw), resp.Body))
-					raw = raw[:limit]
-				} else {
-					res.ActualCost = usageTokens(raw)
-				}
-			}
 			if err != nil {
-				return Result{Response: resp}, red.redactError(fmt.Errorf("batchq: reading the response to job %d: %w", j.ID, err))
+				return res, red.redactError(fmt.Errorf("batchq: reading the response to job %d: %w", j.ID, err))
+			}
+			if int64(len(raw)) > limit {
+				// Larger than a result is held: the head is the result
+				// (stored as a summary), and the usage, which providers
+				// write last, is read from the rest as it goes by, up to
+				// maxUsageScan. The call succeeded whatever that read
+				// meets: a rest that breaks off leaves the cost unknown.
+				res.ActualCost = streamUsage(io.MultiReader(bytes.NewReader(raw), io.LimitReader(resp.Body, maxUsageScan)))
+				raw = raw[:limit]
+			} else {
+				res.ActualCost = usageTokens(raw)
 			}
 			body, found := red.redact(raw)
 			res.Output = body
@@ -216,36 +217,37 @@ func usageTokens(body []byte) int64 {
 	return max(r.Usage.InputTokens+r.Usage.OutputTokens, 0)
 }
 
+// maxUsageScan is how much of a successful response's body past what is
+// held (maxOutputBody) is read for its usage.
+const maxUsageScan = 1 << 30
+
 // streamUsage reads the tokens a provider says a call used, as usageTokens
 // does, from a body too large to hold: it walks the JSON as it streams by,
-// holding only the value of the top-level "usage" member. 0: the body did
-// not say, or is not JSON. An error is the body's read error.
-func streamUsage(r io.Reader) (int64, error) {
+// holding only the value of the top-level "usage" member (the last, as
+// encoding/json keeps it, its name matched without regard to case). 0: the
+// body is not one whole JSON object (an event stream, say, or one cut off
+// by a read error), or does not say.
+func streamUsage(r io.Reader) int64 {
 	const maxUsage = 64 << 10 // a usage object is a few numbers
 	br := bufio.NewReaderSize(r, 64<<10)
 	var (
 		depth    int
+		started  bool // the top-level object has begun
 		inString bool
 		escaped  bool
 		key      []byte // the string just read at depth 1, up to len("usage")+1 bytes
-		keyLen   int
-		afterKey bool   // a ':' follows the last string read at depth 1
+		afterKey bool   // "usage": was just read at depth 1
 		usage    []byte // the usage value being read; nil when none is
-		usageAt  int    // the depth it started at
 		found    int64
 	)
 	for {
 		c, err := br.ReadByte()
-		if err == io.EOF {
-			return found, nil
-		}
 		if err != nil {
-			return 0, err
+			// io.EOF before the object closed, or a read that failed.
+			return 0
 		}
-		if usage != nil {
-			if len(usage) < maxUsage {
-				usage = append(usage, c)
-			}
+		if usage != nil && len(usage) < maxUsage {
+			usage = append(usage, c)
 		}
 		switch {
 		case inString:
@@ -257,38 +259,55 @@ func streamUsage(r io.Reader) (int64, error) {
 			case c == '"':
 				inString = false
 			}
-			if depth == 1 && inString && usage == nil {
-				if keyLen < len("usage")+1 {
-					key = append(key, c)
-				}
-				keyLen++
+			if inString && depth == 1 && usage == nil && len(key) <= len("usage") {
+				key = append(key, c)
 			}
-			continue
-		case c == '"':
-			inString = true
-			key, keyLen, afterKey = key[:0], 0, false
-			continue
-		case c == ':' && depth == 1 && usage == nil:
-			afterKey = string(key) == "usage" && keyLen == len("usage")
 			continue
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			continue
+		case !started:
+			if c != '{' {
+				return 0
+			}
+			started = true
+		case depth == 0:
+			// Something after the object: not one JSON value.
+			return 0
+		case c == '"':
+			inString, key = true, key[:0]
+			continue
+		case c == ':' && depth == 1 && usage == nil:
+			afterKey = strings.EqualFold(string(key), "usage")
+			continue
 		}
-		if afterKey && c == '{' {
-			usage, usageAt = []byte{c}, depth
+		if afterKey {
+			// A later usage replaces an earlier one, null or not.
+			found, afterKey = 0, false
+			if c == '{' {
+				usage = []byte{c}
+			}
 		}
-		afterKey = false
 		switch c {
 		case '{', '[':
 			depth++
 		case '}', ']':
 			depth--
-			if usage != nil && depth == usageAt {
+			if usage != nil && depth == 1 {
 				// Over maxUsage it was no usage object: it stays unread.
-				if n := usageTokens(append(append([]byte(`{"usage":`), usage...), '}')); n > 0 {
-					found = n
-				}
+				found = usageTokens(append(append([]byte(`{"usage":`), usage...), '}'))
 				usage = nil
+			}
+			if depth == 0 {
+				// The object closed: what follows may only be spaces.
+				for {
+					c, err := br.ReadByte()
+					if err == io.EOF {
+						return found
+					}
+					if err != nil || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+						return 0
+					}
+				}
 			}
 		}
 	}

@@ -712,14 +712,18 @@ func TestHTTPHandlerReadsAnErrorsHeadOnly(t *testing.T) {
 // the data, is read from the whole body. Its head is the result.
 func TestHTTPHandlerReadsTheUsageOfALargeAnswer(t *testing.T) {
 	t.Parallel()
-	const size = 40 << 20
+	// A string of about 40 MiB, so that the { and " in it must be skipped,
+	// made of whole copies of the filler so that it stays one JSON string.
+	const (
+		head   = `{"object":"list","data":[{"embedding":"`
+		filler = `{\"usage\":{\"total_tokens\":1},\"x\":[1,2]} `
+		tail   = `"}],"model":"e","usage":{"prompt_tokens":1234,"total_tokens":1234}}`
+		size   = len(head) + (40<<20)/len(filler)*len(filler) + len(tail)
+	)
 	var read int64
 	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		head := `{"object":"list","data":[{"embedding":"` // a string, so that { and " in it must be skipped
-		tail := `"}],"model":"e","usage":{"prompt_tokens":1234,"total_tokens":1234}}`
 		body := io.MultiReader(strings.NewReader(head),
-			io.LimitReader(repeatReader(`{\"usage\":{\"total_tokens\":1},\"x\":[1,2]} `), size-int64(len(head)+len(tail))),
-			strings.NewReader(tail))
+			io.LimitReader(&repeatReader{s: filler}, int64(size-len(head)-len(tail))), strings.NewReader(tail))
 		return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{},
 			Body: io.NopCloser(countingReader{body, &read}), Request: r}, nil
 	})}
@@ -731,15 +735,39 @@ func TestHTTPHandlerReadsTheUsageOfALargeAnswer(t *testing.T) {
 	require.Equal(t, int64(size), read, "the whole body was read")
 	require.Equal(t, 16<<20, len(res.Output), "the head is the result")
 	require.True(t, strings.HasPrefix(string(res.Output), `{"object":"list"`))
+
+	// The provider answered 2xx, and billed the call: a rest that breaks
+	// off past what is held leaves the cost unknown, not the call failed.
+	client = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		body := io.MultiReader(strings.NewReader(`{"data":"`), io.LimitReader(&repeatReader{s: "x"}, 20<<20),
+			errorReader{errors.New("connection reset by peer")})
+		return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: io.NopCloser(body), Request: r}, nil
+	})}
+	h, err = queue.HTTPHandler(queue.HTTPConfig{Target: "http://provider.invalid/", Client: client})
+	require.NoError(t, err)
+	res, err = h(context.Background(), &queue.Job{ID: 2, Payload: []byte(`{}`)})
+	require.NoError(t, err)
+	require.Zero(t, res.ActualCost)
+	require.Equal(t, 16<<20, len(res.Output))
 }
 
-// repeatReader reads s over and over.
-type repeatReader string
+type errorReader struct{ err error }
 
-func (s repeatReader) Read(p []byte) (int, error) {
+func (r errorReader) Read([]byte) (int, error) { return 0, r.err }
+
+// repeatReader reads s over and over, each read going on where the last
+// stopped.
+type repeatReader struct {
+	s   string
+	off int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
-		n += copy(p[n:], s)
+		c := copy(p[n:], r.s[r.off:])
+		n += c
+		r.off = (r.off + c) % len(r.s)
 	}
 	return n, nil
 }
