@@ -106,15 +106,17 @@ CREATE OR REPLACE FUNCTION batchq.queue_name_error(s text) RETURNS text[]
 -- interval compares as positive (a month as 30 days, a day as 24 hours) but
 -- may land before the time it is added to: on most dates '-10 mon 300 days'
 -- does, and '1 day -86399 seconds' does across a change to summer time.
+-- One expression, no sub-select, and STABLE as its text is (an interval's
+-- text follows IntervalStyle), so that PostgreSQL inlines it into the rules
+-- of each job.
 CREATE OR REPLACE FUNCTION batchq.mixed_interval_error(field text, d interval) RETURNS text[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN (SELECT CASE
-        WHEN p.months < 0 OR p.days < 0 OR p.secs < 0 THEN
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN CASE
+        WHEN extract(year FROM d) * 12 + extract(month FROM d) < 0 OR extract(day FROM d) < 0
+             OR extract(hour FROM d) * 3600 + extract(minute FROM d) * 60 + extract(second FROM d) < 0 THEN
             ARRAY['BQ103', field, format('must not mix positive and negative parts, which would add up differently on different dates (got %s)',
                                          d::text)]
-        END
-        FROM (SELECT extract(year FROM d) * 12 + extract(month FROM d) AS months, extract(day FROM d) AS days,
-                     extract(hour FROM d) * 3600 + extract(minute FROM d) * 60 + extract(second FROM d) AS secs) p);
+    END;
 
 -- job_error is NULL for a job that keeps every rule, else {sqlstate, field,
 -- rule} for the first rule it breaks, in the order queue.NewJob's are
@@ -171,7 +173,7 @@ CREATE OR REPLACE FUNCTION batchq.run_at_error(run_at timestamptz, delay interva
     RETURN CASE
         WHEN delay < interval '0' THEN
             ARRAY['BQ103', 'delay', format('must be >= 0 (got %s)', batchq.go_duration(delay))]
-        WHEN batchq.mixed_interval_error('delay', delay) IS NOT NULL THEN
+        WHEN delay > interval '0' AND batchq.mixed_interval_error('delay', delay) IS NOT NULL THEN
             batchq.mixed_interval_error('delay', delay)
         WHEN delay > interval '0' AND run_at >= '0002-01-01' THEN
             ARRAY['BQ103', 'run_at', 'give a run_at or a delay, not both']
