@@ -66,7 +66,7 @@ func migrateGrants(c *cli.Context) error {
 	app, worker, operator := c.String("app-role"), c.String("worker-role"), c.String("operator-role")
 	sql, err := migrations.Grants(app, worker, operator)
 	if err != nil {
-		return roleRefusal(err)
+		return roleRefusal(c, err)
 	}
 	type password struct{ role, value string }
 	var passwords []password
@@ -156,14 +156,25 @@ func migrateGrants(c *cli.Context) error {
 
 // roleRefusal says a role name Grants refused in the words of the flag that
 // gave it (and so, through fromEnvironment, of the variable that set it).
-func roleRefusal(err error) error {
+// Of two flags that name the same role it names first the one its variable
+// set, if only one was.
+func roleRefusal(c *cli.Context, err error) error {
 	var re *migrations.RoleError
 	if !errors.As(err, &re) {
 		return usageError{msg: err.Error()}
 	}
 	if re.Same != "" {
+		first, second := re.Role, re.Same
+		given := func(role string) bool { return inArgs(givenArgs(c), findFlag(c.Command.Flags, role+"-role")) }
+		fromEnv := func(role string) bool {
+			_, set := environmentVariable(findFlag(c.Command.Flags, role+"-role"))
+			return set && !given(role)
+		}
+		if !fromEnv(first) && fromEnv(second) {
+			first, second = second, first
+		}
 		return usagef("batchq: migrate grants: --%s-role %q: must differ from --%s-role, which names the same role",
-			re.Role, re.Name, re.Same)
+			first, re.Name, second)
 	}
 	return usagef("batchq: migrate grants: --%s-role: %s", re.Role, re.Rule)
 }

@@ -89,6 +89,17 @@ func TestGrantsRoleFromTheEnvironment(t *testing.T) {
 		"(set by BATCHQ_WORKER_ROLE)\n", r.stderr)
 	require.Empty(t, r.stdout)
 
+	// The other way round: the app role from the environment names the
+	// worker role's default.
+	t.Setenv("BATCHQ_WORKER_ROLE", "")
+	os.Unsetenv("BATCHQ_WORKER_ROLE")
+	t.Setenv("BATCHQ_APP_ROLE", "batchq_worker")
+	r = runCLI(t, "", "migrate", "grants", "--worker-role", "batchq_worker")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: migrate grants: --app-role \"batchq_worker\": must differ from --worker-role, which names the same role "+
+		"(set by BATCHQ_APP_ROLE)\n", r.stderr)
+	os.Unsetenv("BATCHQ_APP_ROLE")
+
 	t.Setenv("BATCHQ_WORKER_ROLE", "pg_w")
 	r = runCLI(t, "", "migrate", "grants")
 	require.Equal(t, 2, r.code, r.stderr)
