@@ -102,8 +102,8 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 	// Names whose zone depends on the host that reads it (Local, localtime,
 	// posixrules), that is none (Factory), or that counts leap seconds, which
 	// Go's times do not (right/…): every worker must read the same ticks.
-	hostBound := strings.EqualFold(tz, "Local") || tz == "localtime" || tz == "posixrules" || tz == "Factory" ||
-		strings.HasPrefix(tz, "right/")
+	hostBound := strings.EqualFold(tz, "Local") || strings.EqualFold(tz, "localtime") || strings.EqualFold(tz, "posixrules") ||
+		strings.EqualFold(tz, "Factory") || (len(tz) >= len("right/") && strings.EqualFold(tz[:len("right/")], "right/"))
 	if err != nil || hostBound {
 		return nil, &SettingError{Field: "timezone", Rule: fmt.Sprintf("must be an IANA time zone such as Europe/Paris (got %s)", quote(tz))}
 	}
@@ -116,7 +116,7 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 	// "@daily " or "@every  1h" would be refused for a reason they do not
 	// break.
 	spec := strings.TrimSpace(expr)
-	if rest, ok := strings.CutPrefix(spec, "@every"); ok {
+	if rest, ok := strings.CutPrefix(spec, "@every"); ok && (rest == "" || rest[0] == ' ' || rest[0] == '\t') {
 		spec = "@every " + strings.TrimSpace(rest)
 	}
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {

@@ -122,6 +122,9 @@ func TestPlanTickKeepsAnEveryScheduleOnItsGrid(t *testing.T) {
 // robfig/cron alone would refuse them for a rule they do not break.
 func TestParseCronTakesSpacesAsSpaces(t *testing.T) {
 	t.Parallel()
+	if _, err := parseCron("@every1h", ""); err == nil {
+		t.Error("@every1h: taken; robfig/cron, and so batchq before, refuse it")
+	}
 	for expr, want := range map[string]string{"@every 1h ": "@every 1h", "@every  1h": "@every 1h", " @daily": "@daily",
 		"0 2 * * * ": "0 2 * * *", "@every\t90s": "@every 90s"} {
 		got, err := parseCron(expr, "")

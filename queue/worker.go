@@ -54,10 +54,11 @@ type WorkerConfig struct {
 	// BatchSize is the most jobs one claim takes. The pool claims ahead:
 	// its next claim runs while the handlers work through the last one,
 	// and up to BatchSize jobs wait for a handler, fewer when handlers run
-	// so long that a job claimed ahead would wait more than a quarter of
-	// the queue's lease for one. A job that waits that long anyway, or that
-	// a shutdown or a pause finds waiting, goes back to its tenant's queue
-	// without using an attempt. 0: Concurrency.
+	// so long that a job claimed ahead would wait more than about a second
+	// for one, and none before any handler has run. A job that waits more
+	// than a quarter of the queue's lease, or that a shutdown or a pause
+	// finds waiting, goes back to its tenant's queue without using an
+	// attempt. 0: Concurrency.
 	BatchSize int
 	// Throttle, when set, paces the pool: it claims only what the
 	// throttle's headroom at batch priority allows, asks the throttle for
