@@ -211,7 +211,7 @@ func (p *pool) handBackStale(now time.Time) {
 	// The handlers run longer than the prefetch was sized for (before any
 	// finished, nothing said how long they run): claim only for free slots
 	// until runs that end say otherwise.
-	slow := int64(p.cfg.Concurrency)*int64(limit) + 1
+	slow := int64(p.cfg.Concurrency)*int64(min(prefetchWait, limit)) + 1
 	for old := p.meanRun.Load(); old < slow && !p.meanRun.CompareAndSwap(old, slow); old = p.meanRun.Load() {
 	}
 }
