@@ -67,6 +67,15 @@ func (b *testBundle) claimOne(t testing.TB) *queue.Job {
 	return jobs[0]
 }
 
+// claimHeld claims the next job and keeps it running, as a worker holds it.
+func (b *testBundle) claimHeld(t testing.TB) *queue.Job {
+	t.Helper()
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	return jobs[0]
+}
+
 // drainOrder claims and completes one job at a time until none is left and
 // returns the tenants in claim order.
 func (b *testBundle) drainOrder(t testing.TB, max int) []*queue.Job {

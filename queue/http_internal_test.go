@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // streamUsage finds what usageTokens finds in a body, without holding it:
@@ -59,12 +60,8 @@ func TestStreamUsage(t *testing.T) {
 	}
 	// A read that fails leaves the cost unknown.
 	broken := errors.New("connection reset")
-	body := io.MultiReader(strings.NewReader(`{"usage":{"total_tokens":5},"data":[`), errReader{broken})
+	body := io.MultiReader(strings.NewReader(`{"usage":{"total_tokens":5},"data":[`), iotest.ErrReader(broken))
 	if got := streamUsage(body); got != 0 {
 		t.Errorf("a read error: %d; want 0", got)
 	}
 }
-
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 	"unicode"
 
@@ -740,7 +741,7 @@ func TestHTTPHandlerReadsTheUsageOfALargeAnswer(t *testing.T) {
 	// off past what is held leaves the cost unknown, not the call failed.
 	client = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		body := io.MultiReader(strings.NewReader(`{"data":"`), io.LimitReader(&repeatReader{s: "x"}, 20<<20),
-			errorReader{errors.New("connection reset by peer")})
+			iotest.ErrReader(errors.New("connection reset by peer")))
 		return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Body: io.NopCloser(body), Request: r}, nil
 	})}
 	h, err = queue.HTTPHandler(queue.HTTPConfig{Target: "http://provider.invalid/", Client: client})
@@ -750,10 +751,6 @@ func TestHTTPHandlerReadsTheUsageOfALargeAnswer(t *testing.T) {
 	require.Zero(t, res.ActualCost)
 	require.Equal(t, 16<<20, len(res.Output))
 }
-
-type errorReader struct{ err error }
-
-func (r errorReader) Read([]byte) (int, error) { return 0, r.err }
 
 // repeatReader reads s over and over, each read going on where the last
 // stopped.
