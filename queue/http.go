@@ -263,16 +263,13 @@ func streamUsage(r io.Reader) int64 {
 				key = append(key, c)
 			}
 			continue
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case jsonSpace(c):
 			continue
 		case !started:
 			if c != '{' {
 				return 0
 			}
 			started = true
-		case depth == 0:
-			// Something after the object: not one JSON value.
-			return 0
 		case c == '"':
 			inString, key = true, key[:0]
 			continue
@@ -304,7 +301,7 @@ func streamUsage(r io.Reader) int64 {
 					if err == io.EOF {
 						return found
 					}
-					if err != nil || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+					if err != nil || !jsonSpace(c) {
 						return 0
 					}
 				}
@@ -312,6 +309,9 @@ func streamUsage(r io.Reader) int64 {
 		}
 	}
 }
+
+// jsonSpace reports whether c is JSON's whitespace.
+func jsonSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func head(s string, n int) string {
 	s = strings.TrimSpace(s)
