@@ -145,8 +145,7 @@ func (p *pool) claimSize(ready int) int {
 
 // prefetch is how many jobs the pool holds beyond its handlers (see
 // claimSize): BatchSize, or fewer when handlers run so long that the last
-// job waiting would wait more than prefetchWait (or maxReadyWait, if
-// shorter) for one; none for handlers that run longer than that. None
+// job waiting would wait more than prefetchWait for one; none for handlers that run longer than that. None
 // before a handler has run either. A job held ahead waits in this pool
 // while another worker of the fleet may be idle: ahead of handlers that run
 // for milliseconds, a batch keeps them busy between claims; ahead of calls
@@ -158,15 +157,15 @@ func (p *pool) prefetch() int {
 	}
 	// prefetch jobs wait, Concurrency handlers take them: the last starts
 	// after about prefetch/Concurrency runs.
-	wait := min(prefetchWait, maxReadyWait(p.leases.Lease()))
-	n := float64(p.cfg.Concurrency) * float64(wait) / float64(took)
+	n := float64(p.cfg.Concurrency) * float64(prefetchWait(p.leases.Lease())) / float64(took)
 	return int(min(n, float64(p.cfg.BatchSize)))
 }
 
 // prefetchWait is about the longest a job claimed ahead is meant to wait
-// for a handler: far longer than a claim takes, far shorter than the calls
-// whose jobs another worker should take instead.
-const prefetchWait = time.Second
+// for a handler: a second, far longer than a claim takes and far shorter
+// than the calls whose jobs another worker should take instead, or
+// maxReadyWait if that is shorter.
+func prefetchWait(lease time.Duration) time.Duration { return min(time.Second, maxReadyWait(lease)) }
 
 // noteRun folds how long a handler ran into the mean the prefetch is sized
 // by (an exponential moving average over about the last eight runs).
@@ -211,7 +210,7 @@ func (p *pool) handBackStale(now time.Time) {
 	// The handlers run longer than the prefetch was sized for (before any
 	// finished, nothing said how long they run): claim only for free slots
 	// until runs that end say otherwise.
-	slow := int64(p.cfg.Concurrency)*int64(min(prefetchWait, limit)) + 1
+	slow := int64(p.cfg.Concurrency)*int64(prefetchWait(p.leases.Lease())) + 1
 	for old := p.meanRun.Load(); old < slow && !p.meanRun.CompareAndSwap(old, slow); old = p.meanRun.Load() {
 	}
 }
