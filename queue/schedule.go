@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,8 +103,8 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 	// Names whose zone depends on the host that reads it (Local, localtime,
 	// posixrules), that is none (Factory), or that counts leap seconds, which
 	// Go's times do not (right/…): every worker must read the same ticks.
-	hostBound := strings.EqualFold(tz, "Local") || strings.EqualFold(tz, "localtime") || strings.EqualFold(tz, "posixrules") ||
-		strings.EqualFold(tz, "Factory") || (len(tz) >= len("right/") && strings.EqualFold(tz[:len("right/")], "right/"))
+	lower := strings.ToLower(tz)
+	hostBound := slices.Contains([]string{"local", "localtime", "posixrules", "factory"}, lower) || strings.HasPrefix(lower, "right/")
 	if err != nil || hostBound {
 		return nil, &SettingError{Field: "timezone", Rule: fmt.Sprintf("must be an IANA time zone such as Europe/Paris (got %s)", quote(tz))}
 	}
