@@ -434,15 +434,20 @@ func fromEnvironment(c *cli.Context, err error) error {
 			flags = append(flags, l.Command.Flags...)
 		}
 	}
-	f := flagNamedIn(u.msg, flags)
-	if f == nil || inArgs(givenArgs(c), f) {
-		return err
-	}
-	env, ok := environmentVariable(f)
+	env, ok := setByEnvironment(c, flagNamedIn(u.msg, flags))
 	if !ok {
 		return err
 	}
 	return usageError{msg: u.msg + " (set by " + env + ")"}
+}
+
+// setByEnvironment is the environment variable that gave f its value, if
+// the command line did not.
+func setByEnvironment(c *cli.Context, f cli.Flag) (string, bool) {
+	if f == nil || inArgs(givenArgs(c), f) {
+		return "", false
+	}
+	return environmentVariable(f)
 }
 
 // flagNamedIn is the first of flags that msg names as --name, or nil.

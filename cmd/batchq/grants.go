@@ -165,10 +165,9 @@ func roleRefusal(c *cli.Context, err error) error {
 	}
 	if re.Same != "" {
 		first, second := re.Role, re.Same
-		given := func(role string) bool { return inArgs(givenArgs(c), findFlag(c.Command.Flags, role+"-role")) }
 		fromEnv := func(role string) bool {
-			_, set := environmentVariable(findFlag(c.Command.Flags, role+"-role"))
-			return set && !given(role)
+			_, set := setByEnvironment(c, findFlag(c.Command.Flags, role+"-role"))
+			return set
 		}
 		if !fromEnv(first) && fromEnv(second) {
 			first, second = second, first
