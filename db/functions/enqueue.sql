@@ -699,6 +699,14 @@ BEGIN
 END
 $$;
 
+-- run_at_of is when a job given a run_at and a delay, as enqueue_job and
+-- enqueue_jobs take them (checked by run_at_error), may first run: its
+-- run_at, or its delay from now; NULL for now. A run_at before year 2 (Go's
+-- zero time) is none, beside a delay too.
+CREATE OR REPLACE FUNCTION batchq.run_at_of(run_at timestamptz, delay interval) RETURNS timestamptz
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN coalesce(CASE WHEN run_at >= '0002-01-01' THEN run_at END, statement_timestamp() + nullif(delay, interval '0'));
+
 -- enqueue_job inserts one job inside the caller's transaction and returns
 -- its id, or the id of the job that already holds its unique key with
 -- duplicate = true. Call it with named arguments:
@@ -743,8 +751,7 @@ BEGIN
     IF v_error IS NOT NULL THEN
         PERFORM batchq.raise_invalid_job(0, v_error);
     END IF;
-    -- A run_at before year 2 (Go's zero time) is none, beside a delay too.
-    run_at := coalesce(CASE WHEN run_at >= '0002-01-01' THEN run_at END, statement_timestamp() + nullif(delay, interval '0'));
+    run_at := batchq.run_at_of(run_at, delay);
     SELECT * INTO r
     FROM batchq.insert_jobs(queue, ARRAY[tenant], ARRAY[kind], ARRAY[cost],
                             ARRAY[coalesce(deadline, greatest(run_at, statement_timestamp()) + nullif(ttl, interval '0'))],
@@ -912,22 +919,19 @@ BEGIN
     IF v_error IS NOT NULL THEN
         PERFORM batchq.raise_invalid_job(v_error[1]::integer, v_error[2:4]);
     END IF;
+    -- When each job may first run, once: its deadline counts from it.
+    v_run_at := ARRAY(SELECT batchq.run_at_of(d.run_at, d.delay)
+                      FROM unnest(v_run_at, v_delay) WITH ORDINALITY AS d (run_at, delay, n)
+                      ORDER BY d.n);
     FOR r IN
         SELECT * FROM batchq.insert_jobs(queue, v_tenant, v_kind, v_cost,
                                          ARRAY(SELECT coalesce(nullif(d.deadline, batchq.zero_time()),
                                                                greatest(d.run_at, statement_timestamp())
                                                                + nullif(d.ttl, interval '0'))
-                                               FROM (SELECT d.deadline, d.ttl, d.n,
-                                                            coalesce(CASE WHEN d.run_at >= '0002-01-01' THEN d.run_at END,
-                                                                     statement_timestamp() + nullif(d.delay, interval '0')) AS run_at
-                                                     FROM unnest(v_deadline, v_ttl, v_run_at, v_delay)
-                                                          WITH ORDINALITY AS d (deadline, ttl, run_at, delay, n)) d
+                                               FROM unnest(v_deadline, v_ttl, v_run_at)
+                                                    WITH ORDINALITY AS d (deadline, ttl, run_at, n)
                                                ORDER BY d.n),
-                                         v_max_attempts, v_payload, v_unique_key,
-                                         ARRAY(SELECT coalesce(CASE WHEN d.run_at >= '0002-01-01' THEN d.run_at END,
-                                                               statement_timestamp() + nullif(d.delay, interval '0'))
-                                               FROM unnest(v_run_at, v_delay) WITH ORDINALITY AS d (run_at, delay, n)
-                                               ORDER BY d.n))
+                                         v_max_attempts, v_payload, v_unique_key, v_run_at)
     LOOP
         PERFORM batchq.raise_refused(queue, r);
         ord := r.ord;
