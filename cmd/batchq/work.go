@@ -223,9 +223,22 @@ func runWork(c *cli.Context) error {
 	if werr := ran.write(c, wc.Queue, time.Since(start)); werr != nil && err == nil {
 		err = werr
 	}
-	if errors.Is(err, queue.ErrQueuePaused) {
+	return workStopped(wc.Queue, err)
+}
+
+// workStopped words the error Work stopped with. A paused queue under
+// --drain exits 3 (exitPaused). A queue deleted while the pool ran is a
+// failure of the run (1), not of the command line, whose --queue named a
+// queue that was there (2 is kept for that): the error no longer matches
+// ErrUnknownQueue.
+func workStopped(queueName string, err error) error {
+	switch {
+	case errors.Is(err, queue.ErrQueuePaused):
 		return fmt.Errorf("batchq: work --drain: queue %s is paused, so it cannot be drained: the jobs it had running are done; "+
-			"resume it (batchq queues resume %s) and run again: %w", wc.Queue, wc.Queue, err)
+			"resume it (batchq queues resume %s) and run again: %w", queueName, queueName, err)
+	case errors.Is(err, queue.ErrUnknownQueue):
+		return fmt.Errorf("batchq: work: queue %s was deleted while the worker ran: %s", queueName,
+			strings.TrimPrefix(err.Error(), "batchq: "))
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -175,6 +176,20 @@ func TestWorkUnknownQueueIsAUsageError(t *testing.T) {
 	require.Equal(t, 2, r.code, r.stderr)
 	require.Equal(t, "batchq: --queue: unknown queue: \"a b\" is not a queue name: "+
 		"1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit\n", r.stderr)
+}
+
+// A queue deleted while the worker ran fails the run (exit 1); the command
+// line named a queue that was there, so it is not a usage error (2).
+func TestWorkOfAQueueDeletedUnderItIsAFailure(t *testing.T) {
+	t.Parallel()
+	stopped := fmt.Errorf("%w: claims have failed for 30s (batchq: claim: unknown queue \"imports\"); stopping", queue.ErrUnknownQueue)
+	var stderr strings.Builder
+	require.Equal(t, 1, exitCode(workStopped("imports", stopped), &stderr))
+	require.Equal(t, "batchq: work: queue imports was deleted while the worker ran: unknown queue: claims have failed for 30s "+
+		"(batchq: claim: unknown queue \"imports\"); stopping\n", stderr.String())
+	// Other errors pass through as they were.
+	other := errors.New("batchq: something else")
+	require.Same(t, other, workStopped("imports", other))
 }
 
 // work --drain of a paused queue finishes nothing new, says why, and exits
