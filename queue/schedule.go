@@ -314,8 +314,11 @@ func (c *Client) fireSchedules(ctx context.Context, queue string) (int, error) {
 		for _, d := range due {
 			sched, perr := parseCron(d.Cron, d.Timezone)
 			if perr != nil {
-				// Written by hand, or by a newer batchq: leave it be.
+				// Written by hand, by a newer batchq, or in a zone this one
+				// refuses: leave it due, and say why where the schedule is
+				// listed.
 				c.log.Warn("batchq: schedule does not parse; its ticks wait", "schedule", d.Name, "err", perr)
+				c.recordScheduleError(ctx, tx, d.Name, d.NextRunAt, perr)
 				continue
 			}
 			tick, enqueue, next := planTick(sched, d.NextRunAt, d.At, d.Missed)
@@ -335,6 +338,22 @@ func (c *Client) fireSchedules(ctx context.Context, queue string) (int, error) {
 		return 0, err
 	}
 	return fired, nil
+}
+
+// recordScheduleError writes why a due schedule's tick waits into its
+// last_error, in a savepoint: a role granted before batchq.schedule_error
+// existed is refused the call, and the rest of the pass still fires its
+// schedules (the log has said why this one waits).
+func (c *Client) recordScheduleError(ctx context.Context, tx pgx.Tx, name string, due time.Time, perr *SettingError) {
+	msg := fmt.Sprintf("tick %s waits: %s: %s; fix it with batchq schedules set", due.UTC().Format(time.RFC3339),
+		perr.Field, perr.Rule)
+	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+		_, err := c.q.ScheduleError(ctx, sp, dbsqlc.ScheduleErrorParams{Name: name, Due: due, Error: msg})
+		return err
+	})
+	if err != nil {
+		c.log.Warn("batchq: could not record why a schedule waits", "schedule", name, "err", err)
+	}
 }
 
 // maintenanceAt is the time maintenance promotes jobs and fires schedules

@@ -374,3 +374,55 @@ func TestMissedOneAfterALongOutageTakesTheLatestTick(t *testing.T) {
 		require.Equal(t, instant(c.next), next.UTC(), c.expr)
 	}
 }
+
+// A stored schedule that does not parse here (written by hand, or in a zone
+// this batchq refuses) keeps its tick due and says why in last_error, where
+// `schedules list` shows it; the pass fires the queue's other schedules, and
+// once the schedule is fixed its tick fires. A role granted before the call
+// that records it existed still fires the others.
+func TestAScheduleThatDoesNotParseSaysWhyItWaits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	clock := instant("2030-01-01T12:00:00Z")
+	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	for _, name := range []string{"broken", "fine"} {
+		require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+			Name: name, Queue: b.queue, Tenant: name, Cost: 1, Cron: "0 * * * *"}))
+	}
+	b.exec(t, `UPDATE batchq.schedules SET timezone = 'Factory' WHERE name = 'broken'`)
+
+	clock = instant("2030-01-01T13:00:00Z")
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Fired)
+	broken, err := b.client.GetSchedule(b.ctx, "broken")
+	require.NoError(t, err)
+	require.Equal(t, `tick 2030-01-01T13:00:00Z waits: timezone: must be an IANA time zone such as Europe/Paris `+
+		`(got "Factory"); fix it with batchq schedules set`, broken.LastError)
+	require.Equal(t, instant("2030-01-01T13:00:00Z"), broken.NextRunAt.UTC(), "the tick stays due")
+	require.Empty(t, b.scheduleJobs(t, "broken"))
+	require.Len(t, b.scheduleJobs(t, "fine"), 1)
+
+	utc := "UTC"
+	require.NoError(t, b.client.SetSchedule(b.ctx, "broken", queue.ScheduleUpdate{Timezone: &utc}))
+	clock = instant("2030-01-01T14:00:00Z")
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Fired)
+	broken, err = b.client.GetSchedule(b.ctx, "broken")
+	require.NoError(t, err)
+	require.Empty(t, broken.LastError)
+	require.Len(t, b.scheduleJobs(t, "broken"), 1)
+
+	// Without the right to record it, the pass goes on.
+	b.exec(t, `UPDATE batchq.schedules SET timezone = 'Factory', last_error = NULL WHERE name = 'broken'`)
+	b.exec(t, `REVOKE EXECUTE ON FUNCTION batchq.schedule_error(text, timestamptz, text) FROM CURRENT_USER`)
+	clock = instant("2030-01-01T15:00:00Z")
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Fired)
+	require.Len(t, b.scheduleJobs(t, "fine"), 3)
+	broken, err = b.client.GetSchedule(b.ctx, "broken")
+	require.NoError(t, err)
+	require.Empty(t, broken.LastError)
+}

@@ -454,6 +454,39 @@ func TestFireScheduleRefusesNoSuchSchedule(t *testing.T) {
 	require.NotNil(t, id)
 }
 
+// schedule_error refuses what it cannot record (a NULL due tick, an empty
+// reason) by name, and a schedule that does not exist with BQ204; it writes
+// only for the schedule's next tick, once.
+func TestScheduleErrorRecordsOnlyForTheDueTick(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	due := b.hourlySchedule(t)
+
+	const record = `SELECT batchq.schedule_error($1, $2::timestamptz, $3)`
+	_, err := b.pool.Exec(b.ctx, record, "hourly", nil, "why")
+	requireRefused(t, err, "schedule_error", "due", "must be the schedule's next tick, as due_schedules gave it (got null)")
+	for _, why := range []any{nil, ""} {
+		_, err = b.pool.Exec(b.ctx, record, "hourly", due, why)
+		requireRefused(t, err, "schedule_error", "error", "must say why the tick waits (got none)")
+	}
+	_, err = b.pool.Exec(b.ctx, record, "nosuch", due, "why")
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "BQ204", pe.Code)
+
+	var wrote bool
+	require.NoError(t, b.pool.QueryRow(b.ctx, record, "hourly", due.Add(-time.Hour), "why").Scan(&wrote))
+	require.False(t, wrote, "not the schedule's next tick")
+	require.NoError(t, b.pool.QueryRow(b.ctx, record, "hourly", due, "why").Scan(&wrote))
+	require.True(t, wrote)
+	require.NoError(t, b.pool.QueryRow(b.ctx, record, "hourly", due, "why").Scan(&wrote))
+	require.False(t, wrote, "already says so")
+	s, err := b.client.GetSchedule(b.ctx, "hourly")
+	require.NoError(t, err)
+	require.Equal(t, "why", s.LastError)
+	require.True(t, due.Equal(s.NextRunAt))
+}
+
 // console_queued's limit bounds how many queued jobs it reads a tenant: one
 // below 1 is refused by name, not with LIMIT's own error, and NULL, which
 // LIMIT takes for none, is refused too rather than read every job.

@@ -164,3 +164,43 @@ BEGIN
     RETURN CASE WHEN r.status IN ('inserted', 'duplicate') THEN r.job_id END;
 END
 $$;
+
+-- schedule_error records in a due schedule's last_error why its tick p_due
+-- was not handled: its expression or time zone does not parse where the
+-- maintainer runs (written by hand, by a newer batchq, or in a zone this
+-- one refuses). The tick stays due, so the schedule fires once it is fixed
+-- (batchq schedules set), and `schedules list` says why it waits. Nothing
+-- happens when its next tick is no longer p_due (another maintainer handled
+-- it, or it was changed) or last_error already says so. Returns whether it
+-- wrote. A NULL or empty p_error is refused (BQ101); no such schedule is
+-- refused with BQ204, as fire_schedule refuses it.
+CREATE OR REPLACE FUNCTION batchq.schedule_error(p_name text, p_due timestamptz, p_error text)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s batchq.schedules;
+BEGIN
+    IF p_due IS NULL THEN
+        PERFORM batchq.raise_invalid_argument('schedule_error', 'due',
+            'must be the schedule''s next tick, as due_schedules gave it (got null)');
+    END IF;
+    IF coalesce(p_error, '') = '' THEN
+        PERFORM batchq.raise_invalid_argument('schedule_error', 'error', 'must say why the tick waits (got none)');
+    END IF;
+    SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'BQ204',
+            MESSAGE = format('batchq: schedule not found: %s', batchq.quote(p_name)),
+            DETAIL = jsonb_build_object('schedule', p_name)::text;
+    END IF;
+    IF s.next_run_at <> p_due OR s.last_error IS NOT DISTINCT FROM p_error THEN
+        RETURN false;
+    END IF;
+    UPDATE batchq.schedules x SET last_error = p_error WHERE x.name = p_name;
+    RETURN true;
+END
+$$;

@@ -11,6 +11,11 @@ FROM batchq.due_schedules(@queue::text, sqlc.narg(at)::timestamptz, @max_schedul
 SELECT coalesce(batchq.fire_schedule(@name::text, @due::timestamptz, @tick::timestamptz, @enqueue::boolean,
                                      @next::timestamptz), 0)::bigint AS job_id;
 
+-- name: ScheduleError :one
+-- Records why a due schedule's tick waits. See batchq.schedule_error in
+-- db/functions/schedules.sql.
+SELECT batchq.schedule_error(@name::text, @due::timestamptz, @error::text)::boolean AS written;
+
 -- name: CreateSchedule :exec
 INSERT INTO batchq.schedules (name, queue, tenant, kind, cron, timezone, cost, ttl, max_attempts, payload, missed,
                               next_run_at, paused_at)

@@ -247,6 +247,25 @@ func (q *Queries) ListSchedules(ctx context.Context, db DBTX, queue *string) ([]
 	return items, nil
 }
 
+const scheduleError = `-- name: ScheduleError :one
+SELECT batchq.schedule_error($1::text, $2::timestamptz, $3::text)::boolean AS written
+`
+
+type ScheduleErrorParams struct {
+	Name  string
+	Due   time.Time
+	Error string
+}
+
+// Records why a due schedule's tick waits. See batchq.schedule_error in
+// db/functions/schedules.sql.
+func (q *Queries) ScheduleError(ctx context.Context, db DBTX, arg ScheduleErrorParams) (bool, error) {
+	row := db.QueryRow(ctx, scheduleError, arg.Name, arg.Due, arg.Error)
+	var written bool
+	err := row.Scan(&written)
+	return written, err
+}
+
 const updateSchedule = `-- name: UpdateSchedule :execrows
 UPDATE batchq.schedules
 SET queue = $1, tenant = $2, kind = $3, cron = $4, timezone = $5, cost = $6,

@@ -115,6 +115,7 @@ GRANT EXECUTE ON FUNCTION
     batchq.apply_adjustments(text),
     batchq.due_schedules(text, timestamptz, integer),
     batchq.fire_schedule(text, timestamptz, timestamptz, boolean, timestamptz),
+    batchq.schedule_error(text, timestamptz, text),
     batchq.maintenance_turn(text, bigint)
 TO :"worker_role";
 -- What workers read: the jobs (the next cost a claim starts with, whether a
