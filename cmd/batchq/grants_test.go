@@ -799,3 +799,62 @@ func TestGrantsApplyWritesJSON(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, fmt.Sprintf("app_role,worker_role,operator_role,passwords_set\n%s,%s,%s,[]\n", app, worker, operator), r.stdout)
 }
+
+// Re-run after an upgrade, the grants leave each role the table rights the
+// Roles table of docs/sql-api.md lists, and nothing that release 0.1.0's
+// grants gave: its worker read and moved the cursors itself, and its app
+// and worker wrote the quota and the jobs directly.
+func TestGrantsTakeBackWhatAnEarlierReleaseGave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.URL(t)
+	super := withDatabase(t, pgtest.ServerURL(t), dbURL)
+	app, worker, operator := uniqueRole(t, "app"), uniqueRole(t, "worker"), uniqueRole(t, "operator")
+	dropRolesAtEnd(t, super, app, worker, operator)
+	superPool := pgtest.Connect(t, super)
+	a, w := pgx.Identifier{app}.Sanitize(), pgx.Identifier{worker}.Sanitize()
+	for _, sql := range []string{ // 0.1.0's grants, and a read it did not give
+		`CREATE ROLE ` + a, `CREATE ROLE ` + w,
+		`GRANT USAGE ON SCHEMA batchq TO ` + a + `, ` + w,
+		`GRANT INSERT, UPDATE ON batchq.quota TO ` + a,
+		`GRANT SELECT, DELETE ON batchq.jobs TO ` + w,
+		`GRANT UPDATE (state, attempt) ON batchq.jobs TO ` + w,
+		`GRANT INSERT ON batchq.outcomes, batchq.ledger_adjustments TO ` + w,
+		`GRANT SELECT, UPDATE (round) ON batchq.queue_cursors TO ` + w,
+		`GRANT SELECT, INSERT, UPDATE ON batchq.quota TO ` + w,
+		`GRANT SELECT ON batchq.tenant_ring TO ` + a,
+	} {
+		_, err := superPool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	r := runCLI(t, super, "migrate", "grants", "--app-role", app, "--worker-role", worker, "--operator-role", operator, "--apply")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	rights := func(role string) []string {
+		rows, err := superPool.Query(ctx, `
+			SELECT c.relname || ':' || p.priv
+			FROM pg_class c
+			JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'batchq'
+			CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) p (priv)
+			WHERE c.relkind IN ('r', 'v', 'm', 'p', 'u') AND has_table_privilege($1, c.oid, p.priv)
+			UNION ALL
+			SELECT DISTINCT c.relname || '(columns):' || p.priv
+			FROM pg_attribute at
+			JOIN pg_class c ON c.oid = at.attrelid
+			JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'batchq'
+			CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'REFERENCES']) p (priv)
+			WHERE at.attnum > 0 AND NOT at.attisdropped AND c.relkind IN ('r', 'v', 'm', 'p', 'u')
+			  AND NOT has_table_privilege($1, c.oid, p.priv) AND has_column_privilege($1, c.oid, at.attnum, p.priv)
+			ORDER BY 1`, role)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return got
+	}
+	require.Equal(t, []string{"audit:SELECT", "backlog:SELECT", "outcomes(columns):SELECT", "queue_tenants:SELECT",
+		"queues:SELECT", "quota:SELECT", "quota_pauses:SELECT", "tenants:SELECT", "unfinished:SELECT"}, rights(app))
+	require.Equal(t, []string{"jobs:SELECT", "queues:SELECT", "quota:SELECT", "unfinished:SELECT"}, rights(worker))
+	require.Equal(t, []string{"audit:SELECT", "backlog:SELECT", "jobs:SELECT", "outcomes:SELECT", "queue_tenants:SELECT",
+		"queues:SELECT", "quota:SELECT", "quota_pauses:SELECT", "schedules:SELECT", "tenants:SELECT", "unfinished:SELECT"},
+		rights(operator))
+}

@@ -67,8 +67,10 @@ GRANT USAGE ON SCHEMA batchq TO :"app_role", :"worker_role";
 
 -- Neither role writes a table: each calls the functions below, which check
 -- their arguments and run as the schema's owner (SECURITY DEFINER), so a role
--- can do only what they allow. Take back what an earlier release granted.
-REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA batchq FROM :"app_role", :"worker_role";
+-- can do only what they allow. Take back what an earlier release granted
+-- (0.1.0's worker read and moved the cursors itself), reads included: the
+-- grants below give back the reads each role has.
+REVOKE ALL ON ALL TABLES IN SCHEMA batchq FROM :"app_role", :"worker_role";
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA batchq FROM :"app_role", :"worker_role";
 
 -- The application enqueues (docs/sql-api.md): it cannot skip the bounds or
@@ -136,7 +138,7 @@ GRANT EXECUTE ON FUNCTION batchq.save_quota(text, bigint, jsonb) TO :"app_role",
 -- or jobs directly (queues create|set, tenants set|unset, jobs retry) stay
 -- with the schema's owner; it cannot enqueue, claim or finish a job either.
 GRANT USAGE ON SCHEMA batchq TO :"operator_role";
-REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA batchq FROM :"operator_role";
+REVOKE ALL ON ALL TABLES IN SCHEMA batchq FROM :"operator_role";
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA batchq FROM :"operator_role";
 -- Pause and resume a queue, delete an empty one, count and cancel jobs one
 -- at a time or in bulk.
