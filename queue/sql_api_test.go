@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -96,6 +97,57 @@ func TestSQLAPIEdges(t *testing.T) {
 		msg := sqlErr(t, `SELECT * FROM batchq.enqueue('q', ARRAY['t'], NULL, ARRAY[1]::bigint[],
 			ARRAY['0001-06-01 00:00:00Z']::timestamptz[], NULL, NULL, NULL)`)
 		require.Contains(t, msg, "batchq: invalid job 1: deadline: must be in the future")
+	})
+
+	t.Run("a key that is not a field is named quoted when it is not a plain name", func(t *testing.T) {
+		msg := sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', $1::jsonb)`, `[{"tenant": "t", "cost": 1, "color": 1}]`)
+		require.Contains(t, msg, "batchq: invalid job 1: color: is not a field of a job")
+		_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.enqueue_jobs('q', $1::jsonb)`,
+			`[{"tenant": "t", "cost": 1, "x\nINJECTED\u202eevil": 1}]`)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, `batchq: invalid job 1: "x\nINJECTED\u202eevil": is not a field of a job `+
+			`(tenant, cost, payload, kind, deadline, ttl, max_attempts, unique_key, run_at, delay)`, pe.Message)
+		require.Equal(t, `"x\nINJECTED\u202eevil"`, pe.ColumnName)
+		var detail struct{ Field string }
+		require.NoError(t, json.Unmarshal([]byte(pe.Detail), &detail))
+		require.Equal(t, "x\nINJECTED\u202eevil", detail.Field, "DETAIL keeps the key as it was")
+	})
+
+	t.Run("a ttl or delay of mixed signs is refused even when its parts add up to nothing", func(t *testing.T) {
+		before := b.scalar(t, `SELECT count(*) FROM batchq.jobs`)
+		msg := sqlErr(t, `SELECT * FROM batchq.enqueue_job('q', 't', 1, ttl => '-1 mon 30 days')`)
+		require.Contains(t, msg, "batchq: invalid job: ttl: must not mix positive and negative parts")
+		require.Contains(t, msg, "SQLSTATE BQ103")
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_job('q', 't', 1, delay => '1 mon -30 days')`)
+		require.Contains(t, msg, "batchq: invalid job: delay: must not mix positive and negative parts")
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "ttl": "-1 mon 30 days"}]')`)
+		require.Contains(t, msg, "batchq: invalid job 1: ttl: must not mix positive and negative parts")
+		// A negative number of seconds too small to make a microsecond is
+		// still negative, as the Go client says of a negative TTL.
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "ttl": -0.0000001}]')`)
+		require.Contains(t, msg, "batchq: invalid job 1: ttl: must be > 0 (got -0.0000001)")
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "delay": -0.0000001}]')`)
+		require.Contains(t, msg, "batchq: invalid job 1: delay: must be >= 0 (got -0.0000001)")
+		require.Equal(t, before, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
+		// Zero is none, in any spelling of one sign.
+		require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "zero"}))
+		for _, ttl := range []string{"0", "0 days", "0 mon 0 days 0 seconds"} {
+			_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.enqueue_job('zero', 't', 1, ttl => $1::interval)`, ttl)
+			require.NoError(t, err, ttl)
+		}
+	})
+
+	t.Run("a worker's name keeps the name rules", func(t *testing.T) {
+		require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "named"}))
+		_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "named", Tenant: "t", Cost: 1})
+		require.NoError(t, err)
+		msg := sqlErr(t, `SELECT * FROM batchq.claim('named', 10, E'w\nx', 1000)`)
+		require.Contains(t, msg, `batchq: claim: worker: must not contain control characters (got "w\nx")`)
+		require.Contains(t, msg, "SQLSTATE BQ101")
+		_, err = b.client.Claim(b.ctx, "named", &queue.ClaimOpts{Limit: 1, Worker: "w\tx"})
+		require.ErrorContains(t, err, "worker: must not contain control characters")
+		require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'named' AND state = 'running'`))
 	})
 
 	t.Run("a name no queue can have is refused as such, jobs or none", func(t *testing.T) {

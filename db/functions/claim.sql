@@ -54,6 +54,11 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('claim', 'worker',
             format('must be at most %s bytes (got %s)', batchq.max_name_bytes(), octet_length(p_worker)));
     END IF;
+    -- Outcomes and reports show it: a line break would split their rows.
+    IF p_worker ~ '[\x01-\x1f\x7f]' THEN
+        PERFORM batchq.raise_invalid_argument('claim', 'worker',
+            format('must not contain control characters (got %s)', batchq.quote(p_worker)));
+    END IF;
     -- A paused queue hands out nothing; no such queue is refused (BQ201), so
     -- that a worker with a queue's name wrong, or whose queue was deleted,
     -- hears of it rather than finding nothing to do for ever.

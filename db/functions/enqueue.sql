@@ -776,6 +776,10 @@ CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS
             ARRAY['BQ104', key, format('must be a string (got %s)', jsonb_typeof(value))]
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) NOT IN ('string', 'number') THEN
             ARRAY['BQ104', key, format('must be a string or a number (got %s)', jsonb_typeof(value))]
+        WHEN key = 'ttl' AND jsonb_typeof(value) = 'number' AND value::text::numeric < 0 THEN
+            ARRAY['BQ103', key, format('must be > 0 (got %s)', value::text)]
+        WHEN key = 'delay' AND jsonb_typeof(value) = 'number' AND value::text::numeric < 0 THEN
+            ARRAY['BQ103', key, format('must be >= 0 (got %s)', value::text)]
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND abs(value::text::numeric) > 300000000000 THEN
             ARRAY['BQ103', key, format('must be at most 300000000000 seconds either way (got %s)', value::text)]
         WHEN key IN ('deadline', 'run_at')

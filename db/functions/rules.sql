@@ -138,7 +138,7 @@ CREATE OR REPLACE FUNCTION batchq.job_error(tenant text, kind text, cost bigint,
         CASE
             WHEN ttl < interval '0' THEN
                 ARRAY['BQ103', 'ttl', format('must be > 0 (got %s)', batchq.go_duration(ttl))]
-            WHEN ttl > interval '0' AND batchq.mixed_interval_error('ttl', ttl) IS NOT NULL THEN
+            WHEN ttl >= interval '0' AND batchq.mixed_interval_error('ttl', ttl) IS NOT NULL THEN
                 batchq.mixed_interval_error('ttl', ttl)
             WHEN ttl > interval '0' AND deadline IS NOT NULL THEN
                 ARRAY['BQ103', 'deadline', 'give a deadline or a ttl, not both']
@@ -173,7 +173,7 @@ CREATE OR REPLACE FUNCTION batchq.run_at_error(run_at timestamptz, delay interva
     RETURN CASE
         WHEN delay < interval '0' THEN
             ARRAY['BQ103', 'delay', format('must be >= 0 (got %s)', batchq.go_duration(delay))]
-        WHEN delay > interval '0' AND batchq.mixed_interval_error('delay', delay) IS NOT NULL THEN
+        WHEN delay >= interval '0' AND batchq.mixed_interval_error('delay', delay) IS NOT NULL THEN
             batchq.mixed_interval_error('delay', delay)
         WHEN delay > interval '0' AND run_at >= '0002-01-01' THEN
             ARRAY['BQ103', 'run_at', 'give a run_at or a delay, not both']
@@ -200,9 +200,12 @@ LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION USING
         ERRCODE = p_error[1],
+        -- A field is one of a job's names, or a JSON key enqueue_jobs does
+        -- not know, which is quoted: raw, it could break the line.
         MESSAGE = 'batchq: invalid job' || CASE WHEN p_index > 0 THEN ' ' || p_index ELSE '' END
-                  || ': ' || p_error[2] || ': ' || p_error[3],
-        COLUMN = p_error[2],
+                  || ': ' || CASE WHEN p_error[2] ~ '^[a-z_]{1,64}$' THEN p_error[2] ELSE batchq.quote(p_error[2]) END
+                  || ': ' || p_error[3],
+        COLUMN = CASE WHEN p_error[2] ~ '^[a-z_]{1,64}$' THEN p_error[2] ELSE batchq.quote(p_error[2]) END,
         DETAIL = jsonb_build_object('index', p_index, 'field', p_error[2], 'rule', p_error[3])::text;
 END
 $$;
