@@ -39,13 +39,16 @@ func PoolOf(c *Client) *pgxpool.Pool { return c.pool }
 // schedule calls read it too.
 func SetMaintenanceClock(c *Client, now func() time.Time) { c.testNow = now }
 
-// PlanTick is planTick over a schedule's expression and time zone.
+// PlanTick is planTicks over a schedule's expression and time zone, with
+// the last tick it plans.
 func PlanTick(expr, tz string, due, at time.Time, missed string) (tick time.Time, enqueue bool, next time.Time) {
 	s, err := parseCron(expr, tz)
 	if err != nil {
 		panic(err)
 	}
-	return planTick(s, due, at, missed)
+	ticks, next := planTicks(s, due, at, missed)
+	last := ticks[len(ticks)-1]
+	return last.at, last.enqueue, next
 }
 
 // SetPause makes c run f at the named points of its transactions (pause's

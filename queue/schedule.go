@@ -243,17 +243,47 @@ func (c *Client) validateSchedule(s *Schedule, now time.Time) (cron.Schedule, er
 	return sched, nil
 }
 
-// planTick decides what a maintainer that finds a schedule due at `at`
-// does: the tick it enqueues a job for (the latest that passed, due or a
-// later one), whether it enqueues one at all (missed says, for a tick found
-// later than ScheduleGrace), and the next tick, the first after at. The
-// next tick follows the tick, not the time it was found: an "@every"
-// schedule keeps to its grid however late maintenance finds it (Next of a
-// constant delay counts from the time it is given).
-func planTick(c cron.Schedule, due, at time.Time, missed string) (tick time.Time, enqueue bool, next time.Time) {
-	tick = latestTick(c, due, at)
-	if next = c.Next(tick); !next.IsZero() && !next.After(at) {
-		// The walk to the latest tick stopped short of it.
+// plannedTick is one tick a maintainer handles: its job enqueued, or (a
+// missed tick, under MissedSkip) passed over.
+type plannedTick struct {
+	at      time.Time
+	enqueue bool
+}
+
+// maxOnTimeTicks bounds the on-time ticks one pass fires for a schedule.
+// An "@every" schedule ticks at most once a second, so ScheduleGrace holds
+// at most 61 of them.
+const maxOnTimeTicks = 100
+
+// planTicks decides what a maintainer that finds a schedule due at `at`
+// does, tick by tick, in order. A tick found within ScheduleGrace of its
+// time is on time, and each such tick enqueues its job: a pass that comes
+// later than a schedule's interval (a long maintenance interval, a busy
+// database) loses none of them. Ticks found later than that were missed:
+// the latest of them enqueues one job under MissedOne and none under
+// MissedSkip, and the others are passed over. next is the first tick after
+// at. Each tick follows the one before it, not the time it was found: an
+// "@every" schedule keeps to its grid however late maintenance finds it
+// (Next of a constant delay counts from the time it is given).
+func planTicks(c cron.Schedule, due, at time.Time, missed string) (ticks []plannedTick, next time.Time) {
+	onTime := at.Add(-ScheduleGrace)
+	next = due
+	if due.Before(onTime) {
+		last := latestTick(c, due, onTime.Add(-time.Nanosecond))
+		ticks = append(ticks, plannedTick{at: last, enqueue: missed != MissedSkip})
+		if next = c.Next(last); !next.IsZero() && next.Before(onTime) {
+			// The walk to the latest missed tick stopped short of it.
+			next = c.Next(onTime.Add(-time.Nanosecond))
+		}
+	}
+	for range maxOnTimeTicks {
+		if next.IsZero() || next.After(at) {
+			break
+		}
+		ticks = append(ticks, plannedTick{at: next, enqueue: true})
+		next = c.Next(next)
+	}
+	if !next.IsZero() && !next.After(at) {
 		next = c.Next(at)
 	}
 	if next.IsZero() {
@@ -261,8 +291,7 @@ func planTick(c cron.Schedule, due, at time.Time, missed string) (tick time.Time
 		// hand): look again then.
 		next = at.AddDate(5, 0, 0)
 	}
-	enqueue = missed != MissedSkip || at.Sub(tick) <= ScheduleGrace
-	return tick, enqueue, next
+	return ticks, next
 }
 
 // latestTick is the latest tick of c at or before at, from due, a tick at
@@ -321,15 +350,25 @@ func (c *Client) fireSchedules(ctx context.Context, queue string) (int, error) {
 				c.recordScheduleError(ctx, tx, d.Name, d.NextRunAt, perr)
 				continue
 			}
-			tick, enqueue, next := planTick(sched, d.NextRunAt, d.At, d.Missed)
-			id, err := c.q.FireSchedule(ctx, tx, dbsqlc.FireScheduleParams{Name: d.Name, Due: d.NextRunAt, Tick: tick,
-				Enqueue: enqueue, Next: next})
-			if err != nil {
-				return fmt.Errorf("schedule %s: %w", quote(d.Name), err)
-			}
-			c.pause("schedule fired")
-			if id != 0 {
-				fired++
+			ticks, next := planTicks(sched, d.NextRunAt, d.At, d.Missed)
+			due := d.NextRunAt
+			for i, tick := range ticks {
+				// Each call moves the schedule on to the tick after its own,
+				// which the next call names as due.
+				after := next
+				if i+1 < len(ticks) {
+					after = ticks[i+1].at
+				}
+				id, err := c.q.FireSchedule(ctx, tx, dbsqlc.FireScheduleParams{Name: d.Name, Due: due, Tick: tick.at,
+					Enqueue: tick.enqueue, Next: after})
+				if err != nil {
+					return fmt.Errorf("schedule %s: %w", quote(d.Name), err)
+				}
+				c.pause("schedule fired")
+				if id != 0 {
+					fired++
+				}
+				due = after
 			}
 		}
 		return nil

@@ -1,14 +1,15 @@
 package queue
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
 
 // FuzzParseCron: an expression and a time zone either parse, and then every
-// tick planned from any due time and any later time keeps planTick's
-// promises (the latest tick that passed, the first after), or are refused
-// naming the cron or the timezone field.
+// plan made from any due time and any later time keeps planTicks' promises
+// (each on-time tick in order, the latest missed one under MissedOne, the
+// first tick after), or are refused naming the cron or the timezone field.
 func FuzzParseCron(f *testing.F) {
 	for _, seed := range []struct{ expr, tz string }{
 		{"0 2 * * *", "Europe/Paris"}, {"30 2 * * *", "Europe/Paris"}, {"@every 2s", ""}, {"@daily", "UTC"},
@@ -22,6 +23,8 @@ func FuzzParseCron(f *testing.F) {
 	// Weeks without a worker: more ticks than a walk one by one takes.
 	f.Add("@every 1s", "", int64(0), int64(29*24*3600))
 	f.Add("* * * * *", "Europe/Paris", int64(0), int64(29*24*3600))
+	// A pass a little late for a schedule of seconds: every tick is on time.
+	f.Add("@every 1s", "", int64(0), int64(45))
 	base := time.Date(2026, 3, 28, 23, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, expr, tz string, dueOffset, lateness int64) {
 		s, err := parseCron(expr, tz)
@@ -33,21 +36,39 @@ func FuzzParseCron(f *testing.F) {
 		}
 		due := base.Add(time.Duration(dueOffset%(366*24*3600)) * time.Second)
 		at := due.Add(time.Duration(lateness%(30*24*3600)+30*24*3600) % (30 * 24 * 3600) * time.Second)
-		tick, enqueue, next := planTick(s, due, at, MissedSkip)
-		if tick.Before(due) || tick.After(at) {
-			t.Fatalf("tick %s outside [due %s, at %s]", tick, due, at)
-		}
-		if n := s.Next(tick); !n.IsZero() && !n.After(at) {
-			t.Fatalf("tick %s is not the latest at %s: %s is later", tick, at, n)
-		}
-		if !next.After(at) {
-			t.Fatalf("next tick %s not after %s", next, at)
-		}
-		if enqueue != (at.Sub(tick) <= ScheduleGrace) {
-			t.Fatalf("skip: enqueue %v for a tick found %s late", enqueue, at.Sub(tick))
-		}
-		if _, one, _ := planTick(s, due, at, MissedOne); !one {
-			t.Fatal("one: the latest missed tick enqueues")
+		for _, missed := range []string{MissedSkip, MissedOne} {
+			ticks, next := planTicks(s, due, at, missed)
+			if len(ticks) == 0 {
+				t.Fatalf("%s: nothing planned for a tick due %s at %s", missed, due, at)
+			}
+			for i, tick := range ticks {
+				if tick.at.Before(due) || tick.at.After(at) {
+					t.Fatalf("%s: tick %s outside [due %s, at %s]", missed, tick.at, due, at)
+				}
+				onTime := at.Sub(tick.at) <= ScheduleGrace
+				if !onTime && i > 0 {
+					t.Fatalf("%s: missed tick %s after tick %s", missed, tick.at, ticks[i-1].at)
+				}
+				if tick.enqueue != (onTime || missed == MissedOne) {
+					t.Fatalf("%s: enqueue %v for a tick found %s late", missed, tick.enqueue, at.Sub(tick.at))
+				}
+				if i > 0 && onTime && at.Sub(ticks[i-1].at) <= ScheduleGrace && !s.Next(ticks[i-1].at).Equal(tick.at) {
+					t.Fatalf("%s: on-time tick %s does not follow %s", missed, tick.at, ticks[i-1].at)
+				}
+			}
+			last := ticks[len(ticks)-1].at
+			if n := s.Next(last); !n.IsZero() && !n.After(at) && len(ticks) < maxOnTimeTicks {
+				t.Fatalf("%s: tick %s is not the latest at %s: %s is later", missed, last, at, n)
+			}
+			if !ticks[0].enqueue || at.Sub(ticks[0].at) <= ScheduleGrace || len(ticks) == 1 {
+				// The first tick is the latest missed one only when the one
+				// after it is on time.
+			} else if n := s.Next(ticks[0].at); at.Sub(n) > ScheduleGrace {
+				t.Fatalf("%s: missed tick %s is not the latest missed: %s is", missed, ticks[0].at, n)
+			}
+			if !next.After(at) {
+				t.Fatalf("%s: next tick %s not after %s", missed, next, at)
+			}
 		}
 	})
 }
@@ -94,7 +115,7 @@ func TestParseCronSaysTheFieldAndItsValues(t *testing.T) {
 // An "@every" schedule keeps to its grid: a tick found late does not move
 // the ticks after it (found 1.5 s late every time, "@every 5s" would tick
 // every 6.5 s and enqueue a sixth fewer jobs).
-func TestPlanTickKeepsAnEveryScheduleOnItsGrid(t *testing.T) {
+func TestPlanTicksKeepsAnEveryScheduleOnItsGrid(t *testing.T) {
 	t.Parallel()
 	s, err := parseCron("@every 5s", "")
 	if err != nil {
@@ -103,18 +124,36 @@ func TestPlanTickKeepsAnEveryScheduleOnItsGrid(t *testing.T) {
 	due := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
 	for range 10 {
 		at := due.Add(1500 * time.Millisecond)
-		tick, enqueue, next := planTick(s, due, at, MissedSkip)
-		if !tick.Equal(due) || !enqueue || !next.Equal(due.Add(5*time.Second)) {
-			t.Fatalf("found at %s: tick %s (enqueue %v), next %s; want tick %s, next %s", at, tick, enqueue, next, due, due.Add(5*time.Second))
+		ticks, next := planTicks(s, due, at, MissedSkip)
+		if len(ticks) != 1 || !ticks[0].at.Equal(due) || !ticks[0].enqueue || !next.Equal(due.Add(5*time.Second)) {
+			t.Fatalf("found at %s: ticks %v, next %s; want tick %s, next %s", at, ticks, next, due, due.Add(5*time.Second))
 		}
 		due = next
 	}
-	// Found three intervals late: the latest passed tick, and the next on
-	// the grid.
+	// Found three intervals late, within the grace: each of the four ticks
+	// is on time and enqueues, and the next is on the grid.
 	due = time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
-	tick, _, next := planTick(s, due, due.Add(16*time.Second), MissedOne)
-	if want := due.Add(15 * time.Second); !tick.Equal(want) || !next.Equal(want.Add(5*time.Second)) {
-		t.Fatalf("three intervals late: tick %s, next %s; want %s, %s", tick, next, want, want.Add(5*time.Second))
+	ticks, next := planTicks(s, due, due.Add(16*time.Second), MissedSkip)
+	var got []time.Time
+	for _, tick := range ticks {
+		if !tick.enqueue {
+			t.Fatalf("on-time tick %s skipped", tick.at)
+		}
+		got = append(got, tick.at)
+	}
+	want := []time.Time{due, due.Add(5 * time.Second), due.Add(10 * time.Second), due.Add(15 * time.Second)}
+	if !slices.EqualFunc(got, want, time.Time.Equal) || !next.Equal(due.Add(20*time.Second)) {
+		t.Fatalf("three intervals late: ticks %v, next %s; want %v, %s", got, next, want, due.Add(20*time.Second))
+	}
+	// Found two minutes late: the latest missed tick (skipped, as asked),
+	// then the minute of on-time ticks.
+	ticks, next = planTicks(s, due, due.Add(2*time.Minute), MissedSkip)
+	if first := ticks[0]; first.enqueue || !first.at.Equal(due.Add(55*time.Second)) {
+		t.Fatalf("two minutes late: first tick %s (enqueue %v); want %s skipped", first.at, first.enqueue, due.Add(55*time.Second))
+	}
+	if len(ticks) != 1+13 || !ticks[1].at.Equal(due.Add(time.Minute)) || !next.Equal(due.Add(125*time.Second)) {
+		t.Fatalf("two minutes late: %d ticks from %s, next %s; want 14 from %s, next %s", len(ticks), ticks[1].at, next,
+			due.Add(time.Minute), due.Add(125*time.Second))
 	}
 }
 

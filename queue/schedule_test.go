@@ -426,3 +426,38 @@ func TestAScheduleThatDoesNotParseSaysWhyItWaits(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, broken.LastError)
 }
+
+// A schedule that ticks more often than maintenance passes loses no tick:
+// each tick found within the grace enqueues its own job. Past the grace the
+// missed ticks are caught up by one, then the on-time ones each enqueue.
+func TestAPassLaterThanTheIntervalFiresEveryTick(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	clock := instant("2030-01-01T12:00:00Z")
+	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+		Name: "often", Queue: b.queue, Tenant: "t", Cost: 1, Cron: "@every 2s"}))
+
+	clock = instant("2030-01-01T12:00:06Z")
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 3, st.Fired)
+	require.Equal(t, []string{"batchq:schedule:often:2030-01-01T12:00:02Z", "batchq:schedule:often:2030-01-01T12:00:04Z",
+		"batchq:schedule:often:2030-01-01T12:00:06Z"}, b.scheduleJobs(t, "often"))
+	s, err := b.client.GetSchedule(b.ctx, "often")
+	require.NoError(t, err)
+	require.Equal(t, instant("2030-01-01T12:00:08Z"), s.NextRunAt.UTC())
+	require.Equal(t, instant("2030-01-01T12:00:06Z"), s.LastRunAt.UTC())
+
+	// Two minutes later: 12:00:08 to 12:01:04 were missed (one job, for the
+	// latest), 12:01:06 to 12:02:06 are on time (31 jobs).
+	clock = instant("2030-01-01T12:02:06Z")
+	st, err = b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 32, st.Fired)
+	jobs := b.scheduleJobs(t, "often")
+	require.Len(t, jobs, 3+32)
+	require.Equal(t, "batchq:schedule:often:2030-01-01T12:01:04Z", jobs[3])
+	require.Equal(t, "batchq:schedule:often:2030-01-01T12:01:06Z", jobs[4])
+	require.Equal(t, "batchq:schedule:often:2030-01-01T12:02:06Z", jobs[len(jobs)-1])
+}
