@@ -37,7 +37,7 @@ func enqueueCommand() *cli.Command {
 
 A job with --run-at or --delay waits, scheduled, until then; it then joins the end of its
 tenant's queue, as a job enqueued at that moment does. Its deadline must come after its
-run-at; --ttl counts from the run-at.
+run-at; --ttl counts from the run-at (from now when the run-at has passed).
 
 Many jobs: batchq enqueue --file jobs.jsonl (or --file - for standard input), one JSON object
 per line with the fields queue, tenant, kind, cost, deadline (RFC 3339) or ttl (a duration
