@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -197,24 +198,56 @@ const maxOutputBody = 16 << 20
 // part kept (HTTPConfig.MaxErrorBody): more than any header secret is long.
 const errorBodySlack = 64 << 10
 
-// usageTokens reads the tokens a provider says a call used: usage.total_tokens
-// (OpenAI and most others), else usage.input_tokens + usage.output_tokens
-// (Anthropic). 0: the response did not say.
+// usageTokens reads the tokens a provider says a call used, as they count
+// against its token limit: usage.total_tokens (OpenAI and most others); else
+// usage.prompt_tokens + usage.completion_tokens (OpenAI's chat shape without
+// a total); else usage.input_tokens + usage.cache_creation_input_tokens +
+// usage.output_tokens (Anthropic, whose input_tokens leaves out the prompt
+// written to its cache, which counts against the input-token limit, and
+// whose cache reads do not count against it on most models). 0: the
+// response did not say, or said 0.
 func usageTokens(body []byte) int64 {
 	var r struct {
 		Usage *struct {
-			TotalTokens  *int64 `json:"total_tokens"`
-			InputTokens  int64  `json:"input_tokens"`
-			OutputTokens int64  `json:"output_tokens"`
+			TotalTokens         *int64 `json:"total_tokens"`
+			PromptTokens        *int64 `json:"prompt_tokens"`
+			CompletionTokens    *int64 `json:"completion_tokens"`
+			InputTokens         int64  `json:"input_tokens"`
+			CacheCreationTokens int64  `json:"cache_creation_input_tokens"`
+			OutputTokens        int64  `json:"output_tokens"`
 		} `json:"usage"`
 	}
 	if json.Unmarshal(body, &r) != nil || r.Usage == nil {
 		return 0
 	}
-	if r.Usage.TotalTokens != nil {
-		return max(*r.Usage.TotalTokens, 0)
+	u := r.Usage
+	switch {
+	case u.TotalTokens != nil:
+		return max(*u.TotalTokens, 0)
+	case u.PromptTokens != nil || u.CompletionTokens != nil:
+		var n int64
+		for _, p := range []*int64{u.PromptTokens, u.CompletionTokens} {
+			if p != nil && *p > 0 {
+				n = addCapped(n, *p)
+			}
+		}
+		return n
 	}
-	return max(r.Usage.InputTokens+r.Usage.OutputTokens, 0)
+	var n int64
+	for _, v := range []int64{u.InputTokens, u.CacheCreationTokens, u.OutputTokens} {
+		if v > 0 {
+			n = addCapped(n, v)
+		}
+	}
+	return n
+}
+
+// addCapped is a + b for non-negative a and b, at most math.MaxInt64.
+func addCapped(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // maxUsageScan is how much of a successful response's body past what is

@@ -37,6 +37,13 @@ func TestStreamUsage(t *testing.T) {
 		{`{"usage":{"note":"}]\"{","total_tokens":11},"z":"}"}`, 11},
 		{`{"usage":null}`, 0},
 		{`{"usage":{"total_tokens":-3}}`, 0},
+		// OpenAI's chat shape without a total; Anthropic's with the prompt
+		// it wrote to its cache (which counts against its input-token
+		// limit) and read from it (which does not).
+		{`{"usage":{"prompt_tokens":100,"completion_tokens":20}}`, 120},
+		{`{"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":125}}`, 125},
+		{`{"usage":{"input_tokens":10,"cache_creation_input_tokens":5000,"cache_read_input_tokens":900,"output_tokens":50}}`, 5060},
+		{`{"usage":{"input_tokens":9223372036854775807,"output_tokens":9}}`, 9223372036854775807},
 		// Not one whole object: an event stream, text, a body cut short.
 		{"data: {\"usage\":{\"output_tokens\":4}}\n\ndata: {\"usage\":{\"output_tokens\":9}}\n", 0},
 		{`{"usage":{"total_tokens":3}} {"usage":{"total_tokens":4}}`, 0},

@@ -24,10 +24,11 @@ func workCommand() *cli.Command {
 		Usage: "run a worker pool that POSTs each job's payload to an HTTP endpoint",
 		Description: `Each job's payload is POSTed to --target with Content-Type: application/json,
 Idempotency-Key: batchq-<job id>, Batchq-Job-Id, Batchq-Tenant and Batchq-Attempt.
-A 2xx answer succeeds (its body is the result, usage.total_tokens the actual cost);
-a 429 hands the job back (with --quota-key, pausing every worker of the key per
-Retry-After, at most --max-retry-after; without, that job waits for it); 408, 409, 5xx and
-network errors are retried with backoff; other 4xx are discarded. With --quota-key the
+A 2xx answer succeeds (its body is the result, its usage the actual cost: total_tokens, or
+prompt_tokens + completion_tokens, or input_tokens + cache_creation_input_tokens +
+output_tokens); a 429 hands the job back (with --quota-key, pausing every worker of the key per
+Retry-After, at most --max-retry-after; without, that job waits for it, at most 24h); 408,
+409, 5xx and network errors are retried with backoff; other 4xx and 3xx are discarded. With --quota-key the
 workers of every process using that key pace from one shared throttle.
 SIGINT or SIGTERM stops claiming and finishes running jobs.
 
