@@ -150,6 +150,26 @@ func TestSQLAPIEdges(t *testing.T) {
 		require.Zero(t, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'named' AND state = 'running'`))
 	})
 
+	t.Run("messages say what they got as Go would", func(t *testing.T) {
+		var got []string
+		rows, err := b.pool.Query(b.ctx, `SELECT batchq.rfc3339(x) FROM unnest(ARRAY['0001-01-01T00:00:00+01:00',
+			'0001-01-01T00:00:00Z', '0002-06-01T00:00:00Z', '0001-06-01 BC', '0002-06-01 BC']::timestamptz[]) x`)
+		require.NoError(t, err)
+		got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		var want []string
+		for _, w := range []time.Time{time.Date(0, 12, 31, 23, 0, 0, 0, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+			time.Date(2, 6, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 6, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 6, 1, 0, 0, 0, 0, time.UTC)} {
+			want = append(want, w.Format(time.RFC3339Nano))
+		}
+		require.Equal(t, want, got)
+
+		msg := sqlErr(t, `SELECT * FROM batchq.complete('q', ARRAY[1]::bigint[], NULL, NULL, NULL)`)
+		require.Contains(t, msg, "tokens: must hold one lease token per id (got null for 1)")
+		msg = sqlErr(t, `SELECT * FROM batchq.cancel(1, repeat('x', 4097))`)
+		require.Contains(t, msg, "reason: must be at most 4096 bytes (got 4097)")
+	})
+
 	t.Run("a name no queue can have is refused as such, jobs or none", func(t *testing.T) {
 		for _, jobs := range []string{`[]`, `[{"tenant": "t", "cost": 1}]`} {
 			msg := sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('bad name', $1::jsonb)`, jobs)

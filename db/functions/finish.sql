@@ -70,7 +70,7 @@ BEGIN
     PERFORM batchq.check_queue_argument(p_function, p_queue);
     IF cardinality(p_ids) <> cardinality(p_tokens) OR (p_ids IS NULL) <> (p_tokens IS NULL) THEN
         PERFORM batchq.raise_invalid_argument(p_function, 'tokens',
-            format('must hold one lease token per id (got %s for %s)', coalesce(cardinality(p_tokens), 0),
+            format('must hold one lease token per id (got %s for %s)', coalesce(cardinality(p_tokens)::text, 'null'),
                    coalesce(cardinality(p_ids), 0)));
     END IF;
 END
@@ -453,7 +453,8 @@ DECLARE
     v_reason text := coalesce(nullif(p_reason, ''), 'cancelled');
 BEGIN
     IF octet_length(p_reason) > 4096 THEN
-        PERFORM batchq.raise_invalid_argument('cancel', 'reason', 'must be at most 4096 bytes');
+        PERFORM batchq.raise_invalid_argument('cancel', 'reason',
+            format('must be at most 4096 bytes (got %s)', octet_length(p_reason)));
     END IF;
     SELECT j.queue, j.state INTO v_queue, v_state FROM batchq.jobs j WHERE j.id = p_id FOR UPDATE;
     IF v_queue IS NULL THEN

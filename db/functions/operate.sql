@@ -139,7 +139,8 @@ BEGIN
             format('must be in 1..100000 (got %s)', coalesce(p_limit::text, 'null')));
     END IF;
     IF octet_length(p_reason) > 4096 THEN
-        PERFORM batchq.raise_invalid_argument('cancel jobs', 'reason', 'must be at most 4096 bytes');
+        PERFORM batchq.raise_invalid_argument('cancel jobs', 'reason',
+            format('must be at most 4096 bytes (got %s)', octet_length(p_reason)));
     END IF;
     -- In id order, waiting for a claim or a finish that holds a row (claims
     -- never wait for this, and every statement that waits on job rows takes

@@ -189,7 +189,8 @@ BEGIN
             MESSAGE = format('batchq: save quota %s: state.paused_until: must be at most %s from now (got %s, %s from now)',
                              batchq.quote(p_key), batchq.max_quota_pause(), batchq.rfc3339(v_paused), v_pause),
             DETAIL = jsonb_build_object('index', 0, 'field', 'state.paused_until', 'rule',
-                                       format('must be at most %s from now', batchq.max_quota_pause()))::text;
+                                       format('must be at most %s from now (got %s, %s from now)', batchq.max_quota_pause(),
+                                              batchq.rfc3339(v_paused), v_pause))::text;
     END IF;
 
     IF p_version IS NULL THEN

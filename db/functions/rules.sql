@@ -52,13 +52,18 @@ CREATE OR REPLACE FUNCTION batchq.quote(s text) RETURNS text
         END
         FROM (SELECT coalesce(to_json(s)::text, 'null') AS j) q);
 
--- rfc3339 writes t as Go's time.RFC3339Nano does in UTC.
+-- rfc3339 writes t as Go's time.RFC3339Nano does in UTC. Go counts years
+-- as astronomers do (1 BC is year 0, 2 BC year -1), where to_char's YYYY
+-- is the BC year itself.
 CREATE OR REPLACE FUNCTION batchq.rfc3339(t timestamptz) RETURNS text
     LANGUAGE sql STABLE PARALLEL SAFE
     RETURN CASE
         WHEN t IS NULL THEN 'null'
         WHEN NOT isfinite(t) THEN t::text
-        ELSE to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
+        ELSE CASE WHEN t AT TIME ZONE 'UTC' >= '0001-01-01 00:00:00' THEN to_char(t AT TIME ZONE 'UTC', 'YYYY')
+                  WHEN to_char(t AT TIME ZONE 'UTC', 'YYYY')::integer = 1 THEN '0000'
+                  ELSE '-' || lpad((to_char(t AT TIME ZONE 'UTC', 'YYYY')::integer - 1)::text, 4, '0') END
+             || to_char(t AT TIME ZONE 'UTC', '-MM-DD"T"HH24:MI:SS')
              || coalesce('.' || nullif(rtrim(to_char(extract(microseconds FROM t AT TIME ZONE 'UTC')::bigint % 1000000,
                                                      'FM000000'), '0'), ''), '')
              || 'Z'
