@@ -90,6 +90,8 @@ type Client struct {
 	beforeFinishWrite func()
 	// refusedFor, when set (by tests only), stands for refusedFor.
 	refusedFor time.Duration
+	// pauseCheckEvery, when set (by tests only), stands for pauseCheckEvery.
+	pauseCheckEvery time.Duration
 	// shrunkAfter, when set (by tests only), stands for shrunkAnalyzeAfter.
 	shrunkAfter time.Duration
 	// assumedRun, when set (by tests only), is how long a worker pool takes

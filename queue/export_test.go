@@ -22,6 +22,10 @@ var Quote = quote
 // database refuses their claims for good (see refusedFor).
 func SetRefusedFor(c *Client, d time.Duration) { c.refusedFor = d }
 
+// SetPauseCheckEvery sets how often c's worker pools look whether their
+// queue was paused while claimed jobs wait (see pauseCheckEvery).
+func SetPauseCheckEvery(c *Client, d time.Duration) { c.pauseCheckEvery = d }
+
 // SetShrunkAnalyzeAfter sets how long after a table's last ANALYZE c's
 // maintenance analyzes a table that shrank (see shrunkAnalyzeAfter).
 func SetShrunkAnalyzeAfter(c *Client, d time.Duration) { c.shrunkAfter = d }

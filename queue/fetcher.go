@@ -62,7 +62,7 @@ func (p *pool) fetch(ctx context.Context) error {
 	// While claimed jobs wait for a free handler, the pool looks once every
 	// pauseCheckEvery whether the queue was paused: then it hands them back,
 	// as they have not started, and runs only what already runs.
-	pauseCheck := time.NewTicker(pauseCheckEvery)
+	pauseCheck := time.NewTicker(cmp.Or(p.c.pauseCheckEvery, pauseCheckEvery))
 	defer pauseCheck.Stop()
 	for {
 		if ctx.Err() != nil {
@@ -88,6 +88,12 @@ func (p *pool) fetch(ctx context.Context) error {
 			if len(r.got) > 0 {
 				p.inflight.Add(int64(len(r.got)))
 				p.waiting.add(r.got)
+				// Jobs from a queue last seen paused: claimed just before
+				// the pause took (hand them back), or it was resumed (say
+				// so now, not when the queue next runs empty).
+				if !pausedSince.IsZero() && p.paused(ctx, &pausedSince) {
+					p.handBackAll(p.waiting.takeAll())
+				}
 			}
 			if r.err != nil && ctx.Err() == nil {
 				p.emit(Event{Kind: EventError, Err: r.err})
@@ -120,6 +126,12 @@ func (p *pool) fetch(ctx context.Context) error {
 				p.handBackAll(p.waiting.takeAll())
 			}
 			p.handBackCancelled(ctx, &cancelsSeen)
+		case <-p.pausedNow:
+			// An operator paused the queue: the jobs claimed ahead go back
+			// now, unstarted, not at the next pause check.
+			if p.paused(ctx, &pausedSince) {
+				p.handBackAll(p.waiting.takeAll())
+			}
 		}
 	}
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // listen wakes the fetcher when an enqueue or requeue in this queue commits
-// (batchq notifies on the channel batchq_jobs with the queue's name).
-// Polling covers the gaps while it reconnects.
+// (batchq notifies on the channel batchq_jobs with the queue's name), and
+// tells it when the queue is paused (the name and " paused": no queue's
+// name holds a space). Polling covers the gaps while it reconnects.
 func (p *pool) listen(ctx context.Context) {
 	const firstBackoff = 100 * time.Millisecond
 	backoff := firstBackoff
@@ -49,8 +50,14 @@ func (p *pool) listenOnce(ctx context.Context) (bool, error) {
 		if err != nil {
 			return true, err
 		}
-		if n.Payload == p.cfg.Queue {
+		switch n.Payload {
+		case p.cfg.Queue:
 			p.poke()
+		case p.cfg.Queue + " paused":
+			select {
+			case p.pausedNow <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -62,12 +62,16 @@ func TestPauseStopsClaimsOnly(t *testing.T) {
 }
 
 // A pool on a paused queue finishes what it runs and waits; with Drain it
-// returns ErrQueuePaused. Resumed, a pool drains the queue.
+// returns ErrQueuePaused. The job it claimed ahead goes back as soon as the
+// pause's notification reaches it, not at its next look a second later.
+// Resumed, a pool drains the queue.
 func TestPoolOnAPausedQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
 	// Handlers known to be quick: the pool claims ahead from its first claim.
 	queue.SetAssumedRun(b.client, time.Millisecond)
+	// Its own look comes too late for the test: the notification must do it.
+	queue.SetPauseCheckEvery(b.client, time.Hour)
 	b.enqueueN(t, "a", 5, 1)
 	release := make(chan struct{})
 	var ran atomic.Int32

@@ -171,6 +171,9 @@ type pool struct {
 
 	waiting *waitingJobs  // claimed, for the handlers to take
 	wake    chan struct{} // a notification or a freed slot: look for work now
+	// pausedNow says the queue was just paused (a notification): hand back
+	// the jobs waiting for a handler now, not at the next pause check.
+	pausedNow chan struct{}
 	// inflight counts claimed jobs no handler has finished with: waiting for
 	// a handler, or running.
 	inflight atomic.Int64
@@ -236,6 +239,7 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 		log:           log.With("queue", cfg.Queue, "worker", cfg.Name),
 		waiting:       newWaitingJobs(),
 		wake:          make(chan struct{}, 1),
+		pausedNow:     make(chan struct{}, 1),
 		admission:     &admission{th: cfg.Throttle},
 		handlerCtx:    hctx,
 		cancelHandler: hcancel,

@@ -14,6 +14,9 @@ BEGIN
     PERFORM batchq.check_queue_argument('pause queue', p_queue);
     UPDATE batchq.queues q SET paused_at = now(), updated_at = now() WHERE q.name = p_queue AND q.paused_at IS NULL;
     IF FOUND THEN
+        -- Pools hand back the jobs they claimed ahead as soon as they hear
+        -- it, not at their next look (a name holds no space).
+        PERFORM pg_notify('batchq_jobs', p_queue || ' paused');
         RETURN true;
     END IF;
     PERFORM batchq.raise_unknown_queue(p_queue);
