@@ -776,12 +776,14 @@ CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS
             ARRAY['BQ104', key, format('must be a string (got %s)', jsonb_typeof(value))]
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) NOT IN ('string', 'number') THEN
             ARRAY['BQ104', key, format('must be a string or a number (got %s)', jsonb_typeof(value))]
-        WHEN key = 'ttl' AND jsonb_typeof(value) = 'number' AND value::text::numeric < 0 THEN
-            ARRAY['BQ103', key, format('must be > 0 (got %s)', value::text)]
-        WHEN key = 'delay' AND jsonb_typeof(value) = 'number' AND value::text::numeric < 0 THEN
-            ARRAY['BQ103', key, format('must be >= 0 (got %s)', value::text)]
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND abs(value::text::numeric) > 300000000000 THEN
             ARRAY['BQ103', key, format('must be at most 300000000000 seconds either way (got %s)', value::text)]
+        -- Seconds below zero by less than a microsecond make a zero
+        -- interval, which would read as none: still negative. (Larger ones
+        -- are refused with the job's other rules, as a duration.)
+        WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND value::text::numeric < 0
+             AND make_interval(secs => value::text::double precision) = interval '0' THEN
+            ARRAY['BQ103', key, format('must be %s 0 (got %s)', CASE key WHEN 'ttl' THEN '>' ELSE '>=' END, value::text)]
         WHEN key IN ('deadline', 'run_at')
              AND value #>> '{}' !~* '^\d{4}-\d\d-\d\dT([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]\d\d:[0-5]\d)$' THEN
             ARRAY['BQ103', key, format('must be an RFC 3339 time such as "2026-12-01T02:00:00Z" (got %s)', value::text)]
