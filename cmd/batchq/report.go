@@ -171,11 +171,22 @@ func reportTenants(c *cli.Context, client *queue.Client) error {
 	d := newDataset("queue", "tenant", "jobs", "succeeded", "failed", "expired", "cancelled", "discarded",
 		"succeeded_tokens", "failed_tokens", "expired_tokens", "cancelled_tokens", "discarded_tokens",
 		"actual_tokens", "served_tokens", "token_share", "weight", "weight_share", "wait_p50", "wait_p95")
+	// A queue that served no tokens in the window has no shares to give: its
+	// tenants' token_share is empty (null in JSON), as batchq.tenant_usage
+	// has it, not 0, which would read as starved.
+	served := map[string]int64{}
 	for _, r := range rows {
+		served[r.Queue] += r.ServedTokens
+	}
+	for _, r := range rows {
+		var share *float64
+		if served[r.Queue] > 0 {
+			share = &r.TokenShare
+		}
 		d.add(r.Queue, r.Tenant, r.Jobs, r.Succeeded, r.Failed, r.Expired, r.Cancelled, r.Discarded,
 			r.SucceededTokens, r.FailedTokens, r.ExpiredTokens, r.CancelledTokens, r.DiscardedTokens,
 			r.ActualTokens, r.ServedTokens,
-			r.TokenShare, weightCell(r.Weight), r.WeightShare, r.WaitP50, r.WaitP95)
+			share, weightCell(r.Weight), r.WeightShare, r.WaitP50, r.WaitP95)
 	}
 	return writeList(c, d)
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -339,4 +341,33 @@ func FuzzParseDuration(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, d, again)
 	})
+}
+
+// A queue that served no tokens in the window (every job cancelled before
+// it ran) has no token shares: empty in tables, null in JSON, as
+// batchq.tenant_usage gives them, not 0, which reads as starved.
+func TestReportTenantsLeavesTheShareOfNothingServedEmpty(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "idle")
+	for _, tenant := range []string{"a", "b"} {
+		r := runCLI(t, db.url, "enqueue", "--queue", "idle", "--tenant", tenant, "--cost", "5")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r := runCLI(t, db.url, "jobs", "cancel", "--queue", "idle", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	r = runCLI(t, db.url, "--format", "json", "report", "tenants", "--queue", "idle")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows), r.stdout)
+	require.Len(t, rows, 2)
+	for _, row := range rows {
+		require.Contains(t, row, "token_share")
+		require.Nil(t, row["token_share"], "tenant %v", row["tenant"])
+		require.EqualValues(t, 0.5, row["weight_share"])
+	}
+	var viaSQL int64
+	require.NoError(t, db.pool.QueryRow(context.Background(), `SELECT count(*) FROM batchq.tenant_usage(now() - interval '1 day', now() + interval '1 minute')
+		WHERE queue = 'idle' AND token_share IS NULL`).Scan(&viaSQL))
+	require.Equal(t, int64(2), viaSQL, "the SQL function says the same")
 }
