@@ -55,8 +55,10 @@ const (
 	MaxReasonBytes = 4096
 	// MaxNameBytes bounds a name: a tenant's, a kind's, a unique key's, a
 	// worker's (WorkerConfig.Name) and a schedule's cron expression.
-	MaxNameBytes     = 256
-	maxAttemptsLimit = 1000
+	MaxNameBytes = 256
+	// MaxAttemptsLimit bounds a job's, a queue's and a schedule's
+	// MaxAttempts.
+	MaxAttemptsLimit = 1000
 )
 
 // Config configures a Client. The zero value is ready to use.
@@ -206,8 +208,8 @@ func (qc QueueConfig) validate() error {
 		return &SettingError{"default_ttl", fmt.Sprintf("must be > 0 (got %s)", qc.DefaultTTL)}
 	case qc.Lease < time.Second:
 		return &SettingError{"lease", fmt.Sprintf("must be at least 1s (got %s)", qc.Lease)}
-	case qc.MaxAttempts <= 0 || qc.MaxAttempts > maxAttemptsLimit:
-		return &SettingError{"max_attempts", fmt.Sprintf("must be in 1..%d (got %d)", maxAttemptsLimit, qc.MaxAttempts)}
+	case qc.MaxAttempts <= 0 || qc.MaxAttempts > MaxAttemptsLimit:
+		return &SettingError{"max_attempts", fmt.Sprintf("must be in 1..%d (got %d)", MaxAttemptsLimit, qc.MaxAttempts)}
 	case qc.UniqueFor < 0:
 		return &SettingError{"unique_for", fmt.Sprintf("must be >= 0 (got %s)", qc.UniqueFor)}
 	}

@@ -233,8 +233,8 @@ func (c *Client) validate(j *NewJob, now time.Time, queueChecked bool) *InvalidJ
 	case !j.Deadline.IsZero() && !j.Deadline.Before(year10000):
 		return &InvalidJobError{Field: "deadline", Rule: "must be before year 10000"}
 	}
-	if j.MaxAttempts < 0 || j.MaxAttempts > maxAttemptsLimit {
-		return &InvalidJobError{Field: "max_attempts", Rule: fmt.Sprintf("must be in 1..%d, or 0 for the queue's setting (got %d)", maxAttemptsLimit, j.MaxAttempts)}
+	if j.MaxAttempts < 0 || j.MaxAttempts > MaxAttemptsLimit {
+		return &InvalidJobError{Field: "max_attempts", Rule: fmt.Sprintf("must be in 1..%d, or 0 for the queue's setting (got %d)", MaxAttemptsLimit, j.MaxAttempts)}
 	}
 	if err := c.checkPayload(j); err != nil {
 		return err

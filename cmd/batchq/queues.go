@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -126,18 +127,20 @@ func queuesCreate(c *cli.Context, client *queue.Client) error {
 	qc := queue.QueueConfig{Name: args[0]}
 	// A zero in QueueConfig means the default; given on the command line it
 	// is a mistake, said as such.
+	// Each says the rule queues set says of the same zero.
 	for _, z := range []struct {
 		flag string
 		zero bool
+		rule string
 	}{
-		{"quantum", u.Quantum != nil && *u.Quantum == 0},
-		{"max-per-tenant", u.MaxPerTenant != nil && *u.MaxPerTenant == 0},
-		{"default-ttl", u.DefaultTTL != nil && *u.DefaultTTL == 0},
-		{"lease", u.Lease != nil && *u.Lease == 0},
-		{"max-attempts", u.MaxAttempts != nil && *u.MaxAttempts == 0},
+		{"quantum", u.Quantum != nil && *u.Quantum == 0, fmt.Sprintf("must be in 1..%d (got 0)", queue.MaxCost)},
+		{"max-per-tenant", u.MaxPerTenant != nil && *u.MaxPerTenant == 0, fmt.Sprintf("must be in 1..%d (got 0)", math.MaxInt32)},
+		{"default-ttl", u.DefaultTTL != nil && *u.DefaultTTL == 0, "must be > 0 (got 0s)"},
+		{"lease", u.Lease != nil && *u.Lease == 0, "must be at least 1s (got 0s)"},
+		{"max-attempts", u.MaxAttempts != nil && *u.MaxAttempts == 0, fmt.Sprintf("must be in 1..%d (got 0)", queue.MaxAttemptsLimit)},
 	} {
 		if z.zero {
-			return usagef("batchq: --%s: must be > 0 (got 0)", z.flag)
+			return usagef("batchq: --%s: %s", z.flag, z.rule)
 		}
 	}
 	qc.Quantum = derefOr(u.Quantum, 0)
