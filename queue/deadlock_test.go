@@ -139,7 +139,9 @@ func TestDeleteQueueAndFiringSchedulesNeverDeadlock(t *testing.T) {
 			Cost: 10, Cron: "@hourly"}))
 	}
 	m := fleetClient(t, b.pool.Config().ConnString())
-	later := time.Now().Add(2 * time.Hour)
+	// Half past, two hours on: each schedule's last tick was missed half an
+	// hour before (one job each), and none is on time.
+	later := time.Now().Truncate(time.Hour).Add(2*time.Hour + 30*time.Minute)
 	queue.SetMaintenanceClock(m, func() time.Time { return later })
 	maintained, resume := holdAt(t, m, "schedules taken", func() error {
 		_, err := m.Maintain(b.ctx, b.queue)

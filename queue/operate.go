@@ -63,12 +63,12 @@ func (e *QueueNotEmptyError) Error() string {
 		"cancel %s (batchq jobs cancel --queue %s) or let %s finish first",
 		quote(e.Queue), n, jobs, e.Queued, e.Running, e.Retrying, e.Scheduled, them, e.Queue, them)
 	if e.Schedules > 0 {
-		schedules := "schedules"
+		schedules, are := "schedules", "are"
 		if e.Schedules == 1 {
-			schedules = "schedule"
+			schedules, are = "schedule", "is"
 		}
-		msg += fmt.Sprintf("; it also has %d %s, which may enqueue more and are deleted with it (batchq schedules list --queue %s)",
-			e.Schedules, schedules, e.Queue)
+		msg += fmt.Sprintf("; it also has %d %s, which may enqueue more and %s deleted with it (batchq schedules list --queue %s)",
+			e.Schedules, schedules, are, e.Queue)
 	}
 	return msg
 }

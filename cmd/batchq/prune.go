@@ -50,5 +50,9 @@ func pruneAction(c *cli.Context, client *queue.Client) error {
 	}
 	d := newDataset("pruned", "finished_before")
 	d.add(n, before)
-	return writeResult(c, fmt.Sprintf("pruned %d outcomes that finished before %s", n, before.UTC().Format(time.RFC3339)), d)
+	outcomes := "outcomes"
+	if n == 1 {
+		outcomes = "outcome"
+	}
+	return writeResult(c, fmt.Sprintf("pruned %d %s that finished before %s", n, outcomes, before.UTC().Format(time.RFC3339)), d)
 }
