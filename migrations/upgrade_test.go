@@ -319,6 +319,7 @@ func contents(t *testing.T, pool *pgxpool.Pool) map[string][]string {
 // upgradeAdds lists the columns the upgrade from 0.1.0 adds to its tables.
 var upgradeAdds = map[string][]string{
 	"jobs":        {"cancel_requested_at"},
+	"outcomes":    {"run_at"},
 	"queues":      {"paused_at"},
 	"tenant_ring": {"scheduled"},
 }

@@ -117,7 +117,8 @@ const ResubmitKeyPrefix = "batchq:resubmit-of:"
 // Resubmit enqueues a copy of a job that failed, was discarded, expired or
 // was cancelled, from its outcome: same queue, tenant, kind, estimated cost,
 // max attempts and payload, with the time to live it had (its deadline less
-// its enqueue time) counted from now. The copy's unique key is ResubmitKeyPrefix and the
+// its enqueue time, or less its run-at for a job that finished still
+// scheduled) counted from now. The copy's unique key is ResubmitKeyPrefix and the
 // original id, so resubmitting twice while the copy is unfinished (or within
 // the queue's UniqueFor after it finished) returns the copy as a Duplicate
 // instead of making another; the original's own unique key is not carried
@@ -142,11 +143,22 @@ func (c *Client) Resubmit(ctx context.Context, id int64) (Enqueued, error) {
 		Tenant:      o.Tenant,
 		Kind:        o.Kind,
 		Cost:        o.EstimatedCost,
-		TTL:         max(o.Deadline.Sub(o.EnqueuedAt), 0),
+		TTL:         resubmitTTL(o),
 		MaxAttempts: int(o.MaxAttempts),
 		Payload:     o.Payload,
 		UniqueKey:   ResubmitKeyPrefix + strconv.FormatInt(id, 10),
 	})
+}
+
+// resubmitTTL is the time to live a finished job had: from its run-at, for
+// one that finished still scheduled (its wait was not part of it), else
+// from when it was enqueued.
+func resubmitTTL(o dbsqlc.BatchqOutcome) time.Duration {
+	from := o.EnqueuedAt
+	if o.RunAt != nil {
+		from = *o.RunAt
+	}
+	return max(o.Deadline.Sub(from), 0)
 }
 
 // TenantSettings returns a tenant's settings, and whether it has any stored:

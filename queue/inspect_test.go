@@ -117,6 +117,30 @@ func TestResubmitCopiesAFinishedJobOnce(t *testing.T) {
 	require.ErrorContains(t, err, "only failed, discarded, expired or cancelled jobs")
 }
 
+// A job cancelled while still scheduled had its time to live from its
+// run-at: its copy gets that, not the wait until the run-at besides. Its
+// outcome keeps the run-at; other outcomes have none.
+func TestResubmitAScheduledJobKeepsItsTimeToLive(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "acme", Cost: 5,
+		Delay: 30 * 24 * time.Hour, TTL: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, b.client.Cancel(b.ctx, res.ID, "not needed"))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes
+		WHERE job_id = $1 AND run_at BETWEEN now() + interval '29 days' AND now() + interval '31 days'`, res.ID))
+
+	cp, err := b.client.Resubmit(b.ctx, res.ID)
+	require.NoError(t, err)
+	info, err := b.client.JobInfo(b.ctx, cp.ID)
+	require.NoError(t, err)
+	require.Equal(t, "queued", info.State)
+	require.WithinDuration(t, info.EnqueuedAt.Add(time.Hour), info.Deadline, time.Minute, "the TTL it had, from its run-at")
+
+	require.NoError(t, b.client.Cancel(b.ctx, cp.ID, ""))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE job_id = $1 AND run_at IS NULL`, cp.ID))
+}
+
 // A job given up on a Permanent error (a 401 from a key since fixed, say) is
 // resubmitted as a failed one is.
 func TestResubmitADiscardedJob(t *testing.T) {

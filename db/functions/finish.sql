@@ -43,6 +43,7 @@ BEGIN
           AND (p_tokens IS NULL OR ((j.id, j.lease_token) IN (SELECT i.id, i.token FROM input i)) IS TRUE)
         RETURNING j.id, j.lease_token, j.tenant, j.kind, j.cost, j.state, j.pos, j.seq, j.round, j.deadline, j.attempt,
                   j.max_attempts, j.enqueued_at, j.first_claimed_at, j.worker, j.unique_key,
+                  CASE WHEN j.state = 'scheduled' THEN j.run_after END AS run_at,
                   CASE WHEN p_outcome = 'succeeded' THEN NULL ELSE j.payload END AS payload
     ), finished AS (
         SELECT d.*, i.error, i.result, i.actual_cost
@@ -51,9 +52,10 @@ BEGIN
     ), written AS (
         INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts,
                                      max_attempts, deadline, enqueued_at, first_claimed_at, worker, error, result,
-                                     payload, unique_key)
+                                     payload, unique_key, run_at)
         SELECT f.id, p_queue, f.tenant, f.kind, p_outcome, f.cost, f.actual_cost, f.attempt, f.max_attempts,
-               f.deadline, f.enqueued_at, f.first_claimed_at, f.worker, f.error, f.result, f.payload, f.unique_key
+               f.deadline, f.enqueued_at, f.first_claimed_at, f.worker, f.error, f.result, f.payload, f.unique_key,
+               f.run_at
         FROM finished f
     )
     SELECT f.id, f.lease_token, f.tenant, f.kind, f.cost, f.actual_cost, f.state, f.pos, f.seq, f.round, f.deadline,

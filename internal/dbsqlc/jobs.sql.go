@@ -67,7 +67,7 @@ func (q *Queries) GetJob(ctx context.Context, db DBTX, id int64) (GetJobRow, err
 }
 
 const getOutcome = `-- name: GetOutcome :one
-SELECT job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts, max_attempts, deadline, enqueued_at, first_claimed_at, finished_at, worker, error, result, payload, unique_key FROM batchq.outcomes o WHERE o.job_id = $1
+SELECT job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts, max_attempts, deadline, enqueued_at, first_claimed_at, finished_at, worker, error, result, payload, unique_key, run_at FROM batchq.outcomes o WHERE o.job_id = $1
 `
 
 func (q *Queries) GetOutcome(ctx context.Context, db DBTX, id int64) (BatchqOutcome, error) {
@@ -92,6 +92,7 @@ func (q *Queries) GetOutcome(ctx context.Context, db DBTX, id int64) (BatchqOutc
 		&i.Result,
 		&i.Payload,
 		&i.UniqueKey,
+		&i.RunAt,
 	)
 	return i, err
 }

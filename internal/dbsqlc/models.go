@@ -250,6 +250,7 @@ type BatchqOutcome struct {
 	Result         []byte
 	Payload        []byte
 	UniqueKey      *string
+	RunAt          *time.Time
 }
 
 type BatchqQueue struct {

@@ -92,7 +92,7 @@ GRANT SELECT ON batchq.backlog, batchq.unfinished, batchq.audit, batchq.queues, 
     batchq.queue_tenants, batchq.quota, batchq.quota_pauses
 TO :"app_role";
 GRANT SELECT (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost, attempts, max_attempts,
-              deadline, enqueued_at, first_claimed_at, finished_at, worker, error, unique_key)
+              deadline, enqueued_at, first_claimed_at, finished_at, worker, error, unique_key, run_at)
     ON batchq.outcomes TO :"app_role";
 GRANT EXECUTE ON FUNCTION batchq.tenant_usage(timestamptz, timestamptz),
     batchq.console_backlog(text, text), batchq.console_queued(text, text[], bigint),
