@@ -305,10 +305,13 @@ func TestFiringSchedulesAndAnEnqueueForSeveralTenantsNeverDeadlock(t *testing.T)
 		require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{Name: name, Queue: b.queue, Tenant: "a",
 			Cost: 10, Cron: "@hourly"}))
 	}
-	// b's tick first, then a's.
-	b.exec(t, `UPDATE batchq.schedules SET tenant = 'b', next_run_at = now() - interval '10 minutes' WHERE name = 'fb'`)
-	b.exec(t, `UPDATE batchq.schedules SET next_run_at = now() - interval '5 minutes' WHERE name <> 'fb'`)
+	// b's tick first, then a's. Maintained at half past an hour gone, each
+	// tick was missed minutes before and none is on time: one job each.
+	at := time.Now().Truncate(time.Hour).Add(-30 * time.Minute)
+	b.exec(t, `UPDATE batchq.schedules SET tenant = 'b', next_run_at = $1::timestamptz - interval '10 minutes' WHERE name = 'fb'`, at)
+	b.exec(t, `UPDATE batchq.schedules SET next_run_at = $1::timestamptz - interval '5 minutes' WHERE name <> 'fb'`, at)
 	m := fleetClient(t, b.pool.Config().ConnString())
+	queue.SetMaintenanceClock(m, func() time.Time { return at })
 	maintained, resume := holdAt(t, m, "schedule fired", func() error {
 		_, err := m.Maintain(b.ctx, b.queue)
 		return err

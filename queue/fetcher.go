@@ -87,12 +87,14 @@ func (p *pool) fetch(ctx context.Context) error {
 			inFlight = false
 			if len(r.got) > 0 {
 				p.inflight.Add(int64(len(r.got)))
-				p.waiting.add(r.got)
 				// Jobs from a queue last seen paused: claimed just before
-				// the pause took (hand them back), or it was resumed (say
-				// so now, not when the queue next runs empty).
+				// the pause took (hand them back, before a handler can take
+				// one), or it was resumed (say so now, not when the queue
+				// next runs empty).
 				if !pausedSince.IsZero() && p.paused(ctx, &pausedSince) {
-					p.handBackAll(p.waiting.takeAll())
+					p.handBackAll(r.got)
+				} else {
+					p.waiting.add(r.got)
 				}
 			}
 			if r.err != nil && ctx.Err() == nil {
@@ -411,6 +413,9 @@ func (p *pool) paused(ctx context.Context, since *time.Time) bool {
 	defer cancel()
 	q, err := p.c.q.GetQueue(ctx, p.c.pool, p.cfg.Queue)
 	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("could not look whether the queue is paused; going by the last look", "paused", !since.IsZero(), "err", err)
+		}
 		return !since.IsZero()
 	}
 	switch {

@@ -199,7 +199,8 @@ const maxOutputBody = 16 << 20
 const errorBodySlack = 64 << 10
 
 // usageTokens reads the tokens a provider says a call used, as they count
-// against its token limit: usage.total_tokens (OpenAI and most others); else
+// against its token limit: usage.total_tokens (OpenAI and most others) when
+// above 0 (a proxy may send 0 beside the parts); else
 // usage.prompt_tokens + usage.completion_tokens (OpenAI's chat shape without
 // a total); else usage.input_tokens + usage.cache_creation_input_tokens +
 // usage.output_tokens (Anthropic, whose input_tokens leaves out the prompt
@@ -222,8 +223,8 @@ func usageTokens(body []byte) int64 {
 	}
 	u := r.Usage
 	switch {
-	case u.TotalTokens != nil:
-		return max(*u.TotalTokens, 0)
+	case u.TotalTokens != nil && *u.TotalTokens > 0:
+		return *u.TotalTokens
 	case u.PromptTokens != nil || u.CompletionTokens != nil:
 		var n int64
 		for _, p := range []*int64{u.PromptTokens, u.CompletionTokens} {

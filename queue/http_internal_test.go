@@ -42,6 +42,7 @@ func TestStreamUsage(t *testing.T) {
 		// limit) and read from it (which does not).
 		{`{"usage":{"prompt_tokens":100,"completion_tokens":20}}`, 120},
 		{`{"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":125}}`, 125},
+		{`{"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":0}}`, 120},
 		{`{"usage":{"input_tokens":10,"cache_creation_input_tokens":5000,"cache_read_input_tokens":900,"output_tokens":50}}`, 5060},
 		{`{"usage":{"input_tokens":9223372036854775807,"output_tokens":9}}`, 9223372036854775807},
 		// Not one whole object: an event stream, text, a body cut short.

@@ -104,6 +104,11 @@ func TestPoolOnAPausedQueue(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE state = 'running'`) == 2
 	}, 10*time.Second, 5*time.Millisecond)
+	// The pool listens before the pause is said, or it could not hear it.
+	require.Eventually(t, func() bool {
+		return b.scalar(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query = 'LISTEN batchq_jobs'`) == 1
+	}, 10*time.Second, 5*time.Millisecond)
 	_, err := b.client.PauseQueue(b.ctx, b.queue)
 	require.NoError(t, err)
 	// The job claimed ahead goes back unstarted, while the running one runs.

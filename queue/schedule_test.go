@@ -405,6 +405,9 @@ func TestAScheduleThatDoesNotParseSaysWhyItWaits(t *testing.T) {
 
 	utc := "UTC"
 	require.NoError(t, b.client.SetSchedule(b.ctx, "broken", queue.ScheduleUpdate{Timezone: &utc}))
+	broken, err = b.client.GetSchedule(b.ctx, "broken")
+	require.NoError(t, err)
+	require.Empty(t, broken.LastError, "the new time zone clears what was said of the old")
 	clock = instant("2030-01-01T14:00:00Z")
 	st, err = b.client.Maintain(b.ctx, b.queue)
 	require.NoError(t, err)

@@ -129,6 +129,9 @@ func TestSQLAPIEdges(t *testing.T) {
 		require.Contains(t, msg, "batchq: invalid job 1: ttl: must be > 0 (got -0.0000001)")
 		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "delay": -0.0000001}]')`)
 		require.Contains(t, msg, "batchq: invalid job 1: delay: must be >= 0 (got -0.0000001)")
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "ttl": -1e-400}]')`)
+		require.Contains(t, msg, "batchq: invalid job 1: ttl: must be > 0 (got -0.0000") // jsonb writes it out
+		require.Contains(t, msg, "SQLSTATE BQ103")
 		require.Equal(t, before, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 		// Zero is none, in any spelling of one sign.
 		require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "zero"}))
@@ -541,6 +544,8 @@ func TestScheduleErrorRecordsOnlyForTheDueTick(t *testing.T) {
 		_, err = b.pool.Exec(b.ctx, record, "hourly", due, why)
 		requireRefused(t, err, "schedule_error", "error", "must say why the tick waits (got none)")
 	}
+	_, err = b.pool.Exec(b.ctx, record, "hourly", due, strings.Repeat("x", 4097))
+	requireRefused(t, err, "schedule_error", "error", "must be at most 4096 bytes (got 4097)")
 	_, err = b.pool.Exec(b.ctx, record, "nosuch", due, "why")
 	var pe *pgconn.PgError
 	require.ErrorAs(t, err, &pe)

@@ -282,10 +282,11 @@ func TestLeastPrivilegeRoles(t *testing.T) {
 	_, err = owner.Exec(ctx, `UPDATE batchq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, held[0].ID)
 	require.NoError(t, err)
 	// A schedule whose tick is due: the worker role's maintenance fires it.
+	// The tick is the hour's, on the schedule's grid: on time or missed,
+	// one job, with the next tick an hour on.
 	_, err = owner.Exec(ctx, `INSERT INTO batchq.schedules (name, queue, tenant, cron, cost, payload, next_run_at)
-		VALUES ('nightly', 'docs', 'scheduler', '@hourly', 10, '{"tokens":10}', date_trunc('second', now()))`)
+		VALUES ('nightly', 'docs', 'scheduler', '@hourly', 10, '{"tokens":10}', date_trunc('hour', now()))`)
 	require.NoError(t, err)
-	time.Sleep(10 * time.Millisecond)
 	st, err := workerClient.Maintain(ctx, "docs")
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Rescued)

@@ -778,11 +778,12 @@ CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS
             ARRAY['BQ104', key, format('must be a string or a number (got %s)', jsonb_typeof(value))]
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND abs(value::text::numeric) > 300000000000 THEN
             ARRAY['BQ103', key, format('must be at most 300000000000 seconds either way (got %s)', value::text)]
-        -- Seconds below zero by less than a microsecond make a zero
+        -- Seconds below zero by less than a microsecond may make a zero
         -- interval, which would read as none: still negative. (Larger ones
-        -- are refused with the job's other rules, as a duration.)
+        -- are refused with the job's other rules, as a duration.) Compared
+        -- as numeric: -1e-400 is no double.
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND value::text::numeric < 0
-             AND make_interval(secs => value::text::double precision) = interval '0' THEN
+             AND value::text::numeric > -0.000001 THEN
             ARRAY['BQ103', key, format('must be %s 0 (got %s)', CASE key WHEN 'ttl' THEN '>' ELSE '>=' END, value::text)]
         WHEN key IN ('deadline', 'run_at')
              AND value #>> '{}' !~* '^\d{4}-\d\d-\d\dT([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]\d\d:[0-5]\d)$' THEN

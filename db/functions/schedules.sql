@@ -172,8 +172,9 @@ $$;
 -- (batchq schedules set), and `schedules list` says why it waits. Nothing
 -- happens when its next tick is no longer p_due (another maintainer handled
 -- it, or it was changed) or last_error already says so. Returns whether it
--- wrote. A NULL or empty p_error is refused (BQ101); no such schedule is
--- refused with BQ204, as fire_schedule refuses it.
+-- wrote. A NULL or empty p_error, or one over 4096 bytes, is refused
+-- (BQ101); no such schedule is refused with BQ204, as fire_schedule
+-- refuses it.
 CREATE OR REPLACE FUNCTION batchq.schedule_error(p_name text, p_due timestamptz, p_error text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -189,6 +190,10 @@ BEGIN
     END IF;
     IF coalesce(p_error, '') = '' THEN
         PERFORM batchq.raise_invalid_argument('schedule_error', 'error', 'must say why the tick waits (got none)');
+    END IF;
+    IF octet_length(p_error) > 4096 THEN
+        PERFORM batchq.raise_invalid_argument('schedule_error', 'error',
+            format('must be at most 4096 bytes (got %s)', octet_length(p_error)));
     END IF;
     SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
     IF NOT FOUND THEN

@@ -23,8 +23,11 @@ VALUES (@name, @queue, @tenant, @kind, @cron, @timezone, @cost, sqlc.narg(ttl)::
         @missed, @next_run_at, sqlc.narg(paused_at)::timestamptz);
 
 -- name: UpdateSchedule :execrows
+-- A new expression or time zone clears last_error: what it said (a tick that
+-- could not be read, say) was of the old one.
 UPDATE batchq.schedules
-SET queue = @queue, tenant = @tenant, kind = @kind, cron = @cron, timezone = @timezone, cost = @cost,
+SET last_error = CASE WHEN (cron, timezone) IS DISTINCT FROM (@cron::text, @timezone::text) THEN NULL ELSE last_error END,
+    queue = @queue, tenant = @tenant, kind = @kind, cron = @cron, timezone = @timezone, cost = @cost,
     ttl = sqlc.narg(ttl)::interval, max_attempts = @max_attempts, payload = @payload, missed = @missed,
     next_run_at = @next_run_at, paused_at = sqlc.narg(paused_at)::timestamptz, updated_at = now()
 WHERE name = @name;

@@ -268,18 +268,19 @@ func (q *Queries) ScheduleError(ctx context.Context, db DBTX, arg ScheduleErrorP
 
 const updateSchedule = `-- name: UpdateSchedule :execrows
 UPDATE batchq.schedules
-SET queue = $1, tenant = $2, kind = $3, cron = $4, timezone = $5, cost = $6,
+SET last_error = CASE WHEN (cron, timezone) IS DISTINCT FROM ($1::text, $2::text) THEN NULL ELSE last_error END,
+    queue = $3, tenant = $4, kind = $5, cron = $1, timezone = $2, cost = $6,
     ttl = $7::interval, max_attempts = $8, payload = $9, missed = $10,
     next_run_at = $11, paused_at = $12::timestamptz, updated_at = now()
 WHERE name = $13
 `
 
 type UpdateScheduleParams struct {
+	Cron        string
+	Timezone    string
 	Queue       string
 	Tenant      string
 	Kind        string
-	Cron        string
-	Timezone    string
 	Cost        int64
 	Ttl         *time.Duration
 	MaxAttempts int32
@@ -290,13 +291,15 @@ type UpdateScheduleParams struct {
 	Name        string
 }
 
+// A new expression or time zone clears last_error: what it said (a tick that
+// could not be read, say) was of the old one.
 func (q *Queries) UpdateSchedule(ctx context.Context, db DBTX, arg UpdateScheduleParams) (int64, error) {
 	result, err := db.Exec(ctx, updateSchedule,
+		arg.Cron,
+		arg.Timezone,
 		arg.Queue,
 		arg.Tenant,
 		arg.Kind,
-		arg.Cron,
-		arg.Timezone,
 		arg.Cost,
 		arg.Ttl,
 		arg.MaxAttempts,
