@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/batchq/batchq/queue"
@@ -144,14 +145,23 @@ func orBelow(s string, unset bool) string {
 }
 
 // cancelTenant cancels a tenant's unfinished jobs in a queue. The form
-// carries the count the page showed (the dry run); when the tenant has more
-// waiting jobs now, nothing is cancelled and the page shows the new count.
+// carries the count the page showed (the dry run) and when it read it: when
+// the tenant has more waiting jobs now, nothing is cancelled and the page
+// shows the new count; jobs enqueued after the page read them are never
+// cancelled, so one that arrived as another finished is not taken for it.
+// A form without asof (a script's) is checked by its count alone.
 func (s *server) cancelTenant(r *http.Request) (string, string, error) {
 	qn, tn := r.PathValue("queue"), r.PathValue("tenant")
 	v := r.PostFormValue("expect")
 	expect, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || expect < 0 {
 		return "", "", errorf(http.StatusBadRequest, "expect %q: must be the number of jobs the page said would be cancelled", v)
+	}
+	var asOf time.Time // none: a form from a script, which confirms the count only
+	if a := r.PostFormValue("asof"); a != "" {
+		if asOf, err = time.Parse(time.RFC3339Nano, a); err != nil || asOf.IsZero() {
+			return "", "", errorf(http.StatusBadRequest, "asof %q: must be the time the page counted the jobs (RFC 3339); reload the page", a)
+		}
 	}
 	f := queue.JobFilter{Queue: qn, Tenant: tn}
 	n, err := s.c.CountJobs(r.Context(), f)
@@ -165,6 +175,9 @@ func (s *server) cancelTenant(r *http.Request) (string, string, error) {
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	if reason == "" {
 		reason = "cancelled from the console"
+	}
+	if !asOf.IsZero() {
+		f.EnqueuedBefore = asOf.Add(time.Microsecond) // the database keeps microseconds
 	}
 	st, err := s.c.CancelJobs(r.Context(), f, reason)
 	if err != nil {
@@ -190,6 +203,13 @@ func (s *server) retryJob(r *http.Request) (string, string, error) {
 		return "", "", err
 	}
 	o, err := s.c.Outcome(r.Context(), id)
+	if errors.Is(err, queue.ErrNotFound) {
+		// No outcome: an unfinished job (queued or running) has nothing to
+		// retry yet, where the role may see it.
+		if j, jerr := s.c.JobInfo(r.Context(), id); jerr == nil {
+			return "", "", errorf(http.StatusConflict, "job %d is %s: only a job waiting to retry or scheduled, or one that failed, was discarded, expired or was cancelled, is retried", id, j.State)
+		}
+	}
 	if err != nil {
 		return "", "", err
 	}

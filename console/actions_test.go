@@ -3,6 +3,7 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,31 +180,52 @@ func TestConsoleCancelTenant(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &console.Options{Token: testToken})
 	session, csrf := b.signIn(t, b.h)
+	asOfOf := func(body string) string {
+		m := regexp.MustCompile(`name="asof" value="([^"]+)"`).FindStringSubmatch(body)
+		require.Len(t, m, 2, "the form says when the page counted")
+		return m[1]
+	}
 
 	page := b.get(t, "/queues/docs/tenants/globex", session)
 	require.Contains(t, page.body, `name="expect" value="5"`, "the dry run counts globex's 5 unfinished jobs")
 	require.Contains(t, page.body, "dry run: 4 queued (400 tokens) and 0 scheduled would be cancelled, 1 running asked to stop")
 
 	// More jobs arrive after the page was shown: nothing is cancelled.
-	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "docs", Tenant: "globex", Cost: 5})
+	late, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "docs", Tenant: "globex", Cost: 5})
 	require.NoError(t, err)
-	form := url.Values{"csrf": {csrf}, "expect": {"5"}}
+	form := url.Values{"csrf": {csrf}, "expect": {"5"}, "asof": {asOfOf(page.body)}, "reason": {"tenant left"}}
 	res := b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/cancel", form, nil, session)
 	require.Equal(t, http.StatusSeeOther, res.status, res.body)
 	require.Equal(t, int64(6), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'globex'`))
 
-	form.Set("expect", "6")
-	form.Set("reason", "tenant left")
+	// One of the counted jobs finishes as the late one waits: the count
+	// holds again, but the job the page never showed is not cancelled.
+	var first int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT min(id) FROM batchq.jobs WHERE tenant = 'globex' AND state = 'queued'`).Scan(&first))
+	require.NoError(t, b.client.Cancel(b.ctx, first, "gone"))
 	res = b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/cancel", form, nil, session)
 	require.Equal(t, http.StatusSeeOther, res.status, res.body)
-	require.Equal(t, int64(5), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE tenant = 'globex' AND outcome = 'cancelled' AND error = 'tenant left'`))
+	require.Equal(t, int64(3), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE tenant = 'globex' AND outcome = 'cancelled' AND error = 'tenant left'`))
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'globex' AND cancel_requested_at IS NOT NULL`),
 		"the running job is asked to stop")
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'queued'`, late.ID), "the job enqueued after the page stays")
 	require.Equal(t, int64(8), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant <> 'globex'`), "other tenants keep theirs")
+
+	// A page shown again counts it, and its form takes it.
+	page = b.get(t, "/queues/docs/tenants/globex", session)
+	require.Contains(t, page.body, `name="expect" value="2"`)
+	form.Set("expect", "2")
+	form.Set("asof", asOfOf(page.body))
+	res = b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/cancel", form, nil, session)
+	require.Equal(t, http.StatusSeeOther, res.status, res.body)
+	require.Equal(t, int64(4), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE tenant = 'globex' AND outcome = 'cancelled' AND error = 'tenant left'`))
 
 	res = b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/cancel", url.Values{"csrf": {csrf}, "expect": {"many"}}, nil, session)
 	require.Equal(t, http.StatusBadRequest, res.status)
 	require.Contains(t, res.body, "expect &#34;many&#34;: must be the number of jobs")
+	res = b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/cancel", url.Values{"csrf": {csrf}, "expect": {"1"}, "asof": {"yesterday"}}, nil, session)
+	require.Equal(t, http.StatusBadRequest, res.status)
+	require.Contains(t, res.body, "asof &#34;yesterday&#34;: must be the time the page counted the jobs")
 }
 
 func TestConsoleRetryJob(t *testing.T) {
@@ -228,6 +250,12 @@ func TestConsoleRetryJob(t *testing.T) {
 	res = b.do(t, b.h, http.MethodPost, "/jobs/"+strconv.FormatInt(b.done, 10)+"/retry", url.Values{"csrf": {csrf}}, nil, session)
 	require.Equal(t, http.StatusConflict, res.status)
 	require.Contains(t, res.body, "succeeded: only failed, discarded, expired or cancelled jobs are retried")
+
+	// Nor one still running: it has nothing to retry yet, and it exists.
+	running := b.scalar(t, `SELECT min(id) FROM batchq.jobs WHERE state = 'running'`)
+	res = b.do(t, b.h, http.MethodPost, "/jobs/"+strconv.FormatInt(running, 10)+"/retry", url.Values{"csrf": {csrf}}, nil, session)
+	require.Equal(t, http.StatusConflict, res.status, res.body)
+	require.Contains(t, res.body, "is running: only a job waiting to retry or scheduled, or one that failed")
 }
 
 // Every action refuses a session whose form lacks the CSRF token or carries

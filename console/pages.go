@@ -175,7 +175,13 @@ type tenantPage struct {
 	Counts        []int64 // of the last hour, by outcomeNames
 	Names         []string
 	CanCancel     bool // whether the console's role may cancel jobs (the operator's right)
+	// AsOf is when the page read the tenant's jobs: the cancel form takes
+	// only jobs enqueued before it, which the page could have counted.
+	AsOf time.Time
 }
+
+// AsOfText is AsOf as the cancel form carries it.
+func (p tenantPage) AsOfText() string { return p.AsOf.UTC().Format(time.RFC3339Nano) }
 
 // CancelTotal is how many unfinished jobs cancelling the tenant's would
 // take now: the dry run the cancel form confirms.
@@ -220,7 +226,7 @@ func (s *server) tenantPage(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	p := tenantPage{Queue: qn, Tenant: tn, Backlog: b, Exact: exact, Settings: st, Outcomes: outs, Names: outcomeNames,
-		Counts: make([]int64, len(outcomeNames))}
+		Counts: make([]int64, len(outcomeNames)), AsOf: now}
 	for _, c := range counts {
 		for i, name := range outcomeNames {
 			if c.Queue == qn && c.Outcome == name {
