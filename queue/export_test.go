@@ -50,7 +50,7 @@ func PlanTick(expr, tz string, due, at time.Time, missed string) (tick time.Time
 	if err != nil {
 		panic(err)
 	}
-	ticks, next := planTicks(s, due, at, missed)
+	ticks, next := planTicks(s, due, at, missed, ScheduleGrace)
 	last := ticks[len(ticks)-1]
 	return last.at, last.enqueue, next
 }

@@ -43,7 +43,7 @@ func (s MaintainStats) More() bool {
 // number of processes may run it at once. Workers run it periodically. It
 // returns ErrUnknownQueue for no such queue.
 func (c *Client) Maintain(ctx context.Context, queue string) (MaintainStats, error) {
-	st, _, err := c.maintain(ctx, queue)
+	st, _, err := c.maintain(ctx, queue, ScheduleGrace)
 	return st, err
 }
 
@@ -56,8 +56,9 @@ type swept struct {
 }
 
 // maintain is Maintain that also returns the jobs the pass finished, for a
-// pool to report as it reports those its claims find expired.
-func (c *Client) maintain(ctx context.Context, queue string) (MaintainStats, []swept, error) {
+// pool to report as it reports those its claims find expired. A schedule's
+// tick found within grace of its time is on time (see planTicks).
+func (c *Client) maintain(ctx context.Context, queue string, grace time.Duration) (MaintainStats, []swept, error) {
 	var st MaintainStats
 	var done []swept
 	if !queueName.MatchString(queue) {
@@ -97,7 +98,7 @@ func (c *Client) maintain(ctx context.Context, queue string) (MaintainStats, []s
 		return st, done, stepErr("requeue", err)
 	}
 	st.Requeued = int(requeued)
-	if st.Fired, err = c.fireSchedules(ctx, queue); err != nil {
+	if st.Fired, err = c.fireSchedules(ctx, queue, grace); err != nil {
 		return st, done, stepErr("schedules", err)
 	}
 	adjusted, err := c.q.ApplyAdjustments(ctx, c.pool, queue)

@@ -71,7 +71,9 @@ const maintainPass = 2 * time.Minute
 func (p *pool) maintainOnce(ctx context.Context) bool {
 	p.c.pause("maintenance pass")
 	mctx, cancel := context.WithTimeout(ctx, maintainPass)
-	st, done, err := p.c.maintain(mctx, p.cfg.Queue)
+	// A pool's passes come about one interval apart (the fleet takes
+	// turns): a tick is on time when the next pass after it finds it.
+	st, done, err := p.c.maintain(mctx, p.cfg.Queue, ScheduleGrace+max(p.cfg.MaintainInterval, 0))
 	cancel()
 	// What the pass finished is reported as what claims finish is, so
 	// expiries and rescued jobs that failed reach the metrics: the sweep,

@@ -70,7 +70,9 @@ const (
 )
 
 // ScheduleGrace is how late a worker may find a tick and still count it on
-// time: a tick found later was missed (Schedule.Missed says what then).
+// time: a tick found later was missed (Schedule.Missed says what then). A
+// worker pool counts its MaintainInterval more, since its passes come about
+// that far apart.
 const ScheduleGrace = time.Minute
 
 // maxCatchUpSteps bounds how many passed ticks maintenance walks one by
@@ -101,10 +103,13 @@ func parseCron(expr, tz string) (cron.Schedule, *SettingError) {
 		}
 	}
 	// Names whose zone depends on the host that reads it (Local, localtime,
-	// posixrules), that is none (Factory), or that counts leap seconds, which
-	// Go's times do not (right/…): every worker must read the same ticks.
+	// posixrules, and the posix/… copies, which the zone database batchq
+	// carries does not hold), that is none (Factory), or that counts leap
+	// seconds, which Go's times do not (right/…): every worker must read the
+	// same ticks.
 	lower := strings.ToLower(tz)
-	hostBound := slices.Contains([]string{"local", "localtime", "posixrules", "factory"}, lower) || strings.HasPrefix(lower, "right/")
+	hostBound := slices.Contains([]string{"local", "localtime", "posixrules", "factory"}, lower) ||
+		strings.HasPrefix(lower, "right/") || strings.HasPrefix(lower, "posix/")
 	if err != nil || hostBound {
 		return nil, &SettingError{Field: "timezone", Rule: fmt.Sprintf("must be an IANA time zone such as Europe/Paris (got %s)", quote(tz))}
 	}
@@ -252,21 +257,22 @@ type plannedTick struct {
 
 // maxOnTimeTicks bounds the on-time ticks one pass fires for a schedule.
 // An "@every" schedule ticks at most once a second, so ScheduleGrace holds
-// at most 61 of them.
-const maxOnTimeTicks = 100
+// at most 61 of them, and a pool's grace (its MaintainInterval more) up to
+// a quarter of an hour's.
+const maxOnTimeTicks = 1000
 
 // planTicks decides what a maintainer that finds a schedule due at `at`
-// does, tick by tick, in order. A tick found within ScheduleGrace of its
-// time is on time, and each such tick enqueues its job: a pass that comes
-// later than a schedule's interval (a long maintenance interval, a busy
-// database) loses none of them. Ticks found later than that were missed:
+// does, tick by tick, in order. A tick found within grace of its time
+// (ScheduleGrace; a pool's MaintainInterval more) is on time, and each such
+// tick enqueues its job: a pass that comes later than a schedule's interval
+// (a long maintenance interval, a busy database) loses none of them. Ticks found later than that were missed:
 // the latest of them enqueues one job under MissedOne and none under
 // MissedSkip, and the others are passed over. next is the first tick after
 // at. Each tick follows the one before it, not the time it was found: an
 // "@every" schedule keeps to its grid however late maintenance finds it
 // (Next of a constant delay counts from the time it is given).
-func planTicks(c cron.Schedule, due, at time.Time, missed string) (ticks []plannedTick, next time.Time) {
-	onTime := at.Add(-ScheduleGrace)
+func planTicks(c cron.Schedule, due, at time.Time, missed string, grace time.Duration) (ticks []plannedTick, next time.Time) {
+	onTime := at.Add(-grace)
 	next = due
 	if due.Before(onTime) {
 		last := latestTick(c, due, onTime.Add(-time.Nanosecond))
@@ -331,7 +337,7 @@ func latestTick(c cron.Schedule, due, at time.Time) time.Time {
 // fireSchedules handles the due schedules of a queue, in one transaction:
 // each enqueues its tick's job (or skips a missed tick) and moves on to its
 // next tick. Returns how many jobs it enqueued.
-func (c *Client) fireSchedules(ctx context.Context, queue string) (int, error) {
+func (c *Client) fireSchedules(ctx context.Context, queue string, grace time.Duration) (int, error) {
 	fired := 0
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		due, err := c.q.DueSchedules(ctx, tx, dbsqlc.DueSchedulesParams{Queue: queue, At: c.maintenanceAt(),
@@ -350,7 +356,7 @@ func (c *Client) fireSchedules(ctx context.Context, queue string) (int, error) {
 				c.recordScheduleError(ctx, tx, d.Name, d.NextRunAt, perr)
 				continue
 			}
-			ticks, next := planTicks(sched, d.NextRunAt, d.At, d.Missed)
+			ticks, next := planTicks(sched, d.NextRunAt, d.At, d.Missed, grace)
 			due := d.NextRunAt
 			for i, tick := range ticks {
 				// Each call moves the schedule on to the tick after its own,

@@ -37,7 +37,7 @@ func FuzzParseCron(f *testing.F) {
 		due := base.Add(time.Duration(dueOffset%(366*24*3600)) * time.Second)
 		at := due.Add(time.Duration(lateness%(30*24*3600)+30*24*3600) % (30 * 24 * 3600) * time.Second)
 		for _, missed := range []string{MissedSkip, MissedOne} {
-			ticks, next := planTicks(s, due, at, missed)
+			ticks, next := planTicks(s, due, at, missed, ScheduleGrace)
 			if len(ticks) == 0 {
 				t.Fatalf("%s: nothing planned for a tick due %s at %s", missed, due, at)
 			}
@@ -124,7 +124,7 @@ func TestPlanTicksKeepsAnEveryScheduleOnItsGrid(t *testing.T) {
 	due := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
 	for range 10 {
 		at := due.Add(1500 * time.Millisecond)
-		ticks, next := planTicks(s, due, at, MissedSkip)
+		ticks, next := planTicks(s, due, at, MissedSkip, ScheduleGrace)
 		if len(ticks) != 1 || !ticks[0].at.Equal(due) || !ticks[0].enqueue || !next.Equal(due.Add(5*time.Second)) {
 			t.Fatalf("found at %s: ticks %v, next %s; want tick %s, next %s", at, ticks, next, due, due.Add(5*time.Second))
 		}
@@ -133,7 +133,7 @@ func TestPlanTicksKeepsAnEveryScheduleOnItsGrid(t *testing.T) {
 	// Found three intervals late, within the grace: each of the four ticks
 	// is on time and enqueues, and the next is on the grid.
 	due = time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
-	ticks, next := planTicks(s, due, due.Add(16*time.Second), MissedSkip)
+	ticks, next := planTicks(s, due, due.Add(16*time.Second), MissedSkip, ScheduleGrace)
 	var got []time.Time
 	for _, tick := range ticks {
 		if !tick.enqueue {
@@ -147,13 +147,42 @@ func TestPlanTicksKeepsAnEveryScheduleOnItsGrid(t *testing.T) {
 	}
 	// Found two minutes late: the latest missed tick (skipped, as asked),
 	// then the minute of on-time ticks.
-	ticks, next = planTicks(s, due, due.Add(2*time.Minute), MissedSkip)
+	ticks, next = planTicks(s, due, due.Add(2*time.Minute), MissedSkip, ScheduleGrace)
 	if first := ticks[0]; first.enqueue || !first.at.Equal(due.Add(55*time.Second)) {
 		t.Fatalf("two minutes late: first tick %s (enqueue %v); want %s skipped", first.at, first.enqueue, due.Add(55*time.Second))
 	}
 	if len(ticks) != 1+13 || !ticks[1].at.Equal(due.Add(time.Minute)) || !next.Equal(due.Add(125*time.Second)) {
 		t.Fatalf("two minutes late: %d ticks from %s, next %s; want 14 from %s, next %s", len(ticks), ticks[1].at, next,
 			due.Add(time.Minute), due.Add(125*time.Second))
+	}
+}
+
+// A pool's passes come about its MaintainInterval apart, and its grace
+// counts that interval: with passes 75 s apart, an "@every 5s" schedule's
+// ticks since the last pass are all on time, none missed.
+func TestPlanTicksWithAPoolsGraceLosesNoTickBetweenPasses(t *testing.T) {
+	t.Parallel()
+	s, err := parseCron("@every 5s", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
+	at := due.Add(80 * time.Second)
+	ticks, next := planTicks(s, due, at, MissedSkip, ScheduleGrace+75*time.Second)
+	if len(ticks) != 17 || !next.Equal(due.Add(85*time.Second)) {
+		t.Fatalf("got %d ticks, next %s; want 17, %s", len(ticks), next, due.Add(85*time.Second))
+	}
+	for i, tick := range ticks {
+		if want := due.Add(time.Duration(i) * 5 * time.Second); !tick.at.Equal(want) || !tick.enqueue {
+			t.Fatalf("tick %d: %s (enqueue %v); want %s enqueued", i, tick.at, tick.enqueue, want)
+		}
+	}
+	// With the grace of a call of Maintain, the first four were missed and
+	// skipped as one.
+	ticks, _ = planTicks(s, due, at, MissedSkip, ScheduleGrace)
+	if len(ticks) != 14 || ticks[0].enqueue || !ticks[0].at.Equal(due.Add(15*time.Second)) {
+		t.Fatalf("Maintain's grace: %d ticks, first %s (enqueue %v); want 14, %s skipped", len(ticks), ticks[0].at, ticks[0].enqueue,
+			due.Add(15*time.Second))
 	}
 }
 

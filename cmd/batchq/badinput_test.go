@@ -79,6 +79,10 @@ func TestBadInputNamesFieldAndRule(t *testing.T) {
 			"--timezone", "localtime"}, "", 2, `batchq: --timezone: must be an IANA time zone such as Europe/Paris (got "localtime")`},
 		{"schedule: a zone with leap seconds", []string{"schedules", "create", "s", "--queue", "imports", "--tenant", "a", "--cost", "1", "--cron", "@daily",
 			"--timezone", "right/Europe/Paris"}, "", 2, `batchq: --timezone: must be an IANA time zone such as Europe/Paris (got "right/Europe/Paris")`},
+		// A copy of a zone the host may hold and the binary's own zone
+		// database does not: a fleet without tzdata could not read it.
+		{"schedule: a zone of the host's posix copies", []string{"schedules", "create", "s", "--queue", "imports", "--tenant", "a", "--cost", "1", "--cron", "@daily",
+			"--timezone", "posix/Europe/Paris"}, "", 2, `batchq: --timezone: must be an IANA time zone such as Europe/Paris (got "posix/Europe/Paris")`},
 		{"schedule: bad missed", []string{"schedules", "create", "s", "--queue", "imports", "--tenant", "a", "--cost", "1", "--cron", "@daily",
 			"--missed", "all"}, "", 2, `batchq: --missed: must be "one" or "skip" (got "all")`},
 		{"schedule: zero cost", []string{"schedules", "create", "s", "--queue", "imports", "--tenant", "a", "--cost", "0", "--cron", "@daily"}, "", 2,

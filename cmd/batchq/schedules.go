@@ -20,8 +20,8 @@ SUN-SAT with Sunday 0; 7 is refused), or a descriptor such as @daily or @every 2
 Workers' maintenance (batchq work) fires the ticks of their queue; each tick enqueues exactly one
 job, whose unique key is batchq:schedule:NAME:TICK, however many workers run. Ticks that passed
 while no worker ran are skipped (--missed skip) or caught up by one job (--missed one, the
-default); a tick found within a minute of its time is on time and enqueues its job, however
-many ticks one maintenance pass finds. A daylight-saving change skips the
+default); a tick found within a minute of its time (a worker's pass counts its
+--maintain-interval more) is on time and enqueues its job, however many ticks one pass finds. A daylight-saving change skips the
 ticks of the hour it skips, and ticks twice in the hour it repeats (as github.com/robfig/cron/v3 does).`,
 		Subcommands: []*cli.Command{
 			{
