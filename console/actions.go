@@ -55,14 +55,27 @@ func queuePath(name string) string { return "/queues/" + pathEscape(name) }
 func tenantPath(q, t string) string { return queuePath(q) + "/tenants/" + pathEscape(t) }
 
 // pathEscape escapes s as one segment of a path. A tenant may be named "."
-// or "..", which url.PathEscape leaves as they are and which a browser, and
-// the server's path cleaning, would resolve against the segments before
-// them: their dots are escaped, so the link still names the tenant.
+// or "..", which a browser resolves against the segments before them
+// however their dots are written (%2E is a dot segment too). Such a name
+// is written with a unit separator after it (%1F), which no name can hold
+// (names have no control characters), and pathName takes it off.
 func pathEscape(s string) string {
 	if s == "." || s == ".." {
-		return strings.Repeat("%2E", len(s))
+		s += dotMark
 	}
 	return url.PathEscape(s)
+}
+
+// dotMark follows a name of dots in a path; see pathEscape.
+const dotMark = "\x1f"
+
+// pathName is the name a path segment holds, as pathEscape wrote it.
+func pathName(r *http.Request, key string) string {
+	v := r.PathValue(key)
+	if v == "."+dotMark || v == ".."+dotMark {
+		return strings.TrimSuffix(v, dotMark)
+	}
+	return v
 }
 
 func (s *server) pause(r *http.Request) (string, string, error) {
@@ -93,7 +106,7 @@ func (s *server) resume(r *http.Request) (string, string, error) {
 // "queue", the default) or in every queue ("all"). An empty field stays as
 // it is; 0 goes back to the setting below it.
 func (s *server) setTenant(r *http.Request) (string, string, error) {
-	qn, tn := r.PathValue("queue"), r.PathValue("tenant")
+	qn, tn := r.PathValue("queue"), pathName(r, "tenant")
 	var u queue.TenantUpdate
 	if v := strings.TrimSpace(r.PostFormValue("weight")); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
@@ -151,7 +164,7 @@ func orBelow(s string, unset bool) string {
 // cancelled, so one that arrived as another finished is not taken for it.
 // A form without asof (a script's) is checked by its count alone.
 func (s *server) cancelTenant(r *http.Request) (string, string, error) {
-	qn, tn := r.PathValue("queue"), r.PathValue("tenant")
+	qn, tn := r.PathValue("queue"), pathName(r, "tenant")
 	v := r.PostFormValue("expect")
 	expect, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || expect < 0 {

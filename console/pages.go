@@ -191,7 +191,7 @@ func (p tenantPage) CancelTotal() int64 {
 
 func (s *server) tenantPage(r *http.Request) (string, any, error) {
 	ctx := r.Context()
-	qn, tn := r.PathValue("queue"), r.PathValue("tenant")
+	qn, tn := r.PathValue("queue"), pathName(r, "tenant")
 	// Five independent reads, at once.
 	var (
 		st     queue.TenantInQueue

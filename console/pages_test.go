@@ -358,7 +358,9 @@ func TestConsoleShowsBidiControls(t *testing.T) {
 }
 
 // A tenant named "." or ".." has links that reach its page: a browser
-// resolves the dots of a bare segment against the path before them.
+// resolves a segment of dots against the path before them, written bare or
+// as %2E (the WHATWG URL standard's "single-dot" and "double-dot" path
+// segments), so the links hold no such segment.
 func TestConsoleLinksTenantsNamedWithDots(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -375,6 +377,10 @@ func TestConsoleLinksTenantsNamedWithDots(t *testing.T) {
 		require.NotNil(t, m, "no link to tenant %q in:\n%s", name, page.body)
 		link, err := base.Parse(m[1])
 		require.NoError(t, err)
+		for _, seg := range strings.Split(link.EscapedPath(), "/") {
+			require.NotContains(t, []string{".", "%2e", "..", ".%2e", "%2e.", "%2e%2e"}, strings.ToLower(seg),
+				"tenant %q: a browser resolves the segment %q of %s", name, seg, link.EscapedPath())
+		}
 		res := b.get(t, link.RequestURI())
 		require.Equal(t, http.StatusOK, res.status, "tenant %q: %s: %s", name, link.RequestURI(), res.body)
 		require.Contains(t, res.body, "Tenant "+name+" <span")
