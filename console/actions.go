@@ -181,6 +181,14 @@ func (s *server) cancelTenant(r *http.Request) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
+	if n.Total() == 0 {
+		// Nothing to cancel: a tenant the queue does not know is a 404, as
+		// its page is, not "cancelled 0" and a redirect to that 404.
+		if _, err := s.c.TenantInQueueSettings(r.Context(), qn, tn); errors.Is(err, queue.ErrUnknownTenant) {
+			return "", "", errorf(http.StatusNotFound,
+				"no tenant %q in queue %q: it has no jobs, settings or outcomes of the last day there", tn, qn)
+		}
+	}
 	if n.Total() > expect {
 		return fmt.Sprintf("nothing cancelled: %s now has %d unfinished jobs in %s, more than the %d confirmed; check the new count and confirm again",
 			tn, n.Total(), qn, expect), tenantPath(qn, tn), nil

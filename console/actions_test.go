@@ -220,6 +220,11 @@ func TestConsoleCancelTenant(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, res.status, res.body)
 	require.Equal(t, int64(4), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE tenant = 'globex' AND outcome = 'cancelled' AND error = 'tenant left'`))
 
+	// A tenant the queue does not know is a 404, as its page is.
+	res = b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/nobody/cancel", url.Values{"csrf": {csrf}, "expect": {"5"}}, nil, session)
+	require.Equal(t, http.StatusNotFound, res.status, res.body)
+	require.Contains(t, res.body, "no tenant &#34;nobody&#34; in queue &#34;docs&#34;")
+
 	res = b.do(t, b.h, http.MethodPost, "/queues/docs/tenants/globex/cancel", url.Values{"csrf": {csrf}, "expect": {"many"}}, nil, session)
 	require.Equal(t, http.StatusBadRequest, res.status)
 	require.Contains(t, res.body, "expect &#34;many&#34;: must be the number of jobs")
