@@ -34,7 +34,9 @@ type JobInfo struct {
 	// Attempt is how many runs started (the running one included).
 	Attempt     int
 	MaxAttempts int
-	// RunAfter is when a retrying or scheduled job joins its tenant's queue.
+	// RunAfter is when a retrying or scheduled job joins its tenant's queue;
+	// of a job that finished while still scheduled, its run-at (which
+	// Resubmit counts its time to live from).
 	RunAfter *time.Time
 	// LeaseExpiresAt is when a running job may be rescued; Worker runs it
 	// (or, for an outcome, ran it last).
@@ -91,7 +93,7 @@ func jobInfoOfOutcome(o dbsqlc.BatchqOutcome) JobInfo {
 		UniqueKey: deref(o.UniqueKey), Payload: o.Payload, Finished: true, State: string(o.Outcome),
 		Attempt: int(o.Attempts), MaxAttempts: int(o.MaxAttempts), Worker: deref(o.Worker),
 		EnqueuedAt: o.EnqueuedAt, FirstClaimedAt: o.FirstClaimedAt, FinishedAt: &finished,
-		ActualCost: o.ActualCost, Error: deref(o.Error), Result: o.Result,
+		ActualCost: o.ActualCost, Error: deref(o.Error), Result: o.Result, RunAfter: o.RunAt,
 	}
 }
 

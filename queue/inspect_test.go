@@ -129,10 +129,14 @@ func TestResubmitAScheduledJobKeepsItsTimeToLive(t *testing.T) {
 	require.NoError(t, b.client.Cancel(b.ctx, res.ID, "not needed"))
 	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.outcomes
 		WHERE job_id = $1 AND run_at BETWEEN now() + interval '29 days' AND now() + interval '31 days'`, res.ID))
+	info, err := b.client.JobInfo(b.ctx, res.ID)
+	require.NoError(t, err)
+	require.NotNil(t, info.RunAfter, "jobs show says the run-at it had")
+	require.WithinDuration(t, time.Now().Add(30*24*time.Hour), *info.RunAfter, time.Minute)
 
 	cp, err := b.client.Resubmit(b.ctx, res.ID)
 	require.NoError(t, err)
-	info, err := b.client.JobInfo(b.ctx, cp.ID)
+	info, err = b.client.JobInfo(b.ctx, cp.ID)
 	require.NoError(t, err)
 	require.Equal(t, "queued", info.State)
 	require.WithinDuration(t, info.EnqueuedAt.Add(time.Hour), info.Deadline, time.Minute, "the TTL it had, from its run-at")
