@@ -82,6 +82,26 @@ BEGIN
 END
 $$;
 
+-- locked_schedule locks the schedule p_name for the rest of the transaction
+-- and returns it; no such schedule is refused with BQ204, in the words of the
+-- Go client's ErrScheduleNotFound. Called by fire_schedule and
+-- schedule_error, which run as the schema's owner.
+CREATE OR REPLACE FUNCTION batchq.locked_schedule(p_name text) RETURNS batchq.schedules
+LANGUAGE plpgsql AS $$
+DECLARE
+    s batchq.schedules;
+BEGIN
+    SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'BQ204',
+            MESSAGE = format('batchq: schedule not found: %s', batchq.quote(p_name)),
+            DETAIL = jsonb_build_object('schedule', p_name)::text;
+    END IF;
+    RETURN s;
+END
+$$;
+
 -- fire_schedule handles a due schedule whose next tick was p_due: with
 -- p_enqueue, it enqueues the job of tick p_tick (p_due, or a later tick that
 -- also passed) with the unique key 'batchq:schedule:<name>:<tick>', so a
@@ -128,13 +148,7 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('fire_schedule', 'next',
             format('must be after the tick (got %s, tick %s)', batchq.rfc3339(p_next), batchq.rfc3339(p_tick)));
     END IF;
-    SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'BQ204',
-            MESSAGE = format('batchq: schedule not found: %s', batchq.quote(p_name)),
-            DETAIL = jsonb_build_object('schedule', p_name)::text;
-    END IF;
+    s := batchq.locked_schedule(p_name);
     IF s.next_run_at <> p_due THEN
         RETURN NULL;
     END IF;
@@ -195,13 +209,7 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('schedule_error', 'error',
             format('must be at most 4096 bytes (got %s)', octet_length(p_error)));
     END IF;
-    SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'BQ204',
-            MESSAGE = format('batchq: schedule not found: %s', batchq.quote(p_name)),
-            DETAIL = jsonb_build_object('schedule', p_name)::text;
-    END IF;
+    s := batchq.locked_schedule(p_name);
     IF s.next_run_at <> p_due OR s.last_error IS NOT DISTINCT FROM p_error THEN
         RETURN false;
     END IF;
