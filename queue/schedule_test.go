@@ -33,6 +33,14 @@ func (b *testBundle) scheduleJobs(t *testing.T, name string) []string {
 	return keys
 }
 
+// schedule reads a schedule as GetSchedule returns it.
+func (b *testBundle) schedule(t *testing.T, name string) queue.Schedule {
+	t.Helper()
+	s, err := b.client.GetSchedule(b.ctx, name)
+	require.NoError(t, err)
+	return s
+}
+
 func instant(s string) time.Time {
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
@@ -383,20 +391,15 @@ func TestMissedOneAfterALongOutageTakesTheLatestTick(t *testing.T) {
 func TestAScheduleThatDoesNotParseSaysWhyItWaits(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	clock := instant("2030-01-01T12:00:00Z")
-	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	queue.SetMaintenanceClock(b.client, func() time.Time { return instant("2030-01-01T12:00:00Z") })
 	for _, name := range []string{"broken", "fine"} {
 		require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
 			Name: name, Queue: b.queue, Tenant: name, Cost: 1, Cron: "0 * * * *"}))
 	}
 	b.exec(t, `UPDATE batchq.schedules SET timezone = 'Factory' WHERE name = 'broken'`)
 
-	clock = instant("2030-01-01T13:00:00Z")
-	st, err := b.client.Maintain(b.ctx, b.queue)
-	require.NoError(t, err)
-	require.Equal(t, 1, st.Fired)
-	broken, err := b.client.GetSchedule(b.ctx, "broken")
-	require.NoError(t, err)
+	require.Equal(t, 1, b.maintainAt(t, instant("2030-01-01T13:00:00Z")).Fired)
+	broken := b.schedule(t, "broken")
 	require.Equal(t, `tick 2030-01-01T13:00:00Z waits: timezone: must be an IANA time zone such as Europe/Paris `+
 		`(got "Factory"); fix it with batchq schedules set`, broken.LastError)
 	require.Equal(t, instant("2030-01-01T13:00:00Z"), broken.NextRunAt.UTC(), "the tick stays due")
@@ -405,29 +408,17 @@ func TestAScheduleThatDoesNotParseSaysWhyItWaits(t *testing.T) {
 
 	utc := "UTC"
 	require.NoError(t, b.client.SetSchedule(b.ctx, "broken", queue.ScheduleUpdate{Timezone: &utc}))
-	broken, err = b.client.GetSchedule(b.ctx, "broken")
-	require.NoError(t, err)
-	require.Empty(t, broken.LastError, "the new time zone clears what was said of the old")
-	clock = instant("2030-01-01T14:00:00Z")
-	st, err = b.client.Maintain(b.ctx, b.queue)
-	require.NoError(t, err)
-	require.Equal(t, 2, st.Fired)
-	broken, err = b.client.GetSchedule(b.ctx, "broken")
-	require.NoError(t, err)
-	require.Empty(t, broken.LastError)
+	require.Empty(t, b.schedule(t, "broken").LastError, "the new time zone clears what was said of the old")
+	require.Equal(t, 2, b.maintainAt(t, instant("2030-01-01T14:00:00Z")).Fired)
+	require.Empty(t, b.schedule(t, "broken").LastError)
 	require.Len(t, b.scheduleJobs(t, "broken"), 1)
 
 	// Without the right to record it, the pass goes on.
 	b.exec(t, `UPDATE batchq.schedules SET timezone = 'Factory', last_error = NULL WHERE name = 'broken'`)
 	b.exec(t, `REVOKE EXECUTE ON FUNCTION batchq.schedule_error(text, timestamptz, text) FROM CURRENT_USER`)
-	clock = instant("2030-01-01T15:00:00Z")
-	st, err = b.client.Maintain(b.ctx, b.queue)
-	require.NoError(t, err)
-	require.Equal(t, 1, st.Fired)
+	require.Equal(t, 1, b.maintainAt(t, instant("2030-01-01T15:00:00Z")).Fired)
 	require.Len(t, b.scheduleJobs(t, "fine"), 3)
-	broken, err = b.client.GetSchedule(b.ctx, "broken")
-	require.NoError(t, err)
-	require.Empty(t, broken.LastError)
+	require.Empty(t, b.schedule(t, "broken").LastError)
 }
 
 // A schedule that ticks more often than maintenance passes loses no tick:
@@ -436,28 +427,20 @@ func TestAScheduleThatDoesNotParseSaysWhyItWaits(t *testing.T) {
 func TestAPassLaterThanTheIntervalFiresEveryTick(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
-	clock := instant("2030-01-01T12:00:00Z")
-	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	queue.SetMaintenanceClock(b.client, func() time.Time { return instant("2030-01-01T12:00:00Z") })
 	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
 		Name: "often", Queue: b.queue, Tenant: "t", Cost: 1, Cron: "@every 2s"}))
 
-	clock = instant("2030-01-01T12:00:06Z")
-	st, err := b.client.Maintain(b.ctx, b.queue)
-	require.NoError(t, err)
-	require.Equal(t, 3, st.Fired)
+	require.Equal(t, 3, b.maintainAt(t, instant("2030-01-01T12:00:06Z")).Fired)
 	require.Equal(t, []string{"batchq:schedule:often:2030-01-01T12:00:02Z", "batchq:schedule:often:2030-01-01T12:00:04Z",
 		"batchq:schedule:often:2030-01-01T12:00:06Z"}, b.scheduleJobs(t, "often"))
-	s, err := b.client.GetSchedule(b.ctx, "often")
-	require.NoError(t, err)
+	s := b.schedule(t, "often")
 	require.Equal(t, instant("2030-01-01T12:00:08Z"), s.NextRunAt.UTC())
 	require.Equal(t, instant("2030-01-01T12:00:06Z"), s.LastRunAt.UTC())
 
 	// Two minutes later: 12:00:08 to 12:01:04 were missed (one job, for the
 	// latest), 12:01:06 to 12:02:06 are on time (31 jobs).
-	clock = instant("2030-01-01T12:02:06Z")
-	st, err = b.client.Maintain(b.ctx, b.queue)
-	require.NoError(t, err)
-	require.Equal(t, 32, st.Fired)
+	require.Equal(t, 32, b.maintainAt(t, instant("2030-01-01T12:02:06Z")).Fired)
 	jobs := b.scheduleJobs(t, "often")
 	require.Len(t, jobs, 3+32)
 	require.Equal(t, "batchq:schedule:often:2030-01-01T12:01:04Z", jobs[3])

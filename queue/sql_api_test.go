@@ -558,8 +558,7 @@ func TestScheduleErrorRecordsOnlyForTheDueTick(t *testing.T) {
 	require.True(t, wrote)
 	require.NoError(t, b.pool.QueryRow(b.ctx, record, "hourly", due, "why").Scan(&wrote))
 	require.False(t, wrote, "already says so")
-	s, err := b.client.GetSchedule(b.ctx, "hourly")
-	require.NoError(t, err)
+	s := b.schedule(t, "hourly")
 	require.Equal(t, "why", s.LastError)
 	require.True(t, due.Equal(s.NextRunAt))
 }
