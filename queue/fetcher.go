@@ -159,8 +159,8 @@ func (p *pool) claimSize(ready int) int {
 
 // prefetch is how many jobs the pool holds beyond its handlers (see
 // claimSize): BatchSize, or fewer when handlers run so long that the last
-// job waiting would wait more than prefetchWait for one; none for handlers that run longer than that. None
-// before a handler has run either. A job held ahead waits in this pool
+// job waiting would wait more than prefetchWait for one; none for handlers
+// that run longer than that, nor before a handler has run. A job held ahead waits in this pool
 // while another worker of the fleet may be idle: ahead of handlers that run
 // for milliseconds, a batch keeps them busy between claims; ahead of calls
 // that take seconds, it would only keep jobs from the rest of the fleet.

@@ -265,9 +265,9 @@ const maxOnTimeTicks = 1000
 // does, tick by tick, in order. A tick found within grace of its time
 // (ScheduleGrace; a pool's MaintainInterval more) is on time, and each such
 // tick enqueues its job: a pass that comes later than a schedule's interval
-// (a long maintenance interval, a busy database) loses none of them. Ticks found later than that were missed:
-// the latest of them enqueues one job under MissedOne and none under
-// MissedSkip, and the others are passed over. next is the first tick after
+// (a long maintenance interval, a busy database) loses none of them. Ticks
+// found later than that were missed: the latest of them enqueues one job
+// under MissedOne and none under MissedSkip, and the others are passed over. next is the first tick after
 // at. Each tick follows the one before it, not the time it was found: an
 // "@every" schedule keeps to its grid however late maintenance finds it
 // (Next of a constant delay counts from the time it is given).

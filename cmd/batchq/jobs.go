@@ -52,8 +52,8 @@ again finishes the rest. Jobs enqueued while it runs may be left.`,
 				Usage: "make a job waiting to retry (or scheduled) due now, or resubmit a failed, discarded, expired or cancelled job as a new job",
 				Description: `A job waiting to retry, or scheduled for later, becomes due now; the next maintenance pass of a
 worker moves it to the end of its tenant's queue. A job that failed, was discarded, expired or was cancelled is enqueued again as a new job from its
-outcome (same queue, tenant, kind, cost, attempts and payload, with the time to live it had, from its run-at for one cancelled or expired while scheduled), and the
-new job's id is printed. Resubmitting the same job again returns that copy while the copy is unfinished,
+outcome (same queue, tenant, kind, cost, attempts and payload, with the time to live it had, from its
+run-at for one cancelled or expired while scheduled), and the new job's id is printed. Resubmitting the same job again returns that copy while the copy is unfinished,
 or within the queue's --unique-for after it finished; later, it makes another copy.`,
 				ArgsUsage: "ID",
 				Flags:     []cli.Flag{commandFormatFlag()},
