@@ -19,6 +19,10 @@
 #   the server of ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)
 #   and drops it afterwards.
 #
+# END=ROLLBACK ends each transaction with a rollback instead of a commit (no
+# commit-time check, no flush), and PGOPTIONS reaches the sessions
+# (PGOPTIONS='-c synchronous_commit=off' times the commit without its flush).
+#
 # To measure a change, set ENQUEUE_HOOK to a file of SQL run once after the
 # schema is created (say, ALTER TABLE batchq.ring_commit_checks SET UNLOGGED,
 # or a function file of db/functions as it was before).
@@ -68,7 +72,7 @@ for shape in one join txn bulk; do
             echo '\set c random(1, 1000)'
             echo 'BEGIN;'
             if [ $sys = fair ]; then fair_enqueue "$t" "$c" $n; else fifo_insert "$t" "$c"; fi
-            echo 'COMMIT;'
+            echo "${END:-COMMIT};"
         } > "$tmp/$shape-$sys.sql"
     done
 done
@@ -82,7 +86,7 @@ for shape in $shapes; do
             psql -q "$url" -f "$tmp/reset.sql" >/dev/null
             psql -q "$url" -c "SELECT pg_stat_reset()" >/dev/null
             rm -f "$tmp"/log.*
-            PGOPTIONS="-c track_functions=all" pgbench -n -M prepared -c 1 -t "$n" -l --log-prefix="$tmp/log" \
+            PGOPTIONS="${PGOPTIONS:-} -c track_functions=all" pgbench -n -M prepared -c 1 -t "$n" -l --log-prefix="$tmp/log" \
                 -f "$tmp/$shape-$sys.sql" "$url" >/dev/null
             ms=$(cat "$tmp"/log.* | awk '{print $3 / 1000}' | sort -n | awk '{a[NR] = $1} END {printf "%.3f", a[int(NR / 2) + 1]}')
             printf '%-6s %-7s %-4s %s\n' "$shape" "$sys" "$rep" "$ms"
