@@ -82,23 +82,15 @@ BEGIN
 END
 $$;
 
--- locked_schedule locks the schedule p_name for the rest of the transaction
--- and returns it; no such schedule is refused with BQ204, in the words of the
--- Go client's ErrScheduleNotFound. Called by fire_schedule and
--- schedule_error, which run as the schema's owner.
-CREATE OR REPLACE FUNCTION batchq.locked_schedule(p_name text) RETURNS batchq.schedules
+-- raise_schedule_not_found refuses a schedule name that names none (BQ204),
+-- in the words of the Go client's ErrScheduleNotFound.
+CREATE OR REPLACE FUNCTION batchq.raise_schedule_not_found(p_name text) RETURNS void
 LANGUAGE plpgsql AS $$
-DECLARE
-    s batchq.schedules;
 BEGIN
-    SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'BQ204',
-            MESSAGE = format('batchq: schedule not found: %s', batchq.quote(p_name)),
-            DETAIL = jsonb_build_object('schedule', p_name)::text;
-    END IF;
-    RETURN s;
+    RAISE EXCEPTION USING
+        ERRCODE = 'BQ204',
+        MESSAGE = format('batchq: schedule not found: %s', batchq.quote(p_name)),
+        DETAIL = jsonb_build_object('schedule', p_name)::text;
 END
 $$;
 
@@ -148,7 +140,10 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('fire_schedule', 'next',
             format('must be after the tick (got %s, tick %s)', batchq.rfc3339(p_next), batchq.rfc3339(p_tick)));
     END IF;
-    s := batchq.locked_schedule(p_name);
+    SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM batchq.raise_schedule_not_found(p_name);
+    END IF;
     IF s.next_run_at <> p_due THEN
         RETURN NULL;
     END IF;
@@ -209,7 +204,10 @@ BEGIN
         PERFORM batchq.raise_invalid_argument('schedule_error', 'error',
             format('must be at most 4096 bytes (got %s)', octet_length(p_error)));
     END IF;
-    s := batchq.locked_schedule(p_name);
+    SELECT * INTO s FROM batchq.schedules x WHERE x.name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        PERFORM batchq.raise_schedule_not_found(p_name);
+    END IF;
     IF s.next_run_at <> p_due OR s.last_error IS NOT DISTINCT FROM p_error THEN
         RETURN false;
     END IF;
