@@ -117,6 +117,20 @@ func TestConsolePauseAndResume(t *testing.T) {
 		res = b.do(t, b.h, http.MethodPost, "/queues/docs/resume", url.Values{}, http.Header{"Authorization": {"Bearer nope-nope-nope-nope"}})
 		require.Equal(t, http.StatusUnauthorized, res.status)
 		require.True(t, b.paused(t, "docs"))
+		res = b.do(t, b.h, http.MethodPost, "/queues/docs/resume", url.Values{}, http.Header{"Authorization": {"Basic " + testToken}})
+		require.Equal(t, http.StatusUnauthorized, res.status, "another scheme is no bearer token")
+		require.True(t, b.paused(t, "docs"))
+	})
+	t.Run("the bearer scheme is case-insensitive", func(t *testing.T) {
+		// RFC 9110, section 11.1.
+		for _, scheme := range []string{"bearer", "BEARER", "bEaReR"} {
+			res := b.do(t, b.h, http.MethodPost, "/queues/docs/resume", url.Values{}, http.Header{"Authorization": {scheme + " " + testToken}})
+			require.Equal(t, http.StatusSeeOther, res.status, "%s: %s", scheme, res.body)
+			require.False(t, b.paused(t, "docs"), scheme)
+			res = b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{}, http.Header{"Authorization": {scheme + "  " + testToken}})
+			require.Equal(t, http.StatusSeeOther, res.status, "%s and two spaces: %s", scheme, res.body)
+			require.True(t, b.paused(t, "docs"), scheme)
+		}
 	})
 	t.Run("an unknown queue", func(t *testing.T) {
 		res := b.do(t, b.h, http.MethodPost, "/queues/nope/pause", url.Values{"csrf": {csrf}}, nil, session)

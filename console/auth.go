@@ -62,10 +62,11 @@ func (a auth) session(r *http.Request) string {
 func (a auth) csrf(nonce string) string { return a.mac("csrf", nonce) }
 
 // bearer reports whether r carries the token as "Authorization: Bearer".
+// The scheme is case-insensitive (RFC 9110, section 11.1), so "bearer" and
+// "BEARER" are Bearer too; spaces may follow it.
 func (a auth) bearer(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	return ok && a.checkToken(tok)
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && a.checkToken(strings.TrimLeft(tok, " "))
 }
 
 // refusal says why r may not act, with the status to answer; "" when it may.
