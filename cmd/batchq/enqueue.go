@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +48,9 @@ transaction: a batch ends after --batch-size lines, or before the line that woul
 lines past --batch-bytes (a longer line goes in a batch of its own). Every line of a batch is
 parsed and checked before the batch is written; a bad line stops the command with its line
 number and why, and nothing of its batch (or after it) is written. Blank lines are skipped, and a
-UTF-8 byte order mark at the start of the file.`,
+UTF-8 byte order mark at the start of the file. An interrupt (Ctrl-C) lets the batch being
+written finish, then stops and says which lines were enqueued; a second one ends the command
+at once, and then the last batch may or may not have been written.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "queue", Usage: "required unless --file: the queue to enqueue into"},
 			&cli.StringFlag{Name: "tenant", Usage: "required unless --file: the tenant the job belongs to"},
@@ -209,7 +212,10 @@ func enqueueFile(c *cli.Context, client *queue.Client) error {
 // most batchSize lines, and at most batchBytes bytes of lines unless one line
 // alone is longer. It stops at the first line or batch that fails, with
 // nothing of that batch written, and returns what the batches before it did.
-// An interrupt (c.Context done) stops it too, even while it waits for input.
+// An interrupt (c.Context done) stops it too, even while it waits for input,
+// but never in the middle of a batch: a batch cancelled while its commit is
+// in flight may have been written or not, and the count of lines written
+// would then be a guess.
 func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize int, batchBytes int64) (enqueueTally, error) {
 	var tally enqueueTally
 	var jobs []queue.NewJob
@@ -227,10 +233,7 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 		if len(jobs) == 0 {
 			return nil
 		}
-		res, err := client.EnqueueMany(c.Context, jobs)
-		if err != nil && c.Context.Err() != nil {
-			return interrupted()
-		}
+		res, err := client.EnqueueMany(context.WithoutCancel(c.Context), jobs)
 		if err != nil {
 			return batchError(err, jobs, lineNos, first)
 		}
@@ -251,6 +254,11 @@ func enqueueLines(c *cli.Context, client *queue.Client, r io.Reader, batchSize i
 	defer close(stop)
 	in := readLines(r, stop)
 	for {
+		// Checked first: select picks at random among ready cases, and
+		// lines keep coming from a file after an interrupt.
+		if c.Context.Err() != nil {
+			return fail(interrupted())
+		}
 		var line []byte
 		var more bool
 		select {

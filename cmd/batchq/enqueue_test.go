@@ -305,6 +305,58 @@ func TestEnqueueFileStopsWhenInterruptedWaitingForInput(t *testing.T) {
 	require.Equal(t, int64(2), db.count(t, `SELECT count(*) FROM batchq.jobs`))
 }
 
+// An interrupt while a batch is being written lets the batch finish, so the
+// lines reported written are the lines written. The batch waits here for a
+// ring row another transaction holds, and is interrupted while it waits.
+func TestEnqueueFileFinishesTheBatchInFlightWhenInterrupted(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	r := runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "t", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	ctx := context.Background()
+	holder, err := db.pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { holder.Rollback(ctx) })
+	_, err = holder.Exec(ctx, `SELECT 1 FROM batchq.tenant_ring WHERE queue = 'imports' AND tenant = 't' FOR UPDATE`)
+	require.NoError(t, err)
+
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	go fmt.Fprint(pw, strings.Repeat(`{"queue":"imports","tenant":"t","cost":1}`+"\n", 3))
+	interruptible, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	var out, errOut bytes.Buffer
+	app := newApp(&out, &errOut)
+	app.Reader = pr
+	exited := make(chan int, 1)
+	go func() {
+		cliMu.Lock()
+		err := app.RunContext(interruptible, []string{"batchq", "--database-url", db.url, "enqueue", "--file", "-", "--batch-size", "2"})
+		cliMu.Unlock()
+		exited <- exitCode(err, &errOut)
+	}()
+	require.Eventually(t, func() bool {
+		return db.count(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%enqueue%'`) == 1
+	}, 10*time.Second, 10*time.Millisecond, "the first batch waiting for the ring row")
+	interrupt()
+	select {
+	case code := <-exited:
+		t.Fatalf("enqueue --file exited (%d) with its batch in flight: %s", code, errOut.String())
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, holder.Rollback(ctx))
+	select {
+	case code := <-exited:
+		require.Equal(t, 1, code, errOut.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("enqueue --file did not stop after its batch")
+	}
+	require.Equal(t, "batchq: interrupted; lines before 3 were enqueued, nothing from line 3 on\n", errOut.String())
+	require.Equal(t, "enqueued 2 jobs, 0 duplicates, before the error\n", out.String())
+	require.Equal(t, int64(3), db.count(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
 // A payload within its limit as stored is taken however its line escapes
 // it: \u0041 is six bytes of the line for one of the payload.
 func TestEnqueueFileTakesAPayloadWrittenInEscapes(t *testing.T) {
