@@ -25,13 +25,8 @@ const maxForm = 64 << 10
 // redirects to its page with what it did (Post/Redirect/Get).
 func (s *server) action(fn actionFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
-			if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-				s.fail(w, r, errorf(http.StatusRequestEntityTooLarge, "the form is larger than %d KiB, the most an action takes", maxForm>>10))
-				return
-			}
-			s.fail(w, r, errorf(http.StatusBadRequest, "the form does not parse: %v", err))
+		if err := parseForm(w, r); err != nil {
+			s.fail(w, r, err)
 			return
 		}
 		if status, msg := s.auth.refusal(r); status != 0 {
@@ -48,6 +43,20 @@ func (s *server) action(fn actionFunc) http.HandlerFunc {
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: 60})
 		http.Redirect(w, r, s.o.BasePath+back, http.StatusSeeOther)
 	}
+}
+
+// parseForm reads r's form, at most maxForm bytes of it: a larger one is a
+// 413, one that does not parse a 400.
+func parseForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	err := r.ParseForm()
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		return errorf(http.StatusRequestEntityTooLarge, "the form is larger than %d KiB, the most the console takes", maxForm>>10)
+	}
+	if err != nil {
+		return errorf(http.StatusBadRequest, "the form does not parse: %v", err)
+	}
+	return nil
 }
 
 func queuePath(name string) string { return "/queues/" + pathEscape(name) }
@@ -248,7 +257,11 @@ func (s *server) retryJob(r *http.Request) (string, string, error) {
 }
 
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	// Read the form first: a token cut off by the limit is no wrong token.
+	if err := parseForm(w, r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if !s.auth.enabled() {
 		s.fail(w, r, errorf(http.StatusForbidden, "the console is read-only: it was started without a token"))
 		return

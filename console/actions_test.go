@@ -35,17 +35,23 @@ func TestConsoleActionsNeedTheToken(t *testing.T) {
 	require.NotContains(t, page.body, `id="pause"`, "a read-only console shows no action")
 }
 
-// A form past the limit is refused as too large, with the limit, and
-// changes nothing.
+// A form past the limit, an action's or the sign-in's, is refused as too
+// large, with the limit, and changes nothing.
 func TestConsoleRefusesAFormTooLarge(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &console.Options{Token: testToken})
 	res := b.do(t, b.h, http.MethodPost, "/queues/docs/pause", url.Values{"reason": {strings.Repeat("a", 70<<10)}},
 		http.Header{"Authorization": {"Bearer " + testToken}})
 	require.Equal(t, http.StatusRequestEntityTooLarge, res.status, res.body)
-	require.Contains(t, res.body, "the form is larger than 64 KiB, the most an action takes")
+	require.Contains(t, res.body, "the form is larger than 64 KiB, the most the console takes")
 	require.NotContains(t, res.body, "http: ")
 	require.False(t, b.paused(t, "docs"))
+
+	// Signing in too: a token cut off by the limit is not a wrong token.
+	res = b.do(t, b.h, http.MethodPost, "/login", url.Values{"token": {testToken}, "next": {"/" + strings.Repeat("a", 70<<10)}}, nil)
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.status, res.body)
+	require.Contains(t, res.body, "the form is larger than 64 KiB, the most the console takes")
+	require.Empty(t, res.header.Values("Set-Cookie"), "no session")
 }
 
 func TestConsolePauseAndResume(t *testing.T) {
