@@ -50,7 +50,9 @@ type Schedule struct {
 	Timezone string
 	// Missed says what to do with ticks that passed while no worker ran
 	// maintenance: MissedOne (""), one job for the latest of them; MissedSkip,
-	// none. A tick found within ScheduleGrace of its time is on time.
+	// none. A tick found within ScheduleGrace of its time is on time. Ticks
+	// that were due when the schedule was paused, and had not fired, are
+	// missed ticks too, handled when it is resumed (ResumeSchedule).
 	Missed string
 
 	// Set by the database, read by GetSchedule and ListSchedules.
@@ -477,7 +479,7 @@ type ScheduleUpdate struct {
 // SetSchedule changes a schedule's settings. A new expression or time zone
 // moves its next tick to the first after now; otherwise the next tick stays.
 func (c *Client) SetSchedule(ctx context.Context, name string, u ScheduleUpdate) error {
-	return c.changeSchedule(ctx, name, "set", func(s *Schedule, now time.Time) error {
+	return c.changeSchedule(ctx, name, "set", func(_ pgx.Tx, _ *time.Time, s *Schedule, now time.Time) error {
 		set(&s.Queue, u.Queue)
 		set(&s.Tenant, u.Tenant)
 		set(&s.Kind, u.Kind)
@@ -508,35 +510,77 @@ func set[T any](dst *T, v *T) {
 	}
 }
 
-// PauseSchedule stops a schedule's ticks until ResumeSchedule.
+// PauseSchedule stops a schedule's ticks until ResumeSchedule. A tick that
+// is due and not fired yet (maintenance had not come to it) stays owed: see
+// ResumeSchedule.
 func (c *Client) PauseSchedule(ctx context.Context, name string) error {
-	return c.changeSchedule(ctx, name, "pause", func(s *Schedule, now time.Time) error {
+	return c.changeSchedule(ctx, name, "pause", func(_ pgx.Tx, _ *time.Time, s *Schedule, _ time.Time) error {
 		s.Paused = true
 		return nil
 	})
 }
 
 // ResumeSchedule starts a paused schedule's ticks again, from the first
-// after now: the ticks of the pause are not caught up. A running schedule
-// is left as it is.
+// after now: the ticks that fell while it was paused are not owed. Ticks
+// that were due before the pause and had not fired are owed, and are
+// handled as missed ticks (Schedule.Missed), in the same transaction:
+// MissedOne enqueues one job, for the latest of them, and MissedSkip none.
+// A running schedule is left as it is.
 func (c *Client) ResumeSchedule(ctx context.Context, name string) error {
-	return c.changeSchedule(ctx, name, "resume", func(s *Schedule, now time.Time) error {
-		if !s.Paused {
+	return c.changeSchedule(ctx, name, "resume", func(tx pgx.Tx, pausedAt *time.Time, s *Schedule, now time.Time) error {
+		if pausedAt == nil {
 			return nil
 		}
 		sched, err := parseCron(s.Cron, s.Timezone)
 		if err != nil {
 			return err
 		}
+		next := sched.Next(now)
+		if next.IsZero() {
+			// No tick within five years (stored by hand): look again then,
+			// as maintenance does.
+			next = now.AddDate(5, 0, 0)
+		}
+		if !s.NextRunAt.After(*pausedAt) {
+			if err := c.fireOwedTick(ctx, tx, s, latestTick(sched, s.NextRunAt, *pausedAt), next); err != nil {
+				return err
+			}
+		}
 		s.Paused = false
-		s.NextRunAt = sched.Next(now)
+		s.NextRunAt = next
 		return nil
 	})
 }
 
+// fireOwedTick handles tick, the latest tick a schedule owed when it was
+// paused, as a missed one, and moves the schedule on to next.
+func (c *Client) fireOwedTick(ctx context.Context, tx pgx.Tx, s *Schedule, tick, next time.Time) error {
+	enqueue := s.Missed != MissedSkip
+	id, err := c.q.FireSchedule(ctx, tx, dbsqlc.FireScheduleParams{Name: s.Name, Due: s.NextRunAt, Tick: tick,
+		Enqueue: enqueue, Next: next})
+	if err == nil && enqueue && id == 0 {
+		// No job: the tenant had no room (recorded in last_error, and the
+		// schedule moved on), or an open transaction held the tenant's ring
+		// row past fire_schedule's lock timeout (nothing changed).
+		var row dbsqlc.BatchqSchedule
+		if row, err = c.q.GetSchedule(ctx, tx, s.Name); err == nil && row.NextRunAt.Equal(s.NextRunAt) {
+			return fmt.Errorf("batchq: resume schedule %s: the tick it owes from before its pause, %s, cannot be "+
+				"enqueued while an open transaction enqueues for tenant %s; it is still paused: resume it again",
+				quote(s.Name), tick.UTC().Format(time.RFC3339), quote(s.Tenant))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("batchq: resume schedule %s: %w", quote(s.Name), err)
+	}
+	return nil
+}
+
 // changeSchedule reads a schedule under a row lock, lets change edit it, and
-// writes it back, in one transaction.
-func (c *Client) changeSchedule(ctx context.Context, name, what string, change func(*Schedule, time.Time) error) error {
+// writes it back, in one transaction. change gets the transaction, when the
+// schedule was paused (nil: it runs), and the schedule with its stored next
+// tick.
+func (c *Client) changeSchedule(ctx context.Context, name, what string,
+	change func(tx pgx.Tx, pausedAt *time.Time, s *Schedule, now time.Time) error) error {
 	var inner error
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		row, err := c.q.GetScheduleForUpdate(ctx, tx, name)
@@ -552,7 +596,7 @@ func (c *Client) changeSchedule(ctx context.Context, name, what string, change f
 			return err
 		}
 		s := scheduleFromRow(row)
-		if inner = change(&s, now); inner != nil {
+		if inner = change(tx, row.PausedAt, &s, now); inner != nil {
 			return inner
 		}
 		var paused *time.Time

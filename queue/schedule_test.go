@@ -447,3 +447,88 @@ func TestAPassLaterThanTheIntervalFiresEveryTick(t *testing.T) {
 	require.Equal(t, "batchq:schedule:often:2030-01-01T12:01:06Z", jobs[4])
 	require.Equal(t, "batchq:schedule:often:2030-01-01T12:02:06Z", jobs[len(jobs)-1])
 }
+
+// A tick that came due before a pause and had not fired (no maintenance
+// pass yet) is owed: the resume handles it as a missed tick, one job for
+// the latest owed tick under "one" and none under "skip". The ticks that
+// fell while the schedule was paused are not owed, and it goes on from the
+// first tick after the resume.
+func TestResumeHandlesATickDueBeforeThePauseAsMissed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	clock := instant("2030-01-01T10:30:00Z")
+	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	fired := func(at string) int {
+		t.Helper()
+		clock = instant(at)
+		st, err := b.client.Maintain(b.ctx, b.queue)
+		require.NoError(t, err)
+		return st.Fired
+	}
+	for _, missed := range []string{queue.MissedOne, queue.MissedSkip} {
+		require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+			Name: "hourly-" + missed, Queue: b.queue, Tenant: missed, Cost: 1, Cron: "0 * * * *", Missed: missed,
+		}))
+	}
+	// 11:00, 12:00 and 13:00 came due with no pass, then the pause.
+	clock = instant("2030-01-01T13:00:30Z")
+	for _, missed := range []string{queue.MissedOne, queue.MissedSkip} {
+		require.NoError(t, b.client.PauseSchedule(b.ctx, "hourly-"+missed))
+	}
+	require.Zero(t, fired("2030-01-01T15:20:00Z"), "paused")
+	for _, missed := range []string{queue.MissedOne, queue.MissedSkip} {
+		require.NoError(t, b.client.ResumeSchedule(b.ctx, "hourly-"+missed))
+	}
+	require.Equal(t, []string{"batchq:schedule:hourly-one:2030-01-01T13:00:00Z"}, b.scheduleJobs(t, "hourly-one"),
+		"the latest tick owed from before the pause; none of 14:00 and 15:00")
+	require.Empty(t, b.scheduleJobs(t, "hourly-skip"))
+	one, skip := b.schedule(t, "hourly-one"), b.schedule(t, "hourly-skip")
+	require.Equal(t, instant("2030-01-01T13:00:00Z"), one.LastRunAt.UTC())
+	require.NotNil(t, one.LastJobID)
+	require.Nil(t, skip.LastRunAt)
+	for _, s := range []queue.Schedule{one, skip} {
+		require.False(t, s.Paused)
+		require.Equal(t, instant("2030-01-01T16:00:00Z"), s.NextRunAt.UTC(), s.Name)
+	}
+	require.Zero(t, fired("2030-01-01T15:30:00Z"), "the owed tick is not fired twice")
+	require.Equal(t, 2, fired("2030-01-01T16:00:00Z"))
+
+	// Paused before its tick came due, it owes nothing.
+	require.NoError(t, b.client.PauseSchedule(b.ctx, "hourly-one"))
+	clock = instant("2030-01-01T18:30:00Z")
+	require.NoError(t, b.client.ResumeSchedule(b.ctx, "hourly-one"))
+	require.Len(t, b.scheduleJobs(t, "hourly-one"), 2)
+	require.Equal(t, instant("2030-01-01T19:00:00Z"), b.schedule(t, "hourly-one").NextRunAt.UTC())
+}
+
+// An application's open enqueue for the tenant holds the ring row the owed
+// tick's job needs: the resume says so and leaves the schedule paused, with
+// its tick still owed, rather than wait on the application or drop the
+// tick.
+func TestResumeWithAnOwedTickDoesNotWaitForAnOpenEnqueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	clock := instant("2030-01-01T00:00:00Z")
+	queue.SetMaintenanceClock(b.client, func() time.Time { return clock })
+	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+		Name: "hourly", Queue: b.queue, Tenant: "acme", Cost: 1, Cron: "@hourly"}))
+	clock = instant("2030-01-01T01:00:10Z")
+	require.NoError(t, b.client.PauseSchedule(b.ctx, "hourly"))
+	clock = instant("2030-01-01T01:30:00Z")
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(b.ctx)
+	_, err = b.client.EnqueueTx(b.ctx, tx, queue.NewJob{Queue: b.queue, Tenant: "acme", Cost: 1})
+	require.NoError(t, err)
+	err = b.client.ResumeSchedule(b.ctx, "hourly")
+	require.EqualError(t, err, `batchq: resume schedule "hourly": the tick it owes from before its pause, `+
+		`2030-01-01T01:00:00Z, cannot be enqueued while an open transaction enqueues for tenant "acme"; `+
+		`it is still paused: resume it again`)
+	require.True(t, b.schedule(t, "hourly").Paused)
+
+	require.NoError(t, tx.Commit(b.ctx))
+	require.NoError(t, b.client.ResumeSchedule(b.ctx, "hourly"))
+	require.Equal(t, []string{"batchq:schedule:hourly:2030-01-01T01:00:00Z"}, b.scheduleJobs(t, "hourly"))
+	require.Equal(t, instant("2030-01-01T02:00:00Z"), b.schedule(t, "hourly").NextRunAt.UTC())
+}

@@ -22,7 +22,11 @@ job, whose unique key is batchq:schedule:NAME:TICK, however many workers run. Ti
 while no worker ran are skipped (--missed skip) or caught up by one job (--missed one, the
 default); a tick found within a minute of its time (a worker's pass counts its
 --maintain-interval more) is on time and enqueues its job, however many ticks one pass finds. A daylight-saving change skips the
-ticks of the hour it skips, and ticks twice in the hour it repeats (as github.com/robfig/cron/v3 does).`,
+ticks of the hour it skips, and ticks twice in the hour it repeats (as github.com/robfig/cron/v3 does).
+A paused schedule has no ticks: those that fall while it is paused are not owed. A tick that was
+already due when it was paused, and not fired yet, is owed: resume handles it as a missed tick
+(--missed one enqueues one job, for the latest such tick; --missed skip none), then goes on
+from the first tick after now.`,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "create",
@@ -47,7 +51,7 @@ ticks of the hour it skips, and ticks twice in the hour it repeats (as github.co
 			},
 			{
 				Name:      "resume",
-				Usage:     "start a paused schedule's ticks again, from the first after now",
+				Usage:     "start a paused schedule's ticks again, from the first after now; a tick due before the pause is a missed one (--missed)",
 				ArgsUsage: "NAME",
 				Flags:     []cli.Flag{commandFormatFlag()},
 				Action:    withQueueClient(schedulesResume),
@@ -93,7 +97,8 @@ func scheduleFlags(create bool) []cli.Flag {
 		daysFlag("ttl", "each job's deadline as a duration from its enqueue, like 90m or 2d; 0s: the queue's default TTL", def("the queue's default TTL")),
 		&cli.IntFlag{Name: "max-attempts", Usage: "how often each job may run, 1..1000; 0: the queue's setting", DefaultText: def("the queue's setting")},
 		&cli.StringFlag{Name: "payload", Usage: "each job's input, JSON", DefaultText: def("{}")},
-		&cli.StringFlag{Name: "missed", Usage: "ticks that passed while no worker ran: skip (none), or one (a job for the latest)",
+		&cli.StringFlag{Name: "missed", Usage: "ticks that passed while no worker ran, or that were due when the schedule was paused: " +
+			"skip (none), or one (a job for the latest)",
 			DefaultText: def("one")},
 	}
 }
