@@ -87,6 +87,9 @@ type Client struct {
 
 	clock dbClock // the database's clock, which shared quota rows keep
 
+	// finishGiveUp, when set (by tests only), is how long a worker pool's
+	// completer retries a write the database refuses; 0 is a minute.
+	finishGiveUp time.Duration
 	// beforeFinishWrite, when set (by tests only), runs before a worker
 	// pool's completer writes each batch.
 	beforeFinishWrite func()

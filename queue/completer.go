@@ -15,9 +15,11 @@ import (
 // completer records what handlers finished, in batches: whatever has queued
 // up while one batch was written goes in the next, so under load a statement
 // finishes many jobs and when idle a job is recorded at once. A write that
-// fails (the database restarting, say) is retried with backoff; if it never
-// succeeds the jobs' leases expire and they are rescued, so nothing is lost,
-// and their events say "unrecorded". Each job's run is passed to written once
+// fails is retried with backoff: for as long as the database is out of reach
+// (an outage of any length costs no job a second run), for a minute when the
+// database answers with an error. A write given up leaves the jobs' leases to
+// expire and the jobs to be rescued, so nothing is lost, and their events
+// say "unrecorded". Each job's run is passed to written once
 // its finish is written or given up: until then the pool keeps its lease, so
 // a finish that waits (behind a slow batch, or for the database) is not
 // rescued and run again meanwhile.
@@ -270,12 +272,21 @@ func isDataError(err error) bool {
 	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "BQ1"))
 }
 
-// retry runs write until it succeeds, backing off up to a minute in all; on
-// a data error, which no retry changes, or after that minute, it gives up,
+// retry runs write until it succeeds, backing off up to five seconds between
+// tries. While the database is out of reach (isUnreachable) it keeps on until
+// the pool abandons its writes: a batch given up meanwhile would leave its
+// jobs to run again once rescued, though each of them did its work, and
+// every batch after it would wait out the same window in turn. On a data
+// error, which no retry changes, it gives up at once; on any other error
+// from the database, after a minute (Client.finishGiveUp). A write given up
 // leaves the jobs to lease expiry and rescue, and returns the error.
 func (d *completer) retry(what string, write func(context.Context) error) error {
 	wait := 50 * time.Millisecond
-	deadline := time.Now().Add(time.Minute)
+	giveUp := d.c.finishGiveUp
+	if giveUp == 0 {
+		giveUp = time.Minute
+	}
+	deadline := time.Now().Add(giveUp)
 	for {
 		ctx, cancel := context.WithTimeout(d.abandoned, 30*time.Second)
 		err := write(ctx)
@@ -284,12 +295,8 @@ func (d *completer) retry(what string, write func(context.Context) error) error 
 			return nil
 		}
 		d.emit(Event{Kind: EventError, Err: err})
-		select {
-		case <-d.abandoned.Done():
-			deadline = time.Time{}
-		default:
-		}
-		if isDataError(err) || time.Now().After(deadline) {
+		abandoned := d.abandoned.Err() != nil
+		if abandoned || isDataError(err) || (!isUnreachable(err) && time.Now().After(deadline)) {
 			d.log.Error("giving up; the jobs' leases will expire and they will be rescued", "op", what, "err", err)
 			return err
 		}
@@ -300,4 +307,18 @@ func (d *completer) retry(what string, write func(context.Context) error) error 
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// isUnreachable reports whether err says the database could not be reached
+// or went away, which a later try may find mended: any error the server did
+// not send (a refused or broken connection, a try that timed out), and those
+// of a server shutting down, starting up or out of connections (SQLSTATE
+// class 08, 57P01..57P03, class 53).
+func isUnreachable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return true
+	}
+	return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "53") ||
+		pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 }

@@ -15,6 +15,10 @@ func SetClock(c *Client, now func() time.Time) { c.clock.now = now }
 // database or a long batch ahead of it would.
 func SetBeforeFinishWrite(c *Client, f func()) { c.beforeFinishWrite = f }
 
+// SetFinishGiveUp sets how long the worker pools of c retry a finish the
+// database refuses (see completer.retry).
+func SetFinishGiveUp(c *Client, d time.Duration) { c.finishGiveUp = d }
+
 // Quote is quote: how errors write names, as SQL's batchq.quote does.
 var Quote = quote
 

@@ -356,3 +356,50 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// A finish written while the database is out of reach waits for it, however
+// long the outage: given up, the job would run a second time once its lease
+// expired, though it did its work. The pool's retry window for a database
+// that answers with an error is cut to 100 ms here, and the outage lasts ten
+// of them.
+func TestFinishesOutlastAnOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: time.Hour})
+	proxy, viaProxy := pgtest.NewProxy(t, b.pool.Config().ConnString())
+	c, err := queue.NewClient(pgtest.Connect(t, viaProxy), queue.Config{})
+	require.NoError(t, err)
+	queue.SetFinishGiveUp(c, 100*time.Millisecond)
+	b.enqueueN(t, "t", 4, 1)
+
+	release := make(chan struct{})
+	var started atomic.Int64
+	ctx, stop := context.WithCancel(b.ctx)
+	defer stop()
+	worked := make(chan error, 1)
+	go func() {
+		worked <- c.Work(ctx, queue.WorkerConfig{
+			Queue: b.queue, Concurrency: 4, PollInterval: 50 * time.Millisecond, MaintainInterval: 200 * time.Millisecond,
+			Handler: func(context.Context, *queue.Job) (queue.Result, error) {
+				started.Add(1)
+				<-release
+				return queue.Result{}, nil
+			},
+		})
+	}()
+	waitUntil(t, 10*time.Second, "the four jobs running", func() bool { return started.Load() == 4 })
+	proxy.Cut()
+	close(release)
+	time.Sleep(time.Second)
+	proxy.Restore()
+	waitUntil(t, 20*time.Second, "the four finishes written", func() bool {
+		var n int64
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'succeeded'`).Scan(&n))
+		return n == 4
+	})
+	var runs int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT sum(attempts) FROM batchq.outcomes`).Scan(&runs))
+	require.Equal(t, int64(4), runs, "each job ran once")
+	require.Equal(t, int64(4), started.Load())
+	stop()
+	require.NoError(t, <-worked)
+}
