@@ -93,12 +93,15 @@ type QueueFullError struct {
 
 func (e *QueueFullError) Error() string {
 	// batchq.raise_refused (db/functions/enqueue.sql) words it the same.
-	fit := "do not fit"
+	jobs, fit := "jobs", "do not fit"
+	if e.Queued == 1 {
+		jobs = "job"
+	}
 	if e.Adding == 1 {
 		fit = "does not fit"
 	}
-	return fmt.Sprintf("batchq: queue_full: tenant %s has %d queued jobs in queue %s (bound %d); %d more %s",
-		quote(e.Tenant), e.Queued, quote(e.Queue), e.Bound, e.Adding, fit)
+	return fmt.Sprintf("batchq: queue_full: tenant %s has %d queued %s in queue %s (bound %d); %d more %s",
+		quote(e.Tenant), e.Queued, jobs, quote(e.Queue), e.Bound, e.Adding, fit)
 }
 
 // Unwrap returns ErrQueueFull.

@@ -95,7 +95,7 @@ func TestEnqueueRulesAreOneAcrossGoCLIAndSQL(t *testing.T) {
 			regexp.QuoteMeta(`must not contain control characters (got "k\u0001")`)},
 		{"unknown queue", func(j *queue.NewJob) { j.Queue = "nope" }, "", "BQ201", regexp.QuoteMeta(`batchq: unknown queue: "nope"`)},
 		{"full tenant", func(j *queue.NewJob) { j.Tenant = "small" }, "", "BQ200",
-			regexp.QuoteMeta(`batchq: queue_full: tenant "small" has 1 queued jobs in queue "docs" (bound 1); 1 more does not fit`)},
+			regexp.QuoteMeta(`batchq: queue_full: tenant "small" has 1 queued job in queue "docs" (bound 1); 1 more does not fit`)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -676,8 +676,9 @@ BEGIN
     WHEN 'queue_full' THEN
         RAISE EXCEPTION USING
             ERRCODE = 'BQ200',
-            MESSAGE = format('batchq: queue_full: tenant %s has %s queued jobs in queue %s (bound %s); %s more %s',
-                             batchq.quote(r.tenant), r.queued, batchq.quote(p_queue), r.bound, r.adding,
+            MESSAGE = format('batchq: queue_full: tenant %s has %s queued %s in queue %s (bound %s); %s more %s',
+                             batchq.quote(r.tenant), r.queued, CASE WHEN r.queued = 1 THEN 'job' ELSE 'jobs' END,
+                             batchq.quote(p_queue), r.bound, r.adding,
                              CASE WHEN r.adding = 1 THEN 'does not fit' ELSE 'do not fit' END),
             DETAIL = jsonb_build_object('queue', p_queue, 'tenant', r.tenant, 'bound', r.bound, 'queued', r.queued,
                                        'adding', r.adding)::text;
