@@ -57,7 +57,7 @@ type Schedule struct {
 
 	// Set by the database, read by GetSchedule and ListSchedules.
 	Paused    bool
-	NextRunAt time.Time  // the next tick not yet handled
+	NextRunAt time.Time  // the next tick not yet handled; zero while paused, which has none
 	LastRunAt *time.Time // the last tick that enqueued (or tried to)
 	LastJobID *int64     // the job the last tick enqueued
 	LastError string     // why the last tick enqueued nothing ("" when it did)
@@ -596,6 +596,8 @@ func (c *Client) changeSchedule(ctx context.Context, name, what string,
 			return err
 		}
 		s := scheduleFromRow(row)
+		// Kept while paused: a resume reads it for the tick the schedule owes.
+		s.NextRunAt = row.NextRunAt
 		if inner = change(tx, row.PausedAt, &s, now); inner != nil {
 			return inner
 		}
@@ -672,8 +674,13 @@ func scheduleFromRow(r dbsqlc.BatchqSchedule) Schedule {
 	s := Schedule{
 		Name: r.Name, Queue: r.Queue, Tenant: r.Tenant, Kind: r.Kind, Cost: r.Cost, MaxAttempts: int(r.MaxAttempts),
 		Payload: json.RawMessage(r.Payload), Cron: r.Cron, Timezone: r.Timezone, Missed: r.Missed,
-		Paused: r.PausedAt != nil, NextRunAt: r.NextRunAt, LastRunAt: r.LastRunAt, LastJobID: r.LastJobID,
+		Paused: r.PausedAt != nil, LastRunAt: r.LastRunAt, LastJobID: r.LastJobID,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.PausedAt == nil {
+		// A paused schedule's stored next tick does not fire: the resume
+		// chooses the next.
+		s.NextRunAt = r.NextRunAt
 	}
 	if r.Ttl != nil {
 		s.TTL = *r.Ttl

@@ -476,6 +476,14 @@ func TestResumeHandlesATickDueBeforeThePauseAsMissed(t *testing.T) {
 		require.NoError(t, b.client.PauseSchedule(b.ctx, "hourly-"+missed))
 	}
 	require.Zero(t, fired("2030-01-01T15:20:00Z"), "paused")
+	// Paused, they show no next tick, though they owe one.
+	list, err := b.client.ListSchedules(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	for _, s := range append(list, b.schedule(t, "hourly-one")) {
+		require.True(t, s.Paused)
+		require.Zero(t, s.NextRunAt, s.Name)
+	}
 	for _, missed := range []string{queue.MissedOne, queue.MissedSkip} {
 		require.NoError(t, b.client.ResumeSchedule(b.ctx, "hourly-"+missed))
 	}

@@ -65,7 +65,7 @@ from the first tick after now.`,
 			},
 			{
 				Name:   "list",
-				Usage:  "list the schedules, their next tick and what their last one did",
+				Usage:  "list the schedules, their next tick (none while paused) and what their last one did",
 				Flags:  []cli.Flag{&cli.StringFlag{Name: "queue", Usage: "only this queue's (default: all)"}, commandFormatFlag()},
 				Action: withQueueClient(schedulesList),
 			},
@@ -343,8 +343,13 @@ func scheduleDataset(ss ...queue.Schedule) *dataset {
 		if s.TTL != 0 {
 			ttl = &s.TTL
 		}
+		var next *time.Time // none while paused
+		if !s.NextRunAt.IsZero() {
+			t := s.NextRunAt.UTC()
+			next = &t
+		}
 		d.add(s.Name, s.Queue, s.Tenant, s.Kind, s.Cost, s.Cron, s.Timezone, s.Missed, ttl, s.MaxAttempts, s.Paused,
-			s.NextRunAt.UTC(), last, s.LastJobID, s.LastError, s.Payload)
+			next, last, s.LastJobID, s.LastError, s.Payload)
 	}
 	return d
 }

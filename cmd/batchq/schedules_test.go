@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -264,4 +266,48 @@ func TestSchedulesListShowsNoTTLOfItsOwn(t *testing.T) {
 	r = runCLI(t, db.url, "schedules", "set", "s", "--ttl", "-1h")
 	require.Equal(t, 2, r.code, r.stderr)
 	require.Equal(t, "batchq: --ttl: must be > 0, or 0s for the queue's default TTL (got -1h0m0s)\n", r.stderr)
+}
+
+// A paused schedule fires no tick until it is resumed: list shows no next
+// tick for it (- in the table, null in json, empty in csv), not the one it
+// was due when paused; resumed, it shows its next tick again.
+func TestSchedulesListShowsNoNextTickWhilePaused(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	r := runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "@hourly", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "schedules", "pause", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	r = runCLI(t, db.url, "--format", "json", "schedules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), r.stdout)
+	require.Len(t, list, 1)
+	require.Equal(t, true, list[0]["paused"])
+	require.Contains(t, list[0], "next_run_at")
+	require.Nil(t, list[0]["next_run_at"])
+
+	r = runCLI(t, db.url, "--format", "csv", "schedules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	rows, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
+	require.NoError(t, err, r.stdout)
+	require.Len(t, rows, 2)
+	next := slices.Index(rows[0], "next_run_at")
+	require.Equal(t, "true", rows[1][slices.Index(rows[0], "paused")])
+	require.Empty(t, rows[1][next])
+
+	r = runCLI(t, db.url, "schedules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2)
+	col := strings.Index(lines[0], "NEXT RUN AT")
+	require.Positive(t, col)
+	require.True(t, strings.HasPrefix(lines[1][col:], "- "), r.stdout)
+
+	r = runCLI(t, db.url, "--format", "json", "schedules", "resume", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	var one map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &one), r.stdout)
+	require.NotNil(t, one["next_run_at"])
 }
