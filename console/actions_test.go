@@ -175,7 +175,15 @@ func TestConsoleTenantSettings(t *testing.T) {
 		form url.Values
 		want string
 	}{
-		{url.Values{"weight": {"heavy"}}, "weight &#34;heavy&#34;: must be a number in 0.001..1000000"},
+		{url.Values{"weight": {"heavy"}}, "weight &#34;heavy&#34;: must be a decimal number in 0.001..1000000, such as 2, 0.5 or 1e-3"},
+		// strconv.ParseFloat reads these, as Go writes floats; people do not.
+		{url.Values{"weight": {"0x1p1"}}, "weight &#34;0x1p1&#34;: must be a decimal number in 0.001..1000000"},
+		{url.Values{"weight": {"0x10"}}, "weight &#34;0x10&#34;: must be a decimal number"},
+		{url.Values{"weight": {"1_0"}}, "weight &#34;1_0&#34;: must be a decimal number"},
+		{url.Values{"weight": {"Inf"}}, "weight &#34;Inf&#34;: must be a decimal number"},
+		{url.Values{"weight": {"+infinity"}}, "weight &#34;&#43;infinity&#34;: must be a decimal number"},
+		{url.Values{"weight": {"NaN"}}, "weight &#34;NaN&#34;: must be a decimal number"},
+		{url.Values{"weight": {"1e400"}}, "weight &#34;1e400&#34;: must be a decimal number in 0.001..1000000"},
 		{url.Values{"max_queued": {"1.5"}}, "max_queued &#34;1.5&#34;: must be a whole number"},
 		{url.Values{}, "weight and max_queued are both empty"},
 		{url.Values{"weight": {"1e9"}}, "weight"},
@@ -194,6 +202,13 @@ func TestConsoleTenantSettings(t *testing.T) {
 	page := b.get(t, "/queues/docs/tenants/globex", session)
 	require.Contains(t, page.body, "weight <strong>2.5</strong> (its own in this queue; 4 in every queue)")
 	require.Contains(t, page.body, "bound <strong>40</strong>")
+
+	// A decimal number may have an exponent, as the CLI's --weight may.
+	res = post(url.Values{"weight": {"1.5e1"}})
+	require.Equal(t, http.StatusSeeOther, res.status, res.body)
+	qt, err = b.client.QueueTenants(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 15.0, qt[0].Weight)
 }
 
 func TestConsoleCancelTenant(t *testing.T) {

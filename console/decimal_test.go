@@ -1,0 +1,75 @@
+package console
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var decimalCases = []struct {
+	in   string
+	want float64
+	ok   bool
+}{
+	{"2", 2, true},
+	{"2.5", 2.5, true},
+	{".5", 0.5, true},
+	{"5.", 5, true},
+	{"+3", 3, true},
+	{"-1", -1, true}, // a number; the queue refuses it as out of range
+	{"1e-3", 0.001, true},
+	{"1.5E1", 15, true},
+	{"007", 7, true},
+	{"", 0, false},
+	{".", 0, false},
+	{"e3", 0, false},
+	{"1e", 0, false},
+	{"1e+", 0, false},
+	{"0x1p1", 0, false},
+	{"0X10", 0, false},
+	{"1_000", 0, false},
+	{"Inf", 0, false},
+	{"-inf", 0, false},
+	{"infinity", 0, false},
+	{"NaN", 0, false},
+	{"1e400", 0, false},
+	{" 2", 0, false},
+	{"2 ", 0, false},
+	{"٣", 0, false}, // a digit, but not an ASCII one
+	{"1,5", 0, false},
+}
+
+func TestParseDecimal(t *testing.T) {
+	for _, tc := range decimalCases {
+		got, ok := parseDecimal(tc.in)
+		require.Equal(t, tc.ok, ok, "%q", tc.in)
+		if tc.ok {
+			require.Equal(t, tc.want, got, "%q", tc.in)
+		}
+	}
+}
+
+// What parseDecimal accepts, strconv.ParseFloat reads as the same finite
+// number, and it is written with ASCII digits, a sign, a point and an e
+// only.
+func FuzzParseDecimal(f *testing.F) {
+	for _, tc := range decimalCases {
+		f.Add(tc.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseDecimal(s)
+		if !ok {
+			return
+		}
+		want, err := strconv.ParseFloat(s, 64)
+		require.NoError(t, err, "%q", s)
+		require.Equal(t, want, got, "%q", s)
+		require.False(t, math.IsInf(got, 0) || math.IsNaN(got), "%q", s)
+		require.Equal(t, -1, strings.IndexFunc(s, func(r rune) bool {
+			return !strings.ContainsRune("0123456789+-.eE", r)
+		}), "%q", s)
+	})
+}
