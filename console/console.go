@@ -138,9 +138,51 @@ func Handler(client *queue.Client, opts *Options) (http.Handler, error) {
 	mux.HandleFunc("POST /queues/{queue}/tenants/{tenant}/settings", s.action(s.setTenant))
 	mux.HandleFunc("POST /queues/{queue}/tenants/{tenant}/cancel", s.action(s.cancelTenant))
 	mux.HandleFunc("POST /jobs/{id}/retry", s.action(s.retryJob))
-	// A file of the console's own, never a listing of them.
-	mux.Handle("GET /static/{file}", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
+	mux.HandleFunc("GET /static/{file}", s.static(static))
+	mux.HandleFunc("/", s.noPage(mux))
 	return securityHeaders(mux), nil
+}
+
+// static serves a file of the console's own, never a listing of them; no
+// such file is the console's 404 page.
+func (s *server) static(files fs.FS) http.HandlerFunc {
+	serve := http.StripPrefix("/static/", http.FileServer(http.FS(files)))
+	return func(w http.ResponseWriter, r *http.Request) {
+		if st, err := fs.Stat(files, r.PathValue("file")); err != nil || st.IsDir() {
+			s.fail(w, r, errorf(http.StatusNotFound, "no file %s%s: the console has no such file", s.o.BasePath, r.URL.Path))
+			return
+		}
+		serve.ServeHTTP(w, r)
+	}
+}
+
+// noPage answers a request no pattern of mux takes with the console's own
+// error page, not the mux's plain text: a 405 naming the methods when the
+// path takes others, a 404 when it names no page. mux sends it every such
+// request, as the pattern "/".
+func (s *server) noPage(mux *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			header := strings.Join(allow, ", ")
+			if allow[0] == http.MethodGet {
+				header = strings.Replace(header, "GET", "GET, HEAD", 1) // as the mux answers
+			}
+			w.Header().Set("Allow", header)
+			s.fail(w, r, errorf(http.StatusMethodNotAllowed, "%s %s%s: this address takes %s only",
+				r.Method, s.o.BasePath, r.URL.Path, strings.Join(allow, " and ")))
+			return
+		}
+		s.fail(w, r, errorf(http.StatusNotFound, "no page at %s%s: the console's pages are %s/, %[3]s/queues/QUEUE, "+
+			"%[3]s/queues/QUEUE/tenants/TENANT and %[3]s/jobs/ID", s.o.BasePath, r.URL.Path, s.o.BasePath))
+	}
 }
 
 // securityHeaders keeps the console's pages out of frames and its scripts

@@ -249,6 +249,45 @@ func TestConsoleStatic(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, b.get(t, "/static/").status, "no listing of the files")
 }
 
+// Every path that names no page is the console's own 404 page, not the
+// mux's plain text; a path that takes another method is its 405.
+func TestConsoleAnswersNoSuchPageWithItsOwnPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for _, path := range []string{"/queues/docs/tenants/", "/queues/docs/tenants", "/queues/", "/jobs/", "/nope",
+		"/queues/docs/chart.svg/more", "/static/", "/static/nope.js", "/static/console.css/"} {
+		res := b.get(t, path)
+		require.Equal(t, http.StatusNotFound, res.status, path)
+		require.Equal(t, "text/html; charset=utf-8", res.header.Get("Content-Type"), path)
+		require.Contains(t, res.body, `<p class="error" id="error">`, path)
+		require.Contains(t, res.body, `href="/">back to the overview`, path)
+		require.NotContains(t, res.body, "404 page not found", path)
+	}
+	res := b.get(t, "/queues/docs/tenants/")
+	require.Contains(t, res.body, "no page at /queues/docs/tenants/: the console&#39;s pages are /, /queues/QUEUE, /queues/QUEUE/tenants/TENANT and /jobs/ID")
+	require.Contains(t, b.get(t, "/static/nope.js").body, "no file /static/nope.js")
+
+	for _, tc := range []struct{ method, path, allow, says string }{
+		{http.MethodPost, "/queues/docs", "GET, HEAD", "POST /queues/docs: this address takes GET only"},
+		{http.MethodGet, "/queues/docs/pause", "POST", "GET /queues/docs/pause: this address takes POST only"},
+		{http.MethodPut, "/login", "GET, HEAD, POST", "PUT /login: this address takes GET and POST only"},
+	} {
+		res := b.do(t, b.h, tc.method, tc.path, nil, nil)
+		require.Equal(t, http.StatusMethodNotAllowed, res.status, "%s %s", tc.method, tc.path)
+		require.Equal(t, tc.allow, res.header.Get("Allow"), "%s %s", tc.method, tc.path)
+		require.Contains(t, res.body, tc.says)
+	}
+
+	// Under a base path, the page names the path the browser asked for.
+	h := b.handler(t, b.client, &console.Options{BasePath: "/batchq"})
+	mux := http.NewServeMux()
+	mux.Handle("/batchq/", http.StripPrefix("/batchq", h))
+	res = b.do(t, mux, http.MethodGet, "/batchq/queues/docs/tenants/", nil, nil)
+	require.Equal(t, http.StatusNotFound, res.status)
+	require.Contains(t, res.body, "no page at /batchq/queues/docs/tenants/: the console&#39;s pages are /batchq/, /batchq/queues/QUEUE")
+	require.Contains(t, res.body, `href="/batchq/">back to the overview`)
+}
+
 func TestConsoleBasePath(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
