@@ -401,19 +401,8 @@ func TestUpgradeKeepsWhoMayCallWhat(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.EmptyURL(t)
 	upTo(t, url, 5) // release 0.1.0
-	// Roles are the server's: made by its superuser, in this database.
-	su, err := neturl.Parse(pgtest.ServerURL(t))
-	require.NoError(t, err)
-	db, err := neturl.Parse(url)
-	require.NoError(t, err)
-	su.Path = db.Path
-	pool := pgtest.Connect(t, su.String())
-	role := fmt.Sprintf("upgrade_app_%d", time.Now().UnixNano())
-	execSQL(t, pool, fmt.Sprintf(`CREATE ROLE %s`, role))
-	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s`, role))
-		_, _ = pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE %s`, role))
-	})
+	pool := superuser(t, url)
+	role := newRole(t, pool, "upgrade_app")
 	execSQL(t, pool, fmt.Sprintf(`DO $$
 DECLARE f regprocedure;
 BEGIN
@@ -430,7 +419,7 @@ END $$`, role))
 	require.Positive(t, n)
 	require.Equal(t, n, allowed, "the role may enqueue on 0.1.0")
 
-	_, err = migrations.Up(ctx, openDB(t, url))
+	_, err := migrations.Up(ctx, openDB(t, url))
 	require.NoError(t, err)
 	n, allowed = may("enqueue")
 	require.Positive(t, n)
@@ -440,4 +429,75 @@ END $$`, role))
 		require.Positive(t, n, other)
 		require.Zero(t, allowed, "the upgrade granted the role %s, which it could not call before", other)
 	}
+}
+
+// superuser returns a pool on url's database as the server's superuser, who
+// makes roles: they are the server's, not the database's.
+func superuser(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	su, err := neturl.Parse(pgtest.ServerURL(t))
+	require.NoError(t, err)
+	db, err := neturl.Parse(url)
+	require.NoError(t, err)
+	su.Path = db.Path
+	return pgtest.Connect(t, su.String())
+}
+
+// newRole creates a role of its own for the test, named from prefix, and
+// drops it, with what it was granted in pool's database, when the test ends.
+func newRole(t *testing.T, pool *pgxpool.Pool, prefix string) string {
+	t.Helper()
+	role := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	execSQL(t, pool, fmt.Sprintf(`CREATE ROLE %s`, role))
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s`, role))
+		_, _ = pool.Exec(context.Background(), fmt.Sprintf(`DROP ROLE %s`, role))
+	})
+	return role
+}
+
+// Migration 00014 adds outcomes.run_at to batchq.audit, last, and keeps who
+// may read the view; going down makes the view as 00013 had it again: its
+// columns, its comment, and its grants, which dropping it to lose a column
+// would otherwise take away from the roles that read reports.
+func TestAuditRunAtUpAndDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.EmptyURL(t)
+	upTo(t, url, 13)
+	pool := superuser(t, url)
+	reader := newRole(t, pool, "audit_reader")
+	granter := newRole(t, pool, "audit_granter")
+	execSQL(t, pool, fmt.Sprintf(`GRANT SELECT ON batchq.audit TO %s`, reader))
+	execSQL(t, pool, fmt.Sprintf(`GRANT SELECT, REFERENCES ON batchq.audit TO %s WITH GRANT OPTION`, granter))
+	type view struct{ def, comment, acl string }
+	audit := func() (v view) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT pg_get_viewdef('batchq.audit'::regclass),
+			coalesce(obj_description('batchq.audit'::regclass, 'pg_class'), ''),
+			(SELECT coalesce(c.relacl::text, '') FROM pg_class c WHERE c.oid = 'batchq.audit'::regclass)`).Scan(&v.def, &v.comment, &v.acl))
+		return v
+	}
+	columns := func() []string {
+		rows, err := pool.Query(ctx, `SELECT attname::text FROM pg_attribute
+			WHERE attrelid = 'batchq.audit'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`)
+		require.NoError(t, err)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return names
+	}
+	before, beforeColumns := audit(), columns()
+	require.NotContains(t, beforeColumns, "run_at")
+	require.Contains(t, before.acl, reader)
+
+	_, err := migrations.Up(ctx, openDB(t, url))
+	require.NoError(t, err)
+	require.Equal(t, append(beforeColumns, "run_at"), columns(), "run_at comes last, the columns before it as they were")
+	require.Equal(t, before.comment, audit().comment)
+	require.Equal(t, before.acl, audit().acl, "the upgrade kept who may read the view")
+
+	res, err := migrations.DownTo(ctx, openDB(t, url), 13)
+	require.NoError(t, err)
+	require.Equal(t, int64(13), res.Version)
+	require.Equal(t, before, audit(), "down is the view 00013 had, grants and comment included")
+	require.Equal(t, beforeColumns, columns())
 }

@@ -130,6 +130,9 @@ type AuditRow struct {
 	Worker    string
 	Error     string
 	UniqueKey string
+	// RunAt is the run-at of a job that finished while still scheduled
+	// (cancelled, or expired, before it came due): nil for every other.
+	RunAt *time.Time
 }
 
 // OutcomesOpts selects outcomes. nil means defaults.
@@ -177,7 +180,7 @@ func auditRow(r dbsqlc.BatchqAudit) AuditRow {
 		Attempts: int(r.Attempts), MaxAttempts: int(r.MaxAttempts), EstimatedCost: r.EstimatedCost,
 		ActualCost: r.ActualCost, EnqueuedAt: r.EnqueuedAt, FirstClaimedAt: r.FirstClaimedAt,
 		FinishedAt: r.FinishedAt, Deadline: r.Deadline, Wait: r.Wait, Run: r.Run, Total: r.Total,
-		Worker: deref(r.Worker), Error: deref(r.Error), UniqueKey: deref(r.UniqueKey),
+		Worker: deref(r.Worker), Error: deref(r.Error), UniqueKey: deref(r.UniqueKey), RunAt: r.RunAt,
 	}
 }
 

@@ -278,6 +278,37 @@ func TestOutcomesReport(t *testing.T) {
 	require.Equal(t, []int64{4, 3}, ids(rows))
 }
 
+// The audit trail shows the run-at of a job that finished while still
+// scheduled, in Outcomes and in the view; a scheduled job that came due and
+// ran shows none.
+func TestOutcomesShowTheRunAtOfAJobFinishedWhileScheduled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	runAt := time.Now().Add(30 * 24 * time.Hour).Truncate(time.Microsecond)
+	cancelled, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "acme", Cost: 5, RunAt: runAt})
+	require.NoError(t, err)
+	require.NoError(t, b.client.Cancel(b.ctx, cancelled.ID, "not needed"))
+	ran, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: b.queue, Tenant: "acme", Cost: 5, Delay: time.Hour})
+	require.NoError(t, err)
+	b.exec(t, `UPDATE batchq.jobs SET run_after = now() WHERE id = $1`, ran.ID)
+	st, err := b.client.Maintain(b.ctx, b.queue)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Requeued)
+	require.Equal(t, ran.ID, b.claimOne(t).ID)
+
+	rows, err := b.client.Outcomes(b.ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, ran.ID, rows[0].JobID)
+	require.Nil(t, rows[0].RunAt, "a scheduled job that ran has no run-at in its outcome")
+	require.Equal(t, cancelled.ID, rows[1].JobID)
+	require.NotNil(t, rows[1].RunAt)
+	require.True(t, runAt.Equal(*rows[1].RunAt), "got %s, want %s", rows[1].RunAt, runAt)
+
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.audit WHERE job_id = $1 AND run_at = $2`, cancelled.ID, runAt))
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.audit WHERE job_id = $1 AND run_at IS NULL`, ran.ID))
+}
+
 func TestPruneDeletesOnlyOldOutcomesAcrossBatches(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})

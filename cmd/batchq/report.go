@@ -53,7 +53,9 @@ claim.`,
 				Name:  "outcomes",
 				Usage: "the audit trail: finished jobs, newest first, with wait and run durations",
 				Description: `Reads the view batchq.audit. wait is from enqueue to first claim, run from first claim to finish
-(every attempt and the backoffs between them), total from enqueue to finish.`,
+(every attempt and the backoffs between them), total from enqueue to finish. run_at is the run-at of
+a job that finished while still scheduled (cancelled, or expired, before it came due), empty for
+every other; batchq jobs retry counts the copy's time to live from it.`,
 				Flags: []cli.Flag{
 					queueFlag,
 					&cli.StringFlag{Name: "tenant", Usage: "only this tenant (default: all)"},
@@ -228,10 +230,10 @@ func reportOutcomes(c *cli.Context, client *queue.Client) error {
 		return noHistory(unknown, since, until)
 	}
 	d := newDataset("job_id", "queue", "tenant", "kind", "outcome", "attempts", "estimated_cost", "actual_cost",
-		"enqueued_at", "finished_at", "wait", "run", "total", "worker", "error")
+		"enqueued_at", "run_at", "finished_at", "wait", "run", "total", "worker", "error")
 	for _, r := range rows {
 		d.add(r.JobID, r.Queue, r.Tenant, r.Kind, r.Outcome, r.Attempts, r.EstimatedCost, r.ActualCost,
-			r.EnqueuedAt, r.FinishedAt, r.Wait, r.Run, r.Total, r.Worker, r.Error)
+			r.EnqueuedAt, r.RunAt, r.FinishedAt, r.Wait, r.Run, r.Total, r.Worker, r.Error)
 	}
 	return writeList(c, d)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/batchq/batchq/queue"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ with what the commands print")
@@ -62,19 +64,22 @@ func reportFixture(t *testing.T) *cliDB {
 		deadline = '2025-03-02T12:00:00Z'::timestamptz - id * interval '1 hour'`)
 
 	db.exec(t, `INSERT INTO batchq.outcomes (job_id, queue, tenant, kind, outcome, estimated_cost, actual_cost,
-			attempts, max_attempts, deadline, enqueued_at, first_claimed_at, finished_at, worker, error)
+			attempts, max_attempts, deadline, enqueued_at, first_claimed_at, finished_at, worker, error, run_at)
 		SELECT o.id, o.queue, o.tenant, 'summarize', o.outcome::batchq.job_outcome, o.est, o.actual, o.attempts, 5,
 		       '2025-03-02T00:00:00Z', '2025-03-01T12:00:00Z',
-		       '2025-03-01T12:00:00Z'::timestamptz + o.wait, '2025-03-01T12:00:00Z'::timestamptz + o.took, o.worker, o.error
+		       '2025-03-01T12:00:00Z'::timestamptz + o.wait, '2025-03-01T12:00:00Z'::timestamptz + o.took, o.worker, o.error,
+		       o.run_at::timestamptz
 		FROM (VALUES
-			(101, 'imports', 'big',   'succeeded', 1000, 1100, 1, interval '2 seconds',  interval '30 seconds', 'w1', NULL),
-			(102, 'imports', 'big',   'succeeded', 1000, NULL, 1, interval '4 seconds',  interval '40 seconds', 'w2', NULL),
-			(103, 'imports', 'big',   'failed',     500, NULL, 5, interval '6 seconds',  interval '50 seconds', 'w1', 'provider said 503'),
-			(104, 'imports', 'small', 'succeeded',  800,  700, 1, interval '1 second',   interval '20 seconds', 'w2', NULL),
-			(105, 'imports', 'small', 'expired',    300, NULL, 0, NULL,                  interval '60 seconds', NULL, 'deadline passed while waiting'),
-			(106, 'nightly', 'small', 'cancelled',   20, NULL, 0, NULL,                  interval '70 seconds', NULL, 'cancelled by operator'),
-			(107, 'imports', 'big',   'succeeded', 9999, NULL, 1, interval '1 second',   interval '2 hours',    'w1', NULL)
-		) AS o (id, queue, tenant, outcome, est, actual, attempts, wait, took, worker, error)`)
+			(101, 'imports', 'big',   'succeeded', 1000, 1100, 1, interval '2 seconds',  interval '30 seconds', 'w1', NULL, NULL),
+			(102, 'imports', 'big',   'succeeded', 1000, NULL, 1, interval '4 seconds',  interval '40 seconds', 'w2', NULL, NULL),
+			(103, 'imports', 'big',   'failed',     500, NULL, 5, interval '6 seconds',  interval '50 seconds', 'w1', 'provider said 503', NULL),
+			(104, 'imports', 'small', 'succeeded',  800,  700, 1, interval '1 second',   interval '20 seconds', 'w2', NULL, NULL),
+			(105, 'imports', 'small', 'expired',    300, NULL, 0, NULL,                  interval '60 seconds', NULL, 'deadline passed while waiting', NULL),
+			-- Cancelled while still scheduled: its outcome keeps its run-at.
+			(106, 'nightly', 'small', 'cancelled',   20, NULL, 0, NULL,                  interval '70 seconds', NULL, 'cancelled by operator',
+			 '2025-03-01T18:00:00Z'),
+			(107, 'imports', 'big',   'succeeded', 9999, NULL, 1, interval '1 second',   interval '2 hours',    'w1', NULL, NULL)
+		) AS o (id, queue, tenant, outcome, est, actual, attempts, wait, took, worker, error, run_at)`)
 
 	db.exec(t, `INSERT INTO batchq.quota (key, requests_limit, requests_remaining, requests_reset_at, tokens_limit,
 			tokens_remaining, tokens_reset_at, paused_until, observed_at, updated_at)
@@ -172,7 +177,7 @@ func TestReportFilters(t *testing.T) {
 	// The default window is the last 24 hours: the fixture is older.
 	r = runCLI(t, db.url, "--format", "csv", "report", "outcomes")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "job_id,queue,tenant,kind,outcome,attempts,estimated_cost,actual_cost,enqueued_at,finished_at,wait,run,total,worker,error\n", r.stdout)
+	require.Equal(t, "job_id,queue,tenant,kind,outcome,attempts,estimated_cost,actual_cost,enqueued_at,run_at,finished_at,wait,run,total,worker,error\n", r.stdout)
 }
 
 func TestReportErrors(t *testing.T) {
@@ -370,4 +375,55 @@ func TestReportTenantsLeavesTheShareOfNothingServedEmpty(t *testing.T) {
 	require.NoError(t, db.pool.QueryRow(context.Background(), `SELECT count(*) FROM batchq.tenant_usage(now() - interval '1 day', now() + interval '1 minute')
 		WHERE queue = 'idle' AND token_share IS NULL`).Scan(&viaSQL))
 	require.Equal(t, int64(2), viaSQL, "the SQL function says the same")
+}
+
+// A job cancelled while still scheduled shows its run-at in report outcomes
+// and in batchq.audit, as jobs show does; a scheduled job that came due and
+// ran shows none.
+func TestReportOutcomesShowTheRunAtOfAJobCancelledWhileScheduled(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	for range 2 {
+		r := runCLI(t, db.url, "enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5", "--delay", "720h")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	r := runCLI(t, db.url, "jobs", "cancel", "1", "--reason", "not needed")
+	require.Equal(t, 0, r.code, r.stderr)
+	var runAt time.Time
+	require.NoError(t, db.pool.QueryRow(context.Background(), `SELECT run_at FROM batchq.audit WHERE job_id = 1`).Scan(&runAt))
+	require.WithinDuration(t, time.Now().Add(720*time.Hour), runAt, time.Minute)
+	// Job 2 comes due and runs.
+	db.exec(t, `UPDATE batchq.jobs SET run_after = now() WHERE id = 2`)
+	client, err := queue.NewClient(db.pool, queue.Config{})
+	require.NoError(t, err)
+	_, err = client.Maintain(context.Background(), "imports")
+	require.NoError(t, err)
+	jobs, err := client.Claim(context.Background(), "imports", nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.NoError(t, client.Complete(context.Background(), jobs[0], queue.Result{}))
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.audit WHERE job_id = 2 AND run_at IS NULL`))
+
+	r = runCLI(t, db.url, "--format", "json", "report", "outcomes")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rows []struct {
+		JobID   int64      `json:"job_id"`
+		Outcome string     `json:"outcome"`
+		RunAt   *time.Time `json:"run_at"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows))
+	require.Len(t, rows, 2)
+	require.Equal(t, int64(2), rows[0].JobID)
+	require.Equal(t, "succeeded", rows[0].Outcome)
+	require.Nil(t, rows[0].RunAt, "a job that ran has no run-at: %s", r.stdout)
+	require.Equal(t, int64(1), rows[1].JobID)
+	require.Equal(t, "cancelled", rows[1].Outcome)
+	require.NotNil(t, rows[1].RunAt, r.stdout)
+	require.True(t, runAt.Equal(*rows[1].RunAt), "got %s, want %s", rows[1].RunAt, runAt)
+
+	r = runCLI(t, db.url, "--format", "csv", "report", "outcomes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `^job_id,queue,tenant,kind,outcome,attempts,estimated_cost,actual_cost,enqueued_at,run_at,finished_at,`, r.stdout)
+	require.Regexp(t, `\n2,imports,acme,default,succeeded,1,5,,[^,]+,,`, r.stdout)
+	require.Regexp(t, `\n1,imports,acme,default,cancelled,0,5,,[^,]+,`+regexp.QuoteMeta(runAt.UTC().Format(time.RFC3339Nano))+`,`, r.stdout)
 }

@@ -13,7 +13,7 @@ import (
 )
 
 const consoleAuditJob = `-- name: ConsoleAuditJob :one
-SELECT job_id, queue, tenant, kind, outcome, attempts, max_attempts, estimated_cost, actual_cost, enqueued_at, first_claimed_at, finished_at, deadline, wait, run, total, worker, error, unique_key FROM batchq.audit a WHERE a.job_id = $1
+SELECT job_id, queue, tenant, kind, outcome, attempts, max_attempts, estimated_cost, actual_cost, enqueued_at, first_claimed_at, finished_at, deadline, wait, run, total, worker, error, unique_key, run_at FROM batchq.audit a WHERE a.job_id = $1
 `
 
 // One finished job's outcome without its payload or result.
@@ -40,6 +40,7 @@ func (q *Queries) ConsoleAuditJob(ctx context.Context, db DBTX, jobID int64) (Ba
 		&i.Worker,
 		&i.Error,
 		&i.UniqueKey,
+		&i.RunAt,
 	)
 	return i, err
 }

@@ -122,6 +122,7 @@ type BatchqAudit struct {
 	Worker         *string
 	Error          *string
 	UniqueKey      *string
+	RunAt          *time.Time
 }
 
 type BatchqBacklog struct {

@@ -11,7 +11,7 @@ import (
 )
 
 const audit = `-- name: Audit :many
-SELECT job_id, queue, tenant, kind, outcome, attempts, max_attempts, estimated_cost, actual_cost, enqueued_at, first_claimed_at, finished_at, deadline, wait, run, total, worker, error, unique_key FROM batchq.audit a
+SELECT job_id, queue, tenant, kind, outcome, attempts, max_attempts, estimated_cost, actual_cost, enqueued_at, first_claimed_at, finished_at, deadline, wait, run, total, worker, error, unique_key, run_at FROM batchq.audit a
 WHERE a.finished_at >= $1::timestamptz AND a.finished_at < $2::timestamptz
   AND ($3::text IS NULL OR a.queue = $3)
   AND ($4::text IS NULL OR a.tenant = $4)
@@ -67,6 +67,7 @@ func (q *Queries) Audit(ctx context.Context, db DBTX, arg AuditParams) ([]Batchq
 			&i.Worker,
 			&i.Error,
 			&i.UniqueKey,
+			&i.RunAt,
 		); err != nil {
 			return nil, err
 		}
