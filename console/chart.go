@@ -149,6 +149,14 @@ func shareChart(samples []queue.ShareSample, rows []queue.WindowUsageRow, step t
 			x := -span + float64(k+1)*u(step)
 			sr.Points = append(sr.Points, sharechart.Point{X: x, Y: 100 * float64(by[n][k]) / float64(t)})
 		}
+		// A line needs two points. When one step served all the window's
+		// tokens (every finish of a 24h window in one 24-minute step), its
+		// share is drawn flat across that step, from its start, rather than
+		// not at all.
+		if len(sr.Points) == 1 {
+			p := sr.Points[0]
+			sr.Points = []sharechart.Point{{X: p.X - u(step), Y: p.Y}, p}
+		}
 		c.Series = append(c.Series, sr)
 	}
 	// The fair shares of the tenants drawn, from their weights.

@@ -110,6 +110,17 @@ func TestConsoleChart(t *testing.T) {
 		require.Contains(t, res.body, s)
 	}
 
+	// Every job finished within a moment, so over 24h (steps of 24
+	// minutes) one step served all the tokens: each tenant's share is
+	// still a line, as well as its swatch in the legend (the palette's
+	// first three colours, 2 points wide).
+	day := b.get(t, "/queues/docs/chart.svg?window=24h")
+	require.Equal(t, http.StatusOK, day.status, day.body)
+	for _, color := range []string{"#E67814", "#1E64C8", "#28A046"} {
+		lines := regexp.MustCompile(`<path d="M[^"]*L[^"]*" style="fill:none;stroke:` + color + `;stroke-width:2"`).FindAllString(day.body, -1)
+		require.Len(t, lines, 2, "the line and the legend's swatch of %s:\n%s", color, day.body)
+	}
+
 	empty := b.get(t, "/queues/empty/chart.svg")
 	require.Equal(t, http.StatusOK, empty.status)
 	require.Contains(t, empty.body, "served no tokens in the last 15m")
