@@ -117,7 +117,7 @@ func TestConsoleChart(t *testing.T) {
 	day := b.get(t, "/queues/docs/chart.svg?window=24h")
 	require.Equal(t, http.StatusOK, day.status, day.body)
 	for _, color := range []string{"#E67814", "#1E64C8", "#28A046"} {
-		lines := regexp.MustCompile(`<path d="M[^"]*L[^"]*" style="fill:none;stroke:` + color + `;stroke-width:2"`).FindAllString(day.body, -1)
+		lines := regexp.MustCompile(`<path d="M[^"]*L[^"]*" style="fill:none;stroke:`+color+`;stroke-width:2"`).FindAllString(day.body, -1)
 		require.Len(t, lines, 2, "the line and the legend's swatch of %s:\n%s", color, day.body)
 	}
 
