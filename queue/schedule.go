@@ -89,6 +89,42 @@ var (
 	ErrScheduleExists   = errors.New("batchq: schedule already exists")
 )
 
+// StoredScheduleError is returned by SetSchedule and ResumeSchedule when the
+// expression or time zone a schedule has stored, and the call keeps, does
+// not parse here: written by hand, by another release of batchq, or in a
+// zone this one refuses. A new one (ScheduleUpdate.Cron or Timezone)
+// replaces it.
+type StoredScheduleError struct {
+	Schedule string // the schedule's name
+	Field    string // "cron" or "timezone"
+	Value    string // as stored
+	Rule     string // the rule it breaks
+}
+
+func (e *StoredScheduleError) Error() string {
+	return fmt.Sprintf("batchq: schedule %s: its stored %s %s does not parse: %s", quote(e.Schedule), e.Field,
+		quote(e.Value), e.Rule)
+}
+
+// Unwrap returns ErrInvalidSettings.
+func (e *StoredScheduleError) Unwrap() error { return ErrInvalidSettings }
+
+// storedRefusal returns err, a refusal of schedule s, as a
+// StoredScheduleError when it refuses the expression or the time zone and s
+// keeps the stored one (keptCron, keptZone); any other err as it is.
+func storedRefusal(err error, s *Schedule, keptCron, keptZone bool) error {
+	var se *SettingError
+	switch {
+	case !errors.As(err, &se):
+		return err
+	case se.Field == "cron" && keptCron:
+		return &StoredScheduleError{Schedule: s.Name, Field: se.Field, Value: s.Cron, Rule: se.Rule}
+	case se.Field == "timezone" && keptZone:
+		return &StoredScheduleError{Schedule: s.Name, Field: se.Field, Value: s.Timezone, Rule: se.Rule}
+	}
+	return err
+}
+
 // cronParser reads the five standard fields and the @ descriptors.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
@@ -478,6 +514,8 @@ type ScheduleUpdate struct {
 
 // SetSchedule changes a schedule's settings. A new expression or time zone
 // moves its next tick to the first after now; otherwise the next tick stays.
+// A stored expression or time zone that u keeps and that does not parse
+// here is refused with *StoredScheduleError.
 func (c *Client) SetSchedule(ctx context.Context, name string, u ScheduleUpdate) error {
 	return c.changeSchedule(ctx, name, "set", func(_ pgx.Tx, _ *time.Time, s *Schedule, now time.Time) error {
 		set(&s.Queue, u.Queue)
@@ -495,7 +533,7 @@ func (c *Client) SetSchedule(ctx context.Context, name string, u ScheduleUpdate)
 		set(&s.Timezone, u.Timezone)
 		sched, err := c.validateSchedule(s, now)
 		if err != nil {
-			return err
+			return storedRefusal(err, s, u.Cron == nil, u.Timezone == nil)
 		}
 		if moved {
 			s.NextRunAt = sched.Next(now)
@@ -525,15 +563,16 @@ func (c *Client) PauseSchedule(ctx context.Context, name string) error {
 // that were due before the pause and had not fired are owed, and are
 // handled as missed ticks (Schedule.Missed), in the same transaction:
 // MissedOne enqueues one job, for the latest of them, and MissedSkip none.
-// A running schedule is left as it is.
+// A running schedule is left as it is. A paused one whose stored expression
+// or time zone does not parse here is refused with *StoredScheduleError.
 func (c *Client) ResumeSchedule(ctx context.Context, name string) error {
 	return c.changeSchedule(ctx, name, "resume", func(tx pgx.Tx, pausedAt *time.Time, s *Schedule, now time.Time) error {
 		if pausedAt == nil {
 			return nil
 		}
-		sched, err := parseCron(s.Cron, s.Timezone)
-		if err != nil {
-			return err
+		sched, perr := parseCron(s.Cron, s.Timezone)
+		if perr != nil {
+			return storedRefusal(perr, s, true, true)
 		}
 		next := sched.Next(now)
 		if next.IsZero() {

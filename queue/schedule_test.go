@@ -540,3 +540,58 @@ func TestResumeWithAnOwedTickDoesNotWaitForAnOpenEnqueue(t *testing.T) {
 	require.Equal(t, []string{"batchq:schedule:hourly:2030-01-01T01:00:00Z"}, b.scheduleJobs(t, "hourly"))
 	require.Equal(t, instant("2030-01-01T02:00:00Z"), b.schedule(t, "hourly").NextRunAt.UTC())
 }
+
+// A stored expression or time zone that does not parse here is refused as
+// stored when a change keeps it, not as a setting the caller gave; a new
+// one replaces it.
+func TestAStoredSettingThatDoesNotParseIsNamedAsStored(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	queue.SetMaintenanceClock(b.client, func() time.Time { return instant("2030-01-01T12:00:00Z") })
+	require.NoError(t, b.client.CreateSchedule(b.ctx, queue.Schedule{
+		Name: "s", Queue: b.queue, Tenant: "t", Cost: 1, Cron: "0 * * * *"}))
+	b.exec(t, `UPDATE batchq.schedules SET cron = '0 25 * * *' WHERE name = 's'`)
+
+	stored := func(err error) *queue.StoredScheduleError {
+		t.Helper()
+		var se *queue.StoredScheduleError
+		require.ErrorAs(t, err, &se)
+		require.ErrorIs(t, err, queue.ErrInvalidSettings)
+		var given *queue.SettingError
+		require.False(t, errors.As(err, &given), "not a setting the call gave")
+		return se
+	}
+	skip, paris := queue.MissedSkip, "Europe/Paris"
+	for _, u := range []queue.ScheduleUpdate{{Missed: &skip}, {Timezone: &paris}} {
+		se := stored(b.client.SetSchedule(b.ctx, "s", u))
+		require.Equal(t, queue.StoredScheduleError{Schedule: "s", Field: "cron", Value: "0 25 * * *",
+			Rule: `hour, field 2 of 5, must be 0-23, as *, a value, a range low-high (1-5), a list (1,3) or a step (*/2) ` +
+				`(got "25" in "0 25 * * *")`}, *se)
+	}
+	require.EqualError(t, b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{Missed: &skip}),
+		`batchq: schedule "s": its stored cron "0 25 * * *" does not parse: hour, field 2 of 5, must be 0-23, as *, `+
+			`a value, a range low-high (1-5), a list (1,3) or a step (*/2) (got "25" in "0 25 * * *")`)
+	require.Equal(t, queue.MissedOne, b.schedule(t, "s").Missed, "nothing changed")
+	// A new expression that breaks a rule is the caller's.
+	bad := "0 26 * * *"
+	var given *queue.SettingError
+	require.ErrorAs(t, b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{Cron: &bad}), &given)
+	require.Equal(t, "cron", given.Field)
+
+	// The time zone, as the expression; a resume keeps both.
+	b.exec(t, `UPDATE batchq.schedules SET cron = '0 * * * *', timezone = 'Mars/Olympus' WHERE name = 's'`)
+	hourly := "@hourly"
+	se := stored(b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{Cron: &hourly}))
+	require.Equal(t, "timezone", se.Field)
+	require.Equal(t, "Mars/Olympus", se.Value)
+	require.NoError(t, b.client.PauseSchedule(b.ctx, "s"))
+	require.Equal(t, "timezone", stored(b.client.ResumeSchedule(b.ctx, "s")).Field)
+	require.True(t, b.schedule(t, "s").Paused)
+
+	utc := "UTC"
+	require.NoError(t, b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{Timezone: &utc, Missed: &skip}))
+	require.NoError(t, b.client.ResumeSchedule(b.ctx, "s"))
+	s := b.schedule(t, "s")
+	require.Equal(t, queue.MissedSkip, s.Missed)
+	require.Equal(t, instant("2030-01-01T13:00:00Z"), s.NextRunAt.UTC())
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -168,10 +169,20 @@ func scheduleUpdate(c *cli.Context) (queue.ScheduleUpdate, int, error) {
 	return u, n, nil
 }
 
-// scheduleUsage says a refused setting as a usage error naming its flag.
-func scheduleUsage(err error) error {
+// scheduleUsage says a refused setting as a usage error naming its flag. A
+// stored expression or time zone that does not parse is named as stored,
+// with the flag that replaces it: the command did not give it.
+func scheduleUsage(c *cli.Context, err error) error {
 	if u := jobUsage(err); u != nil {
 		return u
+	}
+	var stored *queue.StoredScheduleError
+	if errors.As(err, &stored) {
+		if c.Command.Name == "set" {
+			return usagef("%s; give --%s to replace it", err, stored.Field)
+		}
+		return usagef("%s; replace it first: batchq schedules set %s --%s %s", err, stored.Schedule, stored.Field,
+			strings.ToUpper(stored.Field))
 	}
 	// A name taken (ErrScheduleExists) is refused as a queue's is: exit 1.
 	if errors.Is(err, queue.ErrScheduleNotFound) || errors.Is(err, queue.ErrUnknownQueue) {
@@ -198,7 +209,7 @@ func schedulesCreate(c *cli.Context, client *queue.Client) error {
 		Kind: derefOr(u.Kind, ""), Timezone: derefOr(u.Timezone, ""), TTL: derefOr(u.TTL, 0),
 		MaxAttempts: derefOr(u.MaxAttempts, 0), Payload: u.Payload, Missed: derefOr(u.Missed, "")}
 	if err := client.CreateSchedule(c.Context, s); err != nil {
-		return scheduleUsage(err)
+		return scheduleUsage(c, err)
 	}
 	return writeSchedule(c, client, args[0], "created schedule "+args[0])
 }
@@ -216,7 +227,7 @@ func schedulesSet(c *cli.Context, client *queue.Client) error {
 		return usagef("batchq: schedules set: give at least one setting to change (see batchq schedules set --help)")
 	}
 	if err := client.SetSchedule(c.Context, args[0], u); err != nil {
-		return scheduleUsage(err)
+		return scheduleUsage(c, err)
 	}
 	return writeSchedule(c, client, args[0], "updated schedule "+args[0])
 }
@@ -231,7 +242,7 @@ func schedulesPause(c *cli.Context, client *queue.Client) error {
 		return err
 	}
 	if err := client.PauseSchedule(c.Context, args[0]); err != nil {
-		return scheduleUsage(err)
+		return scheduleUsage(c, err)
 	}
 	return writeScheduleChange(c, client, args[0], done, changed)
 }
@@ -243,7 +254,7 @@ func schedulesPause(c *cli.Context, client *queue.Client) error {
 func pausedOrNot(c *cli.Context, client *queue.Client, name string, pause bool, done, already string) (string, bool, error) {
 	s, err := client.GetSchedule(c.Context, name)
 	if err != nil {
-		return "", false, scheduleUsage(err)
+		return "", false, scheduleUsage(c, err)
 	}
 	if s.Paused == pause {
 		return "schedule " + name + " " + already + "; nothing changed", false, nil
@@ -261,7 +272,7 @@ func schedulesResume(c *cli.Context, client *queue.Client) error {
 		return err
 	}
 	if err := client.ResumeSchedule(c.Context, args[0]); err != nil {
-		return scheduleUsage(err)
+		return scheduleUsage(c, err)
 	}
 	return writeScheduleChange(c, client, args[0], done, changed)
 }
@@ -272,7 +283,7 @@ func schedulesDelete(c *cli.Context, client *queue.Client) error {
 		return err
 	}
 	if err := client.DeleteSchedule(c.Context, args[0]); err != nil {
-		return scheduleUsage(err)
+		return scheduleUsage(c, err)
 	}
 	d := newDataset("deleted")
 	d.add(args[0])

@@ -311,3 +311,37 @@ func TestSchedulesListShowsNoNextTickWhilePaused(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &one), r.stdout)
 	require.NotNil(t, one["next_run_at"])
 }
+
+// schedules set with a stored cron or time zone that does not parse, and
+// that the command keeps, names the stored one and the flag that replaces
+// it, not a flag the command did not give; resume says how to mend it.
+func TestSchedulesSetNamesAStoredCronThatDoesNotParse(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	r := runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "@hourly", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	db.exec(t, `UPDATE batchq.schedules SET cron = '0 25 * * *' WHERE name = 's'`)
+	const cronRule = `hour, field 2 of 5, must be 0-23, as *, a value, a range low-high (1-5), a list (1,3) or a step (*/2) ` +
+		`(got "25" in "0 25 * * *")`
+
+	r = runCLI(t, db.url, "schedules", "set", "s", "--missed", "skip")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, `batchq: schedule "s": its stored cron "0 25 * * *" does not parse: `+cronRule+
+		"; give --cron to replace it\n", r.stderr)
+	r = runCLI(t, db.url, "schedules", "pause", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "schedules", "resume", "s")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, `batchq: schedule "s": its stored cron "0 25 * * *" does not parse: `+cronRule+
+		"; replace it first: batchq schedules set s --cron CRON\n", r.stderr)
+
+	db.exec(t, `UPDATE batchq.schedules SET cron = '@hourly', timezone = 'Mars/Olympus' WHERE name = 's'`)
+	r = runCLI(t, db.url, "schedules", "set", "s", "--cron", "@daily")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, `batchq: schedule "s": its stored timezone "Mars/Olympus" does not parse: must be an IANA time zone `+
+		`such as Europe/Paris (got "Mars/Olympus"); give --timezone to replace it`+"\n", r.stderr)
+	r = runCLI(t, db.url, "schedules", "set", "s", "--timezone", "UTC", "--missed", "skip")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules
+		WHERE name = 's' AND timezone = 'UTC' AND missed = 'skip' AND paused_at IS NOT NULL`))
+}
