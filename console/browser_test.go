@@ -196,6 +196,47 @@ func TestConsoleInABrowser(t *testing.T) {
 		require.Contains(t, text(t, `#flash`), "resumed queue summaries")
 		require.False(t, paused())
 	})
+
+	t.Run("a long name wraps and the numbers stay in the window", func(t *testing.T) {
+		// The longest name a tenant may have, with nowhere to break it, and
+		// the most tokens, so that it has a row on the queue page.
+		long := strings.Repeat("w", queue.MaxNameBytes)
+		e, err := client.Enqueue(ctx, queue.NewJob{Queue: "summaries", Tenant: long, Kind: strings.Repeat("k", queue.MaxNameBytes), Cost: queue.MaxCost})
+		require.NoError(t, err)
+		row := `#tenants tr.tenant[data-tenant="` + long + `"]`
+		type layout struct {
+			Viewport, Page, Table, LastCell float64
+		}
+		measure := func(t *testing.T, table, lastCell string) layout {
+			t.Helper()
+			q, err := json.Marshal([]string{table, lastCell})
+			require.NoError(t, err)
+			l, err := chromedp.Run(step(), chromedp.Evaluate[layout](`(([table, cell]) => ({
+				Viewport: document.documentElement.clientWidth,
+				Page: document.documentElement.scrollWidth,
+				Table: document.querySelector(table).getBoundingClientRect().right,
+				LastCell: document.querySelector(cell).getBoundingClientRect().right,
+			}))(`+string(q)+`)`))
+			require.NoError(t, err)
+			return l
+		}
+		within := func(t *testing.T, l layout) {
+			t.Helper()
+			require.LessOrEqual(t, l.Page, l.Viewport, "the page scrolls sideways: %+v", l)
+			require.LessOrEqual(t, l.Table, l.Viewport, "the table is wider than the window: %+v", l)
+			require.LessOrEqual(t, l.LastCell, l.Viewport, "the row's last number is off-screen: %+v", l)
+		}
+
+		do(t, "queue page", chromedp.Navigate(srv.URL+"/queues/summaries?window=1m"), chromedp.WaitVisible(row))
+		within(t, measure(t, "#tenants", row+" td:last-child"))
+		require.Equal(t, long, text(t, row+" td:first-child"), "the whole name is on the page")
+
+		do(t, "tenant page", chromedp.Navigate(srv.URL+"/queues/summaries/tenants/"+long), chromedp.WaitVisible(`#backlog`))
+		within(t, measure(t, "#counts", "#counts td:last-child"))
+
+		do(t, "job page", chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, e.ID)), chromedp.WaitVisible(`#record`))
+		within(t, measure(t, "#record", "#record tr:nth-child(2) td"))
+	})
 }
 
 // num reads a number the console wrote with thousands separators.
