@@ -48,8 +48,9 @@ func chromium(t *testing.T) string {
 // console over its database, and drives headless Chromium through it: the
 // overview and the queue page render with their tenant rows and share
 // chart, a number changes on its own when jobs arrive, a queue is paused and
-// resumed after signing in with the token, and an action without the token
-// is refused. With UPDATE_SCREENSHOT=1 it writes the queue page to
+// resumed after signing in with the token, an action without the token is
+// refused, and a tenant's 256-byte name wraps rather than push the numbers
+// out of the window. With UPDATE_SCREENSHOT=1 it writes the queue page to
 // docs/console-queue.png.
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
