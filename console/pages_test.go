@@ -398,7 +398,7 @@ func TestConsoleShowsBidiControls(t *testing.T) {
 	}
 	tenant := b.get(t, "/queues/empty/tenants/"+url.PathEscape(name))
 	require.Contains(t, tenant.body, "Tenant acme\\u202egnp.exe <span")
-	require.Contains(t, tenant.body, `<td>sum\u2066mary</td>`)
+	require.Contains(t, tenant.body, `<td class="name">sum\u2066mary</td>`)
 	require.Contains(t, tenant.body, `said \u202bno\u202c`)
 	queuePage := b.get(t, "/queues/empty")
 	m := regexp.MustCompile(`<a href="([^"]*)">acme\\u202egnp\.exe</a>`).FindStringSubmatch(queuePage.body)
