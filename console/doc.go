@@ -27,8 +27,8 @@
 // it (a session cookie, HttpOnly and SameSite=Strict) and every action
 // carries a CSRF token bound to that session; scripts may send the token as
 // "Authorization: Bearer …" instead. The database decides the rest: the
-// console's pages read only what batchq's app role may read, shows payloads
-// and results only when its role may read them, and an action its role may
-// not take (the app role pauses nothing) is refused with the database's
-// reason.
+// console's pages read only what batchq's app role may read, show payloads
+// and results only when its role may read them, and offer only the actions
+// its role may take; one it may not take (the app role pauses nothing) is
+// refused with the database's reason.
 package console

@@ -116,6 +116,7 @@ type queuePage struct {
 	Top        int
 	ExactLimit int
 	Chart      string // the chart's URL, which changes with every refresh
+	CanPause   bool   // whether the console's role may pause and resume queues (the operator's right)
 }
 
 func (s *server) queuePage(r *http.Request) (string, any, error) {
@@ -134,9 +135,15 @@ func (s *server) queuePage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	var priv queue.ReadPrivileges
+	if s.showsForms(r) {
+		if priv, err = s.c.Privileges(ctx); err != nil {
+			return "", nil, err
+		}
+	}
 	// The queue's totals are its tenants' rows summed.
 	p := queuePage{Name: name, PausedAt: q.PausedAt, Window: wname, Top: s.o.TopTenants, ExactLimit: queue.ExactCountLimit,
-		Summary: queue.QueueSummary{QueuedExact: true}}
+		Summary: queue.QueueSummary{QueuedExact: true}, CanPause: priv.Pause}
 	for _, w := range windows {
 		p.Windows = append(p.Windows, w.Name)
 	}
@@ -157,6 +164,13 @@ func (s *server) queuePage(r *http.Request) (string, any, error) {
 	return "Queue " + name, p, nil
 }
 
+// showsForms reports whether r's page shows its actions' forms: the whole
+// page, not its live part, to a signed-in browser. Only then does a page
+// ask which actions the console's role may take.
+func (s *server) showsForms(r *http.Request) bool {
+	return r.Header.Get(liveHeader) == "" && s.auth.session(r) != ""
+}
+
 // queue returns one queue's settings, or a 404 for no such queue.
 func (s *server) queue(r *http.Request, name string) (queue.QueueConfig, error) {
 	q, err := s.c.Queue(r.Context(), name)
@@ -175,6 +189,7 @@ type tenantPage struct {
 	Counts        []int64 // of the last hour, by outcomeNames
 	Names         []string
 	CanCancel     bool // whether the console's role may cancel jobs (the operator's right)
+	CanSet        bool // whether it may change tenants' settings (the schema owner's)
 	// AsOf is when the page read the tenant's jobs: the cancel form takes
 	// only jobs enqueued before it, which the page could have counted.
 	AsOf time.Time
@@ -236,7 +251,7 @@ func (s *server) tenantPage(r *http.Request) (string, any, error) {
 	}
 	// The dry run of a cancel, from the backlog just read; the action
 	// counts again and cancels nothing if more jobs came since.
-	p.CanCancel = priv.Cancel
+	p.CanCancel, p.CanSet = priv.Cancel, priv.Settings
 	return "Tenant " + tn + " in " + qn, p, nil
 }
 
@@ -248,6 +263,7 @@ type jobPage struct {
 	Result   string
 	Hidden   string // why the payload and result are not shown
 	CanRetry bool   // a finished job that did not succeed, or a retrying one
+	MayRetry bool   // whether the console's role may retry jobs (the schema owner's right)
 }
 
 func (s *server) jobPage(r *http.Request) (string, any, error) {
@@ -260,7 +276,7 @@ func (s *server) jobPage(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	p := jobPage{ID: id}
+	p := jobPage{ID: id, MayRetry: priv.Retry}
 	if priv.Jobs && priv.Payloads && priv.Results {
 		info, err := s.c.JobInfo(ctx, id)
 		if err != nil {

@@ -20,9 +20,11 @@ import (
 )
 
 // TestConsoleUnderLeastPrivilegeRoles runs the console as batchq's app role
-// (reports only) and as its operator role: every page works; payloads and
-// results show only to the operator; an action the role may not take is
-// refused with the database's reason, token or not, and changes nothing.
+// (reports only), as its operator role and as the schema's owner: every
+// page works; payloads and results show only to the operator and the
+// owner; a page offers only the forms of the actions the role may take, and
+// says which it may not; an action the role may not take is refused with
+// the database's reason, token or not, and changes nothing.
 func TestConsoleUnderLeastPrivilegeRoles(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -43,7 +45,11 @@ func TestConsoleUnderLeastPrivilegeRoles(t *testing.T) {
 		require.NotContains(t, discarded.body, "secret-payload")
 		require.Contains(t, discarded.body, "provider said: malformed request", "errors are in the reports")
 
-		session, csrf := b.signIn(t, h)
+		// The app role's pages offer no form to take a CSRF token from: a
+		// session signed in on the owner's console serves, as a session and
+		// its CSRF token are bound to the console's token alone.
+		session, csrf := b.signIn(t, b.handler(t, b.client, &console.Options{Token: testToken}))
+		forms(t, b, h, session, map[string]bool{"pause": false, "settings": false, "cancel": false, "retry": false})
 		for _, tc := range []struct{ path, field, value string }{
 			{"/queues/docs/pause", "", ""},
 			{"/queues/docs/tenants/acme/settings", "weight", "9"},
@@ -72,6 +78,7 @@ func TestConsoleUnderLeastPrivilegeRoles(t *testing.T) {
 		require.Contains(t, job.body, "secret-result")
 
 		session, csrf := b.signIn(t, h)
+		forms(t, b, h, session, map[string]bool{"pause": true, "settings": false, "cancel": true, "retry": false})
 		res := b.do(t, h, http.MethodPost, "/queues/docs/pause", url.Values{"csrf": {csrf}}, nil, session)
 		require.Equal(t, http.StatusSeeOther, res.status, res.body)
 		require.True(t, b.paused(t, "docs"))
@@ -88,6 +95,38 @@ func TestConsoleUnderLeastPrivilegeRoles(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, res.status, res.body)
 		require.Equal(t, int64(4), b.scalar(t, `SELECT count(*) FROM batchq.outcomes WHERE tenant = 'initech' AND outcome = 'cancelled'`))
 	})
+
+	t.Run("the schema's owner is offered every action", func(t *testing.T) {
+		h := b.handler(t, b.client, &console.Options{Token: testToken})
+		session, _ := b.signIn(t, h)
+		forms(t, b, h, session, map[string]bool{"pause": true, "settings": true, "cancel": true, "retry": true})
+	})
+}
+
+// forms checks which action forms a signed-in browser is offered on the
+// pages that have them: a form where the role may take the action, else a
+// line that says it may not.
+func forms(t *testing.T, b *testBundle, h http.Handler, session *http.Cookie, want map[string]bool) {
+	t.Helper()
+	pages := map[string]string{
+		"pause":    "/queues/docs",
+		"settings": "/queues/docs/tenants/acme",
+		"cancel":   "/queues/docs/tenants/acme",
+		"retry":    "/jobs/" + strconv.FormatInt(b.discarded, 10),
+	}
+	form := map[string]string{"pause": `id="pause"`, "settings": `id="settings-form"`, "cancel": `id="cancel-form"`, "retry": `id="retry-form"`}
+	for action, may := range want {
+		page := b.do(t, h, http.MethodGet, pages[action], nil, nil, session)
+		require.Equal(t, http.StatusOK, page.status, page.body)
+		if may {
+			require.Contains(t, page.body, form[action], action)
+			require.NotContains(t, page.body, `id="no-`+action+`"`, action)
+		} else {
+			require.NotContains(t, page.body, form[action], action)
+			require.Contains(t, page.body, `id="no-`+action+`"`, action)
+			require.Contains(t, page.body, "the console's database role may not", action)
+		}
+	}
 }
 
 // grantRoles creates batchq's app and operator roles (and a worker role,

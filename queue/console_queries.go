@@ -499,12 +499,18 @@ func (c *Client) TenantInQueueSettings(ctx context.Context, queue, tenant string
 }
 
 // ReadPrivileges says what the client's database role may read beyond the
-// reports (docs/sql-api.md#roles).
+// reports, and which operator controls it may call (docs/sql-api.md#roles).
+// The controls' fields ask for what each call needs; a privilege taken
+// away in a way they do not look at (a column's, a lock's) still refuses
+// the call.
 type ReadPrivileges struct {
 	Jobs     bool // the unfinished jobs whole (JobInfo of an unfinished job)
 	Payloads bool // the outcomes' payloads
 	Results  bool // the outcomes' results
 	Cancel   bool // CountJobs and CancelJobs
+	Pause    bool // PauseQueue and ResumeQueue
+	Settings bool // UpdateQueueTenant and UpdateTenant
+	Retry    bool // RetryNow and Resubmit
 }
 
 // Privileges returns what the client's database role may read.
@@ -513,7 +519,8 @@ func (c *Client) Privileges(ctx context.Context) (ReadPrivileges, error) {
 	if err != nil {
 		return ReadPrivileges{}, fmt.Errorf("batchq: privileges: %w", err)
 	}
-	return ReadPrivileges{Jobs: r.Jobs, Payloads: r.Payloads, Results: r.Results, Cancel: r.Cancel}, nil
+	return ReadPrivileges{Jobs: r.Jobs, Payloads: r.Payloads, Results: r.Results, Cancel: r.Cancel,
+		Pause: r.Pause, Settings: r.Settings, Retry: r.Retry}, nil
 }
 
 // Outcome returns one finished job's outcome without its payload or result,

@@ -139,7 +139,15 @@ const consolePrivileges = `-- name: ConsolePrivileges :one
 SELECT has_table_privilege('batchq.jobs', 'SELECT') AS jobs,
        has_column_privilege('batchq.outcomes', 'payload', 'SELECT') AS payloads,
        has_column_privilege('batchq.outcomes', 'result', 'SELECT') AS results,
-       has_function_privilege('batchq.cancel_jobs(text, text, text, timestamptz, timestamptz, bigint, integer, text)', 'EXECUTE') AS cancel
+       has_function_privilege('batchq.cancel_jobs(text, text, text, timestamptz, timestamptz, bigint, integer, text)', 'EXECUTE') AS cancel,
+       (has_function_privilege('batchq.pause_queue(text)', 'EXECUTE')
+           AND has_function_privilege('batchq.resume_queue(text)', 'EXECUTE'))::boolean AS pause,
+       (has_table_privilege('batchq.queue_tenants', 'INSERT') AND has_table_privilege('batchq.queue_tenants', 'UPDATE')
+           AND has_table_privilege('batchq.queue_tenants', 'DELETE')
+           AND has_table_privilege('batchq.tenants', 'INSERT') AND has_table_privilege('batchq.tenants', 'UPDATE')
+           AND has_function_privilege('batchq.rekey(text, text[])', 'EXECUTE'))::boolean AS settings,
+       (has_table_privilege('batchq.jobs', 'UPDATE') AND has_table_privilege('batchq.outcomes', 'SELECT')
+           AND has_function_privilege('batchq.enqueue(text, text[], text[], bigint[], timestamptz[], integer[], jsonb[], text[], timestamptz[])', 'EXECUTE'))::boolean AS retry
 `
 
 type ConsolePrivilegesRow struct {
@@ -147,11 +155,19 @@ type ConsolePrivilegesRow struct {
 	Payloads bool
 	Results  bool
 	Cancel   bool
+	Pause    bool
+	Settings bool
+	Retry    bool
 }
 
 // What the console's role may read beyond the reports (the unfinished jobs
-// whole, the outcomes' payloads and results), and whether it may cancel
-// jobs in bulk.
+// whole, the outcomes' payloads and results), and which of its actions it
+// may take, from what each calls: cancel jobs in bulk; pause and resume a
+// queue; write a tenant's settings (UpdateQueueTenant and UpdateTenant
+// write the settings rows, then re-key); retry a job (RetryNow updates the
+// job, Resubmit reads its outcome whole and enqueues a copy). A privilege
+// is asked for alone: has_table_privilege is true for a list when any of
+// it is held.
 func (q *Queries) ConsolePrivileges(ctx context.Context, db DBTX) (ConsolePrivilegesRow, error) {
 	row := db.QueryRow(ctx, consolePrivileges)
 	var i ConsolePrivilegesRow
@@ -160,6 +176,9 @@ func (q *Queries) ConsolePrivileges(ctx context.Context, db DBTX) (ConsolePrivil
 		&i.Payloads,
 		&i.Results,
 		&i.Cancel,
+		&i.Pause,
+		&i.Settings,
+		&i.Retry,
 	)
 	return i, err
 }
