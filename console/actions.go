@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/batchq/batchq/internal/decimal"
 	"github.com/batchq/batchq/queue"
 )
 
@@ -119,7 +119,7 @@ func (s *server) setTenant(r *http.Request) (string, string, error) {
 	qn, tn := r.PathValue("queue"), pathName(r, "tenant")
 	var u queue.TenantUpdate
 	if v := strings.TrimSpace(r.PostFormValue("weight")); v != "" {
-		f, ok := parseDecimal(v)
+		f, ok := decimal.ParseFloat(v)
 		if !ok {
 			return "", "", errorf(http.StatusBadRequest, "weight %q: must be a decimal number in %v..%v, such as 2, 0.5 or 1e-3 (digits, an optional fraction and exponent)",
 				v, queue.MinWeight, queue.MaxWeight)
@@ -159,21 +159,6 @@ func (s *server) setTenant(r *http.Request) (string, string, error) {
 	default:
 		return "", "", errorf(http.StatusBadRequest, "scope %q: must be queue or all", scope)
 	}
-}
-
-// decimalNumber is a number as people write one, and as `batchq tenants set
-// --weight` reads it: digits with an optional sign, fraction and exponent.
-var decimalNumber = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
-
-// parseDecimal reads a decimal number, and nothing else strconv.ParseFloat
-// reads: no hexadecimal (0x1p1), no underscores, no Inf or NaN, and no
-// number too large for a float64.
-func parseDecimal(s string) (float64, bool) {
-	if !decimalNumber.MatchString(s) {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	return f, err == nil
 }
 
 func orBelow(s string, unset bool) string {

@@ -343,7 +343,7 @@ func flagTakes(f cli.Flag) string {
 	case *cli.UintFlag, *cli.Uint64Flag:
 		return "a whole number, 0 or more"
 	case *cli.Float64Flag:
-		return "a number"
+		return "a decimal number"
 	case *cli.DurationFlag:
 		return "a duration like 90s, 5m or 2h"
 	case *cli.BoolFlag:

@@ -79,7 +79,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"tenants", "set", "h", "--weight"}, "batchq: tenants set: --weight needs a value: a number\n"},
+		{[]string{"tenants", "set", "h", "--weight"}, "batchq: tenants set: --weight needs a value: a decimal number\n"},
 		{[]string{"tenants", "set", "acme", "--colour", "red"}, "batchq: tenants set: flag provided but not defined: --colour\n"},
 		{[]string{"queues", "create", "--colour", "red", "q"}, "batchq: queues create: flag provided but not defined: --colour\n"},
 		{[]string{"queues", "create", "--", "a", "b"}, "batchq: queues create: unexpected argument \"b\"; usage: batchq queues create NAME\n"},
@@ -115,7 +115,13 @@ func TestFlagParseErrorsNameTheFlagAndWhatItTakes(t *testing.T) {
 		{[]string{"queues", "create", "--quantum", "1.5", "q"}, `batchq: --quantum "1.5": not a whole number` + "\n"},
 		{[]string{"queues", "create", "q", "--quantum", "1.5"}, `batchq: --quantum "1.5": not a whole number` + "\n"},
 		{[]string{"queues", "create", "q", "--quantum"}, "batchq: queues create: --quantum needs a value: a whole number\n"},
-		{[]string{"tenants", "set", "acme", "--weight", "heavy"}, `batchq: --weight "heavy": not a number` + "\n"},
+		{[]string{"tenants", "set", "acme", "--weight", "heavy"}, `batchq: --weight "heavy": not a decimal number` + "\n"},
+		// Go reads these as numbers; a weight typed so is a slip, not 2, 10 or NaN.
+		{[]string{"tenants", "set", "acme", "--weight", "0x1p1"}, `batchq: --weight "0x1p1": not a decimal number` + "\n"},
+		{[]string{"tenants", "set", "acme", "--weight", "1_0"}, `batchq: --weight "1_0": not a decimal number` + "\n"},
+		{[]string{"tenants", "set", "acme", "--weight", "NaN"}, `batchq: --weight "NaN": not a decimal number` + "\n"},
+		{[]string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/", "--reserve", "Inf"}, `batchq: --reserve "Inf": not a decimal number` + "\n"},
+		{[]string{"demo", "--speed", "0x10"}, `batchq: --speed "0x10": not a decimal number` + "\n"},
 		{[]string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/", "--timeout", "soon"}, `batchq: --timeout "soon": not a duration like 90s, 5m or 2h` + "\n"},
 		{[]string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/", "--drain=maybe"}, `batchq: --drain "maybe": not true or false` + "\n"},
 		{[]string{"work", "--concurrency"}, "batchq: work: --concurrency needs a value: a whole number\n"},
@@ -137,7 +143,9 @@ func TestFlagEnvironmentErrorsNameTheVariable(t *testing.T) {
 	for _, tc := range []struct{ env, value, msg string }{
 		{"BATCHQ_CONCURRENCY", "x", `batchq: BATCHQ_CONCURRENCY "x" (for --concurrency): not a whole number`},
 		{"BATCHQ_CONCURRENCY", "99999999999999999999", `batchq: BATCHQ_CONCURRENCY "99999999999999999999" (for --concurrency): out of range for a whole number`},
-		{"BATCHQ_RESERVE", "lots", `batchq: BATCHQ_RESERVE "lots" (for --reserve): not a number`},
+		{"BATCHQ_RESERVE", "lots", `batchq: BATCHQ_RESERVE "lots" (for --reserve): not a decimal number`},
+		{"BATCHQ_RESERVE", "0x.8p0", `batchq: BATCHQ_RESERVE "0x.8p0" (for --reserve): not a decimal number`},
+		{"BATCHQ_RESERVE", "1e400", `batchq: BATCHQ_RESERVE "1e400" (for --reserve): out of range for a decimal number`},
 		{"BATCHQ_METRICS_ADDR", "9090", `batchq: BATCHQ_METRICS_ADDR "9090" (for --metrics-addr): must be HOST:PORT or :PORT`},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {

@@ -175,7 +175,7 @@ func TestBenchUsageErrors(t *testing.T) {
 			"batchq: bench quota: --interactive-every: must be more than 0 (got -1s)\n"},
 		{"quota jitter negative", []string{"bench", "quota", "--jitter", "-1ms"}, "batchq: bench quota: --jitter: must be at least 0 (got -1ms)\n"},
 		{"quota reserve 1", []string{"bench", "quota", "--reserve", "1"}, "batchq: bench quota: --reserve: must be in [0, 1) (got 1)\n"},
-		{"quota reserve NaN", []string{"bench", "quota", "--reserve", "NaN"}, "batchq: bench quota: --reserve: must be in [0, 1) (got NaN)\n"},
+		{"quota reserve NaN", []string{"bench", "quota", "--reserve", "NaN"}, `batchq: --reserve "NaN": not a decimal number` + "\n"},
 
 		// 0 is refused, not taken for the scenario's default.
 		{"drain jobs 0", []string{"bench", "drain", "--jobs", "0"}, "batchq: bench drain: --jobs: must be at least 1 (got 0)\n"},

@@ -82,7 +82,7 @@ func TestTenantsErrors(t *testing.T) {
 	}{
 		{"nothing to set", []string{"set", "a"}, "give --weight, --max-queued or both"},
 		{"zero weight", []string{"set", "a", "--weight", "0"}, "batchq: --weight: must be in 0.001..1000000 (got 0)"},
-		{"NaN weight", []string{"set", "a", "--weight", "NaN"}, "batchq: --weight: must be in 0.001..1000000 (got NaN)"},
+		{"NaN weight", []string{"set", "a", "--weight", "NaN"}, `batchq: --weight "NaN": not a decimal number`},
 		{"negative bound", []string{"set", "a", "--max-queued", "-2"}, "batchq: --max-queued: must be in 0..2147483647, 0 meaning the queue's bound (got -2)"},
 		{"not a number", []string{"set", "a", "--weight", "heavy"}, `"heavy"`},
 		{"no name", []string{"set", "--weight", "2"}, "missing NAME"},

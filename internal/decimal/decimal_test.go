@@ -1,4 +1,4 @@
-package console
+package decimal
 
 import (
 	"math"
@@ -42,9 +42,9 @@ var decimalCases = []struct {
 	{"1,5", 0, false},
 }
 
-func TestParseDecimal(t *testing.T) {
+func TestParseFloat(t *testing.T) {
 	for _, tc := range decimalCases {
-		got, ok := parseDecimal(tc.in)
+		got, ok := ParseFloat(tc.in)
 		require.Equal(t, tc.ok, ok, "%q", tc.in)
 		if tc.ok {
 			require.Equal(t, tc.want, got, "%q", tc.in)
@@ -52,15 +52,15 @@ func TestParseDecimal(t *testing.T) {
 	}
 }
 
-// What parseDecimal accepts, strconv.ParseFloat reads as the same finite
+// What ParseFloat accepts, strconv.ParseFloat reads as the same finite
 // number, and it is written with ASCII digits, a sign, a point and an e
 // only.
-func FuzzParseDecimal(f *testing.F) {
+func FuzzParseFloat(f *testing.F) {
 	for _, tc := range decimalCases {
 		f.Add(tc.in)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := parseDecimal(s)
+		got, ok := ParseFloat(s)
 		if !ok {
 			return
 		}
