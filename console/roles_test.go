@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -100,6 +101,18 @@ func TestConsoleUnderLeastPrivilegeRoles(t *testing.T) {
 		h := b.handler(t, b.client, &console.Options{Token: testToken})
 		session, _ := b.signIn(t, h)
 		forms(t, b, h, session, map[string]bool{"pause": true, "settings": true, "cancel": true, "retry": true})
+	})
+
+	t.Run("the app role sees the run-at of a job finished while it waited for it", func(t *testing.T) {
+		h := b.handler(t, roleClient(t, b, app), &console.Options{Token: testToken})
+		// As the owner's page shows it.
+		runAt := time.Now().Add(48 * time.Hour).Truncate(time.Second)
+		res, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "docs", Tenant: "acme", Cost: 1, RunAt: runAt})
+		require.NoError(t, err)
+		require.NoError(t, b.client.Cancel(b.ctx, res.ID, "not needed"))
+		scheduled := b.do(t, h, http.MethodGet, "/jobs/"+strconv.FormatInt(res.ID, 10), nil, nil)
+		require.Equal(t, http.StatusOK, scheduled.status, scheduled.body)
+		require.Contains(t, scheduled.body, `data-field="run-after">`+runAt.UTC().Format("2006-01-02 15:04:05Z"))
 	})
 }
 
