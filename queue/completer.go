@@ -3,8 +3,10 @@ package queue
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,8 +18,9 @@ import (
 // up while one batch was written goes in the next, so under load a statement
 // finishes many jobs and when idle a job is recorded at once. A write that
 // fails is retried with backoff: for as long as the database is out of reach
-// (an outage of any length costs no job a second run), for a minute when the
-// database answers with an error. A write given up leaves the jobs' leases to
+// (so an outage does not by itself send a job that did its work to run
+// again; its lease may still expire and another pool rescue it first), and
+// for a minute after any other error. A write given up leaves the jobs' leases to
 // expire and the jobs to be rescued, so nothing is lost, and their events
 // say "unrecorded". Each job's run is passed to written once
 // its finish is written or given up: until then the pool keeps its lease, so
@@ -310,15 +313,23 @@ func (d *completer) retry(what string, write func(context.Context) error) error 
 }
 
 // isUnreachable reports whether err says the database could not be reached
-// or went away, which a later try may find mended: any error the server did
-// not send (a refused or broken connection, a try that timed out), and those
-// of a server shutting down, starting up or out of connections (SQLSTATE
-// class 08, 57P01..57P03, class 53).
+// or the connection to it broke, which a later try may find mended: a
+// connection refused or reset, or ended mid-statement, and the errors of a
+// server shutting down, starting up or out of connections (SQLSTATE class 08,
+// 57P01..57P03, class 53). A try that ran out of time is not among them: it
+// may have waited on a row lock as well as on a network that went quiet. Nor
+// is a refusal the client words itself (an unknown queue, a closed pool).
 func isUnreachable(err error) bool {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return true
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "53") ||
+			pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 	}
-	return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "53") ||
-		pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) && !ne.Timeout()
 }

@@ -89,7 +89,7 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		{[]string{"--queue", "q", "--target", "http://x", "--concurrency", "0"}, "--concurrency 0: must be in 1..10000"},
 		{[]string{"--queue", "q", "--target", "http://x", "--reserve", "1.5"}, "batchq: --reserve 1.5: must be in [0,1)"},
 		{[]string{"--queue", "q", "--target", "http://x", "--reserve", "-0.1"}, "batchq: --reserve -0.1: must be in [0,1)"},
-		{[]string{"--queue", "q", "--target", "http://x", "--reserve", "NaN", "--quota-key", "k"}, "batchq: --reserve NaN: must be in [0,1)"},
+		{[]string{"--queue", "q", "--target", "http://x", "--reserve", "NaN", "--quota-key", "k"}, `batchq: --reserve "NaN": not a decimal number`},
 		// A quota key is refused by its flag and rule, once.
 		{[]string{"--queue", "q", "--target", "http://x", "--quota-key", strings.Repeat("k", 300)}, "batchq: --quota-key: must be at most 256 bytes (got 300)\n"},
 		{[]string{"--queue", "q", "--target", "http://x", "--quota-key", "a\tb"}, "batchq: --quota-key: must not contain control characters (got \"a\\tb\")\n"},
