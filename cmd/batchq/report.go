@@ -229,11 +229,13 @@ func reportOutcomes(c *cli.Context, client *queue.Client) error {
 	if unknown != nil && len(rows) == 0 {
 		return noHistory(unknown, since, until)
 	}
+	// run_at came after the others: last, so that a reader of the CSV by
+	// position reads the columns it read before.
 	d := newDataset("job_id", "queue", "tenant", "kind", "outcome", "attempts", "estimated_cost", "actual_cost",
-		"enqueued_at", "run_at", "finished_at", "wait", "run", "total", "worker", "error")
+		"enqueued_at", "finished_at", "wait", "run", "total", "worker", "error", "run_at")
 	for _, r := range rows {
 		d.add(r.JobID, r.Queue, r.Tenant, r.Kind, r.Outcome, r.Attempts, r.EstimatedCost, r.ActualCost,
-			r.EnqueuedAt, r.RunAt, r.FinishedAt, r.Wait, r.Run, r.Total, r.Worker, r.Error)
+			r.EnqueuedAt, r.FinishedAt, r.Wait, r.Run, r.Total, r.Worker, r.Error, r.RunAt)
 	}
 	return writeList(c, d)
 }
