@@ -300,7 +300,7 @@ func TestScheduleSettings(t *testing.T) {
 	require.Zero(t, st.Fired)
 	s, err = b.client.GetSchedule(b.ctx, "s")
 	require.NoError(t, err)
-	require.Contains(t, s.LastError, "queue_full")
+	require.Contains(t, s.LastError, `queue_full (tenant "acme" has 1 waiting job, bound 1)`)
 	require.Equal(t, instant("2030-01-01T17:00:00Z"), s.NextRunAt.UTC())
 	b.drainOrder(t, 1)
 	clock = instant("2030-01-01T17:00:00Z")

@@ -159,8 +159,8 @@ BEGIN
         IF r.status NOT IN ('inserted', 'duplicate') THEN
             v_err := format('tick %s enqueued nothing: %s', batchq.rfc3339(p_tick), r.status)
                      || CASE WHEN r.status = 'queue_full'
-                             THEN format(' (tenant %s has %s waiting jobs, bound %s)', batchq.quote(r.tenant), r.queued,
-                                         r.bound)
+                             THEN format(' (tenant %s has %s waiting %s, bound %s)', batchq.quote(r.tenant), r.queued,
+                                         CASE WHEN r.queued = 1 THEN 'job' ELSE 'jobs' END, r.bound)
                              ELSE '' END;
         END IF;
     END IF;
