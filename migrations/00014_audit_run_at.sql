@@ -31,8 +31,9 @@ COMMENT ON VIEW batchq.audit IS 'The audit trail: finished jobs with wait, run a
 
 -- +goose Down
 
--- A view loses a column only by being made anew, which drops its grants:
--- the grants it had are given back (its owner has its rights on the new one).
+-- A view loses a column only by being made anew, which drops its grants and
+-- makes whoever runs this its owner: its owner is given it back, then the
+-- grants it had (its owner has its rights on the new one).
 -- +goose StatementBegin
 DO $$
 DECLARE
@@ -42,6 +43,7 @@ DECLARE
                       CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
         FROM pg_catalog.pg_class c, aclexplode(c.relacl) a
         WHERE c.oid = 'batchq.audit'::regclass AND a.grantee <> c.relowner);
+    owner text := (SELECT c.relowner::regrole::text FROM pg_catalog.pg_class c WHERE c.oid = 'batchq.audit'::regclass);
     s text;
 BEGIN
     DROP VIEW batchq.audit;
@@ -67,6 +69,7 @@ BEGIN
            o.unique_key
     FROM batchq.outcomes o;
     COMMENT ON VIEW batchq.audit IS 'The audit trail: finished jobs with wait, run and total durations.';
+    EXECUTE format('ALTER VIEW batchq.audit OWNER TO %s', owner);
     FOREACH s IN ARRAY grants LOOP
         EXECUTE s;
     END LOOP;
