@@ -599,13 +599,16 @@ func (c *Client) fireOwedTick(ctx context.Context, tx pgx.Tx, s *Schedule, tick,
 		Enqueue: enqueue, Next: next})
 	if err == nil && enqueue && id == 0 {
 		// No job: the tenant had no room (recorded in last_error, and the
-		// schedule moved on), or an open transaction held the tenant's ring
-		// row past fire_schedule's lock timeout (nothing changed).
+		// schedule moved on), or another transaction held the tenant's ring
+		// row or the queue's row past fire_schedule's lock timeout (nothing
+		// changed): an application's open enqueue, a maintenance pass
+		// firing the queue's schedules, a queue being deleted.
 		var row dbsqlc.BatchqSchedule
 		if row, err = c.q.GetSchedule(ctx, tx, s.Name); err == nil && row.NextRunAt.Equal(s.NextRunAt) {
 			return fmt.Errorf("batchq: resume schedule %s: the tick it owes from before its pause, %s, cannot be "+
-				"enqueued while an open transaction enqueues for tenant %s; it is still paused: resume it again",
-				quote(s.Name), tick.UTC().Format(time.RFC3339), quote(s.Tenant))
+				"enqueued now: another transaction holds tenant %s's place in queue %s (an open enqueue, a "+
+				"maintenance pass, or the queue being deleted); it is still paused: resume it again",
+				quote(s.Name), tick.UTC().Format(time.RFC3339), quote(s.Tenant), quote(s.Queue))
 		}
 	}
 	if err != nil {

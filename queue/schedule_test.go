@@ -531,8 +531,8 @@ func TestResumeWithAnOwedTickDoesNotWaitForAnOpenEnqueue(t *testing.T) {
 	require.NoError(t, err)
 	err = b.client.ResumeSchedule(b.ctx, "hourly")
 	require.EqualError(t, err, `batchq: resume schedule "hourly": the tick it owes from before its pause, `+
-		`2030-01-01T01:00:00Z, cannot be enqueued while an open transaction enqueues for tenant "acme"; `+
-		`it is still paused: resume it again`)
+		`2030-01-01T01:00:00Z, cannot be enqueued now: another transaction holds tenant "acme"'s place in queue "q" `+
+		`(an open enqueue, a maintenance pass, or the queue being deleted); it is still paused: resume it again`)
 	require.True(t, b.schedule(t, "hourly").Paused)
 
 	require.NoError(t, tx.Commit(b.ctx))
