@@ -122,6 +122,8 @@ func TestFlagParseErrorsNameTheFlagAndWhatItTakes(t *testing.T) {
 		{[]string{"tenants", "set", "acme", "--weight", "NaN"}, `batchq: --weight "NaN": not a decimal number` + "\n"},
 		{[]string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/", "--reserve", "Inf"}, `batchq: --reserve "Inf": not a decimal number` + "\n"},
 		{[]string{"demo", "--speed", "0x10"}, `batchq: --speed "0x10": not a decimal number` + "\n"},
+		// Not 0, which with --queue would mean "no weight of its own here".
+		{[]string{"tenants", "set", "acme", "--queue", "q", "--weight", "1e-400"}, `batchq: --weight "1e-400": out of range for a decimal number` + "\n"},
 		{[]string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/", "--timeout", "soon"}, `batchq: --timeout "soon": not a duration like 90s, 5m or 2h` + "\n"},
 		{[]string{"work", "--queue", "q", "--target", "http://127.0.0.1:1/", "--drain=maybe"}, `batchq: --drain "maybe": not true or false` + "\n"},
 		{[]string{"work", "--concurrency"}, "batchq: work: --concurrency needs a value: a whole number\n"},
@@ -146,6 +148,7 @@ func TestFlagEnvironmentErrorsNameTheVariable(t *testing.T) {
 		{"BATCHQ_RESERVE", "lots", `batchq: BATCHQ_RESERVE "lots" (for --reserve): not a decimal number`},
 		{"BATCHQ_RESERVE", "0x.8p0", `batchq: BATCHQ_RESERVE "0x.8p0" (for --reserve): not a decimal number`},
 		{"BATCHQ_RESERVE", "1e400", `batchq: BATCHQ_RESERVE "1e400" (for --reserve): out of range for a decimal number`},
+		{"BATCHQ_RESERVE", "1e-400", `batchq: BATCHQ_RESERVE "1e-400" (for --reserve): out of range for a decimal number`},
 		{"BATCHQ_METRICS_ADDR", "9090", `batchq: BATCHQ_METRICS_ADDR "9090" (for --metrics-addr): must be HOST:PORT or :PORT`},
 	} {
 		t.Run(tc.env+"="+tc.value, func(t *testing.T) {

@@ -89,10 +89,10 @@ func (f decimalFloat64) Apply(set *flag.FlagSet) error {
 }
 
 // floatReason is the flag package's reason for a value that is not a
-// decimal number: out of range for a decimal number too large for a
-// float64, else a parse error.
+// decimal number a float64 holds: out of range for one too large or too
+// small, else a parse error.
 func floatReason(s string) string {
-	if _, err := strconv.ParseFloat(s, 64); errors.Is(err, strconv.ErrRange) {
+	if _, err := dec.Parse(s); errors.Is(err, dec.ErrRange) {
 		return errFlagRange.Error()
 	}
 	return errFlagParse.Error()

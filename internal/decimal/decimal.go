@@ -1,26 +1,48 @@
 // Package decimal reads numbers as people write them: in base 10, and in
 // nothing else Go's own parsers read. strconv.ParseFloat also takes
 // hexadecimal (0x1p1 is 2), underscores between digits (1_0 is 10), Inf and
-// NaN; a weight or a fraction typed as such is a mistake to refuse, not a
-// number to guess at. The console's forms and the CLI's flags read their
-// fractional numbers through it.
+// NaN, and reads 1e-400 as 0; a weight or a fraction typed as such is a
+// mistake to refuse, not a number to guess at. The console's forms and the
+// CLI's flags read their fractional numbers through it.
 package decimal
 
 import (
+	"errors"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // number is a decimal number: digits with an optional sign, fraction and
 // exponent, in ASCII.
 var number = regexp.MustCompile(`^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
-// ParseFloat reads s as a decimal number. It reports false for anything
-// else, and for a number too large for a float64.
-func ParseFloat(s string) (float64, bool) {
+var (
+	// ErrSyntax is the refusal of what is not a decimal number.
+	ErrSyntax = errors.New("not a decimal number")
+	// ErrRange is the refusal of a decimal number a float64 cannot hold:
+	// too large, or so small it would read as 0.
+	ErrRange = errors.New("out of range")
+)
+
+// Parse reads s as a decimal number.
+func Parse(s string) (float64, error) {
 	if !number.MatchString(s) {
-		return 0, false
+		return 0, ErrSyntax
 	}
 	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, ErrRange
+	}
+	if mantissa, _, _ := strings.Cut(strings.ToLower(s), "e"); f == 0 && strings.ContainsAny(mantissa, "123456789") {
+		return 0, ErrRange
+	}
+	return f, nil
+}
+
+// ParseFloat reads s as a decimal number. It reports false for anything
+// else, and for a number a float64 cannot hold (Parse says which).
+func ParseFloat(s string) (float64, bool) {
+	f, err := Parse(s)
 	return f, err == nil
 }

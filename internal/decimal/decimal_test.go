@@ -36,6 +36,12 @@ var decimalCases = []struct {
 	{"infinity", 0, false},
 	{"NaN", 0, false},
 	{"1e400", 0, false},
+	{"1e-400", 0, false}, // not 0: so small a float64 reads it as 0
+	{"-1e-400", 0, false},
+	{"0e-400", 0, true},
+	{"0.000e5", 0, true},
+	{"4.9e-324", 5e-324, true}, // the smallest a float64 holds
+
 	{" 2", 0, false},
 	{"2 ", 0, false},
 	{"٣", 0, false}, // a digit, but not an ASCII one
