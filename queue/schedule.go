@@ -576,9 +576,10 @@ func (c *Client) ResumeSchedule(ctx context.Context, name string) error {
 		}
 		next := sched.Next(now)
 		if next.IsZero() {
-			// No tick within five years (stored by hand): look again then,
-			// as maintenance does.
-			next = now.AddDate(5, 0, 0)
+			// No tick within five years (stored by hand, or by an older
+			// release): refused as set refuses it, naming it as stored.
+			return storedRefusal(&SettingError{Field: "cron",
+				Rule: fmt.Sprintf("must tick within five years (%s never does)", quote(s.Cron))}, s, true, true)
 		}
 		if !s.NextRunAt.After(*pausedAt) {
 			if err := c.fireOwedTick(ctx, tx, s, latestTick(sched, s.NextRunAt, *pausedAt), next); err != nil {

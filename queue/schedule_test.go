@@ -594,4 +594,14 @@ func TestAStoredSettingThatDoesNotParseIsNamedAsStored(t *testing.T) {
 	s := b.schedule(t, "s")
 	require.Equal(t, queue.MissedSkip, s.Missed)
 	require.Equal(t, instant("2030-01-01T13:00:00Z"), s.NextRunAt.UTC())
+
+	// An expression that parses but never ticks (February 30th) is refused
+	// by a resume as set refuses it, and the schedule stays paused.
+	require.NoError(t, b.client.PauseSchedule(b.ctx, "s"))
+	b.exec(t, `UPDATE batchq.schedules SET cron = '0 0 30 2 *' WHERE name = 's'`)
+	se = stored(b.client.ResumeSchedule(b.ctx, "s"))
+	require.Equal(t, queue.StoredScheduleError{Schedule: "s", Field: "cron", Value: "0 0 30 2 *",
+		Rule: `must tick within five years ("0 0 30 2 *" never does)`}, *se)
+	require.Equal(t, se.Rule, stored(b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{Missed: &skip})).Rule)
+	require.True(t, b.schedule(t, "s").Paused)
 }
