@@ -33,7 +33,8 @@ COMMENT ON VIEW batchq.audit IS 'The audit trail: finished jobs with wait, run a
 
 -- A view loses a column only by being made anew, which drops its grants and
 -- makes whoever runs this its owner: its owner is given it back, then the
--- grants it had (its owner has its rights on the new one).
+-- grants it had, on the view and on its columns (its owner has its rights
+-- on the new one).
 -- +goose StatementBegin
 DO $$
 DECLARE
@@ -42,7 +43,16 @@ DECLARE
                       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END,
                       CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
         FROM pg_catalog.pg_class c, aclexplode(c.relacl) a
-        WHERE c.oid = 'batchq.audit'::regclass AND a.grantee <> c.relowner);
+        WHERE c.oid = 'batchq.audit'::regclass AND a.grantee <> c.relowner
+        UNION ALL
+        -- Grants on columns, but for run_at's, which goes.
+        SELECT format('GRANT %s (%I) ON batchq.audit TO %s%s', a.privilege_type, t.attname,
+                      CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END,
+                      CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
+        FROM pg_catalog.pg_class c
+        JOIN pg_catalog.pg_attribute t ON t.attrelid = c.oid AND t.attnum > 0 AND NOT t.attisdropped
+        CROSS JOIN LATERAL aclexplode(t.attacl) a
+        WHERE c.oid = 'batchq.audit'::regclass AND a.grantee <> c.relowner AND t.attname <> 'run_at');
     owner text := (SELECT c.relowner::regrole::text FROM pg_catalog.pg_class c WHERE c.oid = 'batchq.audit'::regclass);
     s text;
 BEGIN

@@ -470,12 +470,17 @@ func TestAuditRunAtUpAndDown(t *testing.T) {
 	granter := newRole(t, pool, "audit_granter")
 	execSQL(t, pool, fmt.Sprintf(`GRANT SELECT ON batchq.audit TO %s`, reader))
 	execSQL(t, pool, fmt.Sprintf(`GRANT SELECT, REFERENCES ON batchq.audit TO %s WITH GRANT OPTION`, granter))
-	type view struct{ def, comment, acl, owner string }
+	columnReader := newRole(t, pool, "audit_column_reader")
+	execSQL(t, pool, fmt.Sprintf(`GRANT SELECT (job_id, outcome) ON batchq.audit TO %s`, columnReader))
+	type view struct{ def, comment, acl, owner, columnACL string }
 	audit := func() (v view) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT pg_get_viewdef('batchq.audit'::regclass),
 			coalesce(obj_description('batchq.audit'::regclass, 'pg_class'), ''),
 			(SELECT coalesce(c.relacl::text, '') FROM pg_class c WHERE c.oid = 'batchq.audit'::regclass),
-			(SELECT c.relowner::regrole::text FROM pg_class c WHERE c.oid = 'batchq.audit'::regclass)`).Scan(&v.def, &v.comment, &v.acl, &v.owner))
+			(SELECT c.relowner::regrole::text FROM pg_class c WHERE c.oid = 'batchq.audit'::regclass),
+			(SELECT coalesce(string_agg(a.attname || '=' || a.attacl::text, ' ' ORDER BY a.attnum), '')
+			 FROM pg_attribute a WHERE a.attrelid = 'batchq.audit'::regclass AND a.attacl IS NOT NULL)`).Scan(
+			&v.def, &v.comment, &v.acl, &v.owner, &v.columnACL))
 		return v
 	}
 	columns := func() []string {
@@ -489,12 +494,14 @@ func TestAuditRunAtUpAndDown(t *testing.T) {
 	before, beforeColumns := audit(), columns()
 	require.NotContains(t, beforeColumns, "run_at")
 	require.Contains(t, before.acl, reader)
+	require.Contains(t, before.columnACL, columnReader)
 
 	_, err := migrations.Up(ctx, openDB(t, url))
 	require.NoError(t, err)
 	require.Equal(t, append(beforeColumns, "run_at"), columns(), "run_at comes last, the columns before it as they were")
 	require.Equal(t, before.comment, audit().comment)
 	require.Equal(t, before.acl, audit().acl, "the upgrade kept who may read the view")
+	require.Equal(t, before.columnACL, audit().columnACL, "and its columns")
 
 	// Down run by a superuser, not the schema's owner, as an operator may:
 	// the view made anew is still the owner's.
