@@ -3,6 +3,8 @@ package console
 import (
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -47,10 +49,20 @@ func (s *server) action(fn actionFunc) http.HandlerFunc {
 }
 
 // parseForm reads r's form, at most maxForm bytes of it: a larger one is a
-// 413, one that does not parse a 400.
+// 413, one that does not parse a 400. The bound holds for a body of any
+// type: a multipart form is read within it, and the rest of a body that is
+// no form is read to its end, so nothing over it is acted on.
 func parseForm(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	err := r.ParseForm()
+	var err error
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		err = r.ParseMultipartForm(maxForm)
+	} else {
+		err = r.ParseForm()
+	}
+	if err == nil {
+		_, err = io.Copy(io.Discard, r.Body)
+	}
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		return errorf(http.StatusRequestEntityTooLarge, "the form is larger than %d KiB, the most the console takes", maxForm>>10)
 	}

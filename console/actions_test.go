@@ -1,7 +1,10 @@
 package console_test
 
 import (
+	"bytes"
+	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -52,6 +55,26 @@ func TestConsoleRefusesAFormTooLarge(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, res.status, res.body)
 	require.Contains(t, res.body, "the form is larger than 64 KiB, the most the console takes")
 	require.Empty(t, res.header.Values("Set-Cookie"), "no session")
+
+	// A multipart form is bound alike, and a body that is no form at all.
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	require.NoError(t, mw.WriteField("token", testToken))
+	require.NoError(t, mw.WriteField("pad", strings.Repeat("a", 70<<10)))
+	require.NoError(t, mw.Close())
+	req := httptest.NewRequest(http.MethodPost, "/login", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	rec := httptest.NewRecorder()
+	b.h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
+	require.Empty(t, rec.Result().Header.Values("Set-Cookie"), "no session")
+	req = httptest.NewRequest(http.MethodPost, "/queues/docs/pause", strings.NewReader(strings.Repeat("a", 70<<10)))
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	rec = httptest.NewRecorder()
+	b.h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, rec.Body.String())
+	require.False(t, b.paused(t, "docs"))
 }
 
 func TestConsolePauseAndResume(t *testing.T) {
@@ -184,6 +207,8 @@ func TestConsoleTenantSettings(t *testing.T) {
 		{url.Values{"weight": {"+infinity"}}, "weight &#34;&#43;infinity&#34;: must be a decimal number"},
 		{url.Values{"weight": {"NaN"}}, "weight &#34;NaN&#34;: must be a decimal number"},
 		{url.Values{"weight": {"1e400"}}, "weight &#34;1e400&#34;: must be a decimal number in 0.001..1000000"},
+		// Not 0, which for the queue's scope would drop the tenant's weight there.
+		{url.Values{"weight": {"1e-400"}, "scope": {"queue"}}, "weight &#34;1e-400&#34;: must be a decimal number in 0.001..1000000"},
 		{url.Values{"max_queued": {"1.5"}}, "max_queued &#34;1.5&#34;: must be a whole number"},
 		{url.Values{}, "weight and max_queued are both empty"},
 		{url.Values{"weight": {"1e9"}}, "weight"},
