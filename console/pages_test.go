@@ -566,3 +566,21 @@ func TestConsoleLoopbackOnlyChecksTheHost(t *testing.T) {
 		require.Equal(t, want, w.Code, host)
 	}
 }
+
+// One job is counted in the singular, on the queue's page and the tenant's,
+// and on the cancel button.
+func TestConsoleCountsOneJobInTheSingular(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &console.Options{Token: testToken})
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "solo"}))
+	_, err := b.client.Enqueue(b.ctx, queue.NewJob{Queue: "solo", Tenant: "one", Cost: 5})
+	require.NoError(t, err)
+	session, _ := b.signIn(t, b.h)
+	page := b.get(t, "/queues/solo", session)
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	require.Contains(t, page.body, `<span data-field="queued-jobs">1</span> job queued`)
+	page = b.get(t, "/queues/solo/tenants/one", session)
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	require.Contains(t, page.body, `<span data-field="queued-jobs">1</span> job queued`)
+	require.Contains(t, page.body, `>cancel 1 job</button>`)
+}

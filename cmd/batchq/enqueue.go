@@ -198,9 +198,10 @@ func enqueueFile(c *cli.Context, client *queue.Client) error {
 	tally, err := enqueueLines(c, client, r, c.Int("batch-size"), c.Int64("batch-bytes"))
 	d := newDataset("enqueued", "duplicates", "lines")
 	d.add(tally.enqueued, tally.duplicates, tally.lines)
-	sentence := fmt.Sprintf("enqueued %d jobs, %d duplicates, from %d lines", tally.enqueued, tally.duplicates, tally.lines)
+	done := fmt.Sprintf("enqueued %s, %s", counted(tally.enqueued, "job", "jobs"), counted(tally.duplicates, "duplicate", "duplicates"))
+	sentence := fmt.Sprintf("%s, from %s", done, counted(tally.lines, "line", "lines"))
 	if err != nil {
-		sentence = fmt.Sprintf("enqueued %d jobs, %d duplicates, before the error", tally.enqueued, tally.duplicates)
+		sentence = done + ", before the error"
 	}
 	if werr := writeResult(c, sentence, d); err == nil {
 		err = werr

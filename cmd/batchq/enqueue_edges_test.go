@@ -207,3 +207,16 @@ func TestEnqueueFileSkipsAByteOrderMark(t *testing.T) {
 	require.Equal(t, 1, r.code, r.stderr)
 	require.Contains(t, r.stderr, "batchq: line 2: not JSON")
 }
+
+// One of anything is counted in the singular.
+func TestEnqueueFileCountsOneInTheSingular(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "imports")
+	line := `{"queue":"imports","tenant":"t","cost":1,"unique_key":"k"}` + "\n"
+	r := runCLIInput(t, db.url, line, "enqueue", "--file", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "enqueued 1 job, 0 duplicates, from 1 line\n", r.stdout)
+	r = runCLIInput(t, db.url, line, "enqueue", "--file", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "enqueued 0 jobs, 1 duplicate, from 1 line\n", r.stdout)
+}

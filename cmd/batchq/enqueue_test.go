@@ -155,7 +155,7 @@ func TestEnqueueFileInBatches(t *testing.T) {
 
 	r := runCLI(t, db.url, "enqueue", "--file", path, "--batch-size", "3")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "enqueued 8 jobs, 1 duplicates, from 10 lines\n", r.stdout)
+	require.Equal(t, "enqueued 8 jobs, 1 duplicate, from 10 lines\n", r.stdout)
 	require.Equal(t, int64(7), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'imports' AND kind = 'summarize' AND max_attempts = 2`))
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'nightly' AND kind = 'default' AND deadline = '2999-01-01'`))
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.jobs WHERE payload = '{"doc": 6}' AND cost = 106`))
@@ -202,7 +202,7 @@ func TestEnqueueFileBadLineWritesNothingOfItsBatch(t *testing.T) {
 			} else {
 				require.Contains(t, r.stderr, fmt.Sprintf("lines before %d were enqueued, nothing from line %d on", batchStart, batchStart))
 			}
-			require.Contains(t, r.stdout, fmt.Sprintf("enqueued %d jobs", tc.enqueued))
+			require.Contains(t, r.stdout, fmt.Sprintf("enqueued %d job", tc.enqueued))
 			// The batches before the bad one, and nothing else.
 			require.Equal(t, tc.enqueued, db.count(t, `SELECT count(*) FROM batchq.jobs`))
 			require.Equal(t, tc.enqueued*(tc.enqueued+1)/2, db.count(t, `SELECT coalesce(sum(cost), 0) FROM batchq.jobs`))

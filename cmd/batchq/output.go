@@ -144,6 +144,14 @@ func writeRecord(c *cli.Context, d *dataset) error {
 	return t.flush()
 }
 
+// counted is n and the noun for it: "1 job", "2 jobs".
+func counted[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // writeResult reports what a command did: a sentence for people, or the
 // dataset of one row as JSON or CSV. The sentence is written as oneLine
 // writes a table cell: the names in it (a tenant's, a kind's) show what they

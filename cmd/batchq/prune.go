@@ -50,9 +50,6 @@ func pruneAction(c *cli.Context, client *queue.Client) error {
 	}
 	d := newDataset("pruned", "finished_before")
 	d.add(n, before)
-	outcomes := "outcomes"
-	if n == 1 {
-		outcomes = "outcome"
-	}
-	return writeResult(c, fmt.Sprintf("pruned %d %s that finished before %s", n, outcomes, before.UTC().Format(time.RFC3339)), d)
+	return writeResult(c, fmt.Sprintf("pruned %s that finished before %s", counted(n, "outcome", "outcomes"),
+		before.UTC().Format(time.RFC3339)), d)
 }
