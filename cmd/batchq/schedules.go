@@ -271,10 +271,29 @@ func schedulesResume(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
+	before, err := client.GetSchedule(c.Context, args[0])
+	if err != nil {
+		return scheduleUsage(c, err)
+	}
 	if err := client.ResumeSchedule(c.Context, args[0]); err != nil {
 		return scheduleUsage(c, err)
 	}
-	return writeScheduleChange(c, client, args[0], done, changed)
+	sentence, d, err := scheduleResult(c, client, args[0], done)
+	if err != nil {
+		return err
+	}
+	// A tick owed from before the pause, fired by the resume, moved
+	// last_run_at: say what became of it.
+	if after, err := client.GetSchedule(c.Context, args[0]); err == nil && after.LastRunAt != nil &&
+		(before.LastRunAt == nil || !after.LastRunAt.Equal(*before.LastRunAt)) {
+		owed := after.LastRunAt.UTC().Format(time.RFC3339)
+		if after.LastError != "" {
+			sentence += fmt.Sprintf("; the tick it owed from before its pause, %s, enqueued nothing: %s", owed, after.LastError)
+		} else if after.LastJobID != nil {
+			sentence += fmt.Sprintf("; the tick it owed from before its pause, %s, enqueued job %d", owed, *after.LastJobID)
+		}
+	}
+	return writeResult(c, sentence, d.with("changed", changed))
 }
 
 func schedulesDelete(c *cli.Context, client *queue.Client) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -344,4 +345,47 @@ func TestSchedulesSetNamesAStoredCronThatDoesNotParse(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules
 		WHERE name = 's' AND timezone = 'UTC' AND missed = 'skip' AND paused_at IS NOT NULL`))
+}
+
+// A resume that fires the tick a schedule owed from before its pause says
+// what became of it: the job it enqueued, or why it enqueued nothing.
+func TestSchedulesResumeSaysWhatTheOwedTickDid(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	for _, name := range []string{"s", "full"} {
+		tenant := map[string]string{"s": "t", "full": "small"}[name]
+		r := runCLI(t, db.url, "schedules", "create", name, "--queue", "q", "--tenant", tenant, "--cron", "@hourly", "--cost", "1")
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	// Both came due an hour ago, and were paused before a pass fired them:
+	// they owe the latest tick before the pause.
+	db.exec(t, `UPDATE batchq.schedules SET next_run_at = date_trunc('hour', now()) - interval '1 hour'`)
+	for _, name := range []string{"s", "full"} {
+		r := runCLI(t, db.url, "schedules", "pause", name)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	tick := db.count(t, `SELECT extract(epoch FROM date_trunc('hour', paused_at))::bigint FROM batchq.schedules WHERE name = 's'`)
+	owed := time.Unix(tick, 0).UTC().Format(time.RFC3339)
+
+	r := runCLI(t, db.url, "schedules", "resume", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	id := db.count(t, `SELECT id FROM batchq.jobs WHERE tenant = 't'`)
+	require.True(t, strings.HasSuffix(strings.TrimSpace(r.stdout),
+		fmt.Sprintf("; the tick it owed from before its pause, %s, enqueued job %d", owed, id)), r.stdout)
+
+	r = runCLI(t, db.url, "tenants", "set", "small", "--max-queued", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "enqueue", "--queue", "q", "--tenant", "small", "--cost", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "schedules", "resume", "full")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, fmt.Sprintf("; the tick it owed from before its pause, %s, enqueued nothing: ", owed))
+	require.Contains(t, r.stdout, `queue_full (tenant "small" has 1 waiting job, bound 1)`)
+
+	// Resumed again, nothing was owed: nothing more is said.
+	r = runCLI(t, db.url, "schedules", "pause", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "schedules", "resume", "s")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "owed", r.stdout)
 }
