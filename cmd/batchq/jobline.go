@@ -35,8 +35,9 @@ var jobLineFields = map[string]bool{
 	"max_attempts": true, "payload": true, "unique_key": true, "run_at": true, "delay": true,
 }
 
-// jsonInteger is the JSON number syntax without a fraction or exponent.
-var jsonInteger = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+// jsonNumber is the JSON number syntax: sign, whole part, fraction,
+// exponent.
+var jsonNumber = regexp.MustCompile(`^(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$`)
 
 // parseJobLine reads one job line. Errors start with the field they are
 // about. It checks syntax, types and that the required fields are there;
@@ -190,17 +191,53 @@ func jobLineObject(line []byte) (map[string]json.RawMessage, error) {
 	return fields, nil
 }
 
-// jsonInt reads a JSON integer that fits in bits.
+// jsonInt reads a JSON number whose value is a whole number that fits in
+// bits: 12, and also 12.0 and 1.2e1, as JSON has one kind of number and
+// batchq.enqueue_jobs, reading them as jsonb, takes them all.
 func jsonInt(raw json.RawMessage, bits int) (int64, error) {
-	s := string(raw)
-	if !jsonInteger.MatchString(s) {
+	m := jsonNumber.FindStringSubmatch(string(raw))
+	if m == nil {
 		return 0, fmt.Errorf("must be an integer (got %s)", clip(raw))
 	}
-	n, err := strconv.ParseInt(s, 10, bits)
+	whole, ok := wholeDigits(m[2], m[3], m[4])
+	if !ok {
+		return 0, fmt.Errorf("must be an integer (got %s)", clip(raw))
+	}
+	n, err := strconv.ParseInt(m[1]+whole, 10, bits)
 	if err != nil {
 		return 0, fmt.Errorf("%s is out of range for a %d-bit integer", clip(raw), bits)
 	}
 	return n, nil
+}
+
+// wholeDigits writes the number intPart.frac × 10^exp in decimal digits when
+// it is a whole number, without building a number of the exponent's size:
+// one too long for any integer comes back as twenty nines, out of range.
+func wholeDigits(intPart, frac, exp string) (string, bool) {
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return "0", true
+	}
+	shift := -len(frac) // the power of ten digits is multiplied by
+	if exp != "" {
+		e, err := strconv.Atoi(exp)
+		if err != nil || e > 1e7 || e < -1e7 { // a line holds fewer digits than that
+			if strings.HasPrefix(exp, "-") {
+				return "", false
+			}
+			return strings.Repeat("9", 20), true
+		}
+		shift += e
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	shift += len(digits) - len(trimmed)
+	if shift < 0 {
+		return "", false
+	}
+	if len(trimmed)+shift > 20 {
+		return strings.Repeat("9", 20), true
+	}
+	return trimmed + strings.Repeat("0", shift), true
 }
 
 func jsonErr(err error) error {
