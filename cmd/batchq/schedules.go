@@ -256,10 +256,16 @@ func pausedOrNot(c *cli.Context, client *queue.Client, name string, pause bool, 
 	if err != nil {
 		return "", false, scheduleUsage(c, err)
 	}
+	sentence, changed := pausedOrNotSentence(s, pause, done, already)
+	return sentence, changed, nil
+}
+
+// pausedOrNotSentence is pausedOrNot's sentence for schedule s as read.
+func pausedOrNotSentence(s queue.Schedule, pause bool, done, already string) (string, bool) {
 	if s.Paused == pause {
-		return "schedule " + name + " " + already + "; nothing changed", false, nil
+		return "schedule " + s.Name + " " + already + "; nothing changed", false
 	}
-	return done + " schedule " + name, true, nil
+	return done + " schedule " + s.Name, true
 }
 
 func schedulesResume(c *cli.Context, client *queue.Client) error {
@@ -267,25 +273,22 @@ func schedulesResume(c *cli.Context, client *queue.Client) error {
 	if err != nil {
 		return err
 	}
-	done, changed, err := pausedOrNot(c, client, args[0], false, "resumed", "was not paused")
-	if err != nil {
-		return err
-	}
 	before, err := client.GetSchedule(c.Context, args[0])
 	if err != nil {
 		return scheduleUsage(c, err)
 	}
+	done, changed := pausedOrNotSentence(before, false, "resumed", "was not paused")
 	if err := client.ResumeSchedule(c.Context, args[0]); err != nil {
 		return scheduleUsage(c, err)
 	}
-	sentence, d, err := scheduleResult(c, client, args[0], done)
+	after, err := client.GetSchedule(c.Context, args[0])
 	if err != nil {
 		return err
 	}
+	sentence := scheduleSentence(after, done)
 	// A tick owed from before the pause, fired by the resume, moved
 	// last_run_at: say what became of it.
-	if after, err := client.GetSchedule(c.Context, args[0]); err == nil && after.LastRunAt != nil &&
-		(before.LastRunAt == nil || !after.LastRunAt.Equal(*before.LastRunAt)) {
+	if after.LastRunAt != nil && (before.LastRunAt == nil || !after.LastRunAt.Equal(*before.LastRunAt)) {
 		owed := after.LastRunAt.UTC().Format(time.RFC3339)
 		if after.LastError != "" {
 			sentence += fmt.Sprintf("; the tick it owed from before its pause, %s, enqueued nothing: %s", owed, after.LastError)
@@ -293,7 +296,7 @@ func schedulesResume(c *cli.Context, client *queue.Client) error {
 			sentence += fmt.Sprintf("; the tick it owed from before its pause, %s, enqueued job %d", owed, *after.LastJobID)
 		}
 	}
-	return writeResult(c, sentence, d.with("changed", changed))
+	return writeResult(c, sentence, scheduleDataset(after).with("changed", changed))
 }
 
 func schedulesDelete(c *cli.Context, client *queue.Client) error {
@@ -350,14 +353,17 @@ func scheduleResult(c *cli.Context, client *queue.Client, name, done string) (st
 	if err != nil {
 		return "", nil, err
 	}
+	return scheduleSentence(s, done), scheduleDataset(s), nil
+}
+
+// scheduleSentence says schedule s as it is, after done.
+func scheduleSentence(s queue.Schedule, done string) string {
 	sentence := fmt.Sprintf("%s: %q in %s, a job of cost %d for tenant %s in queue %s", done, s.Cron,
 		s.Timezone, s.Cost, s.Tenant, s.Queue)
 	if s.Paused {
-		sentence += "; paused"
-	} else {
-		sentence += "; next tick " + s.NextRunAt.UTC().Format(time.RFC3339)
+		return sentence + "; paused"
 	}
-	return sentence, scheduleDataset(s), nil
+	return sentence + "; next tick " + s.NextRunAt.UTC().Format(time.RFC3339)
 }
 
 func scheduleDataset(ss ...queue.Schedule) *dataset {
