@@ -268,29 +268,37 @@ func TestEnqueueFileLinesAfterAnErrorAreTheLinesWritten(t *testing.T) {
 	}
 }
 
+// interruptibleEnqueueFile runs enqueue --file - into db's queue imports,
+// in batches of two, on three job lines from a writer that then goes quiet
+// without closing. It returns what the command prints, its exit code once it
+// ends, and the interrupt that a signal would be.
+func interruptibleEnqueueFile(t *testing.T, db *cliDB) (out, errOut *bytes.Buffer, exited <-chan int, interrupt func()) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	go fmt.Fprint(pw, strings.Repeat(`{"queue":"imports","tenant":"t","cost":1}`+"\n", 3))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	out, errOut = &bytes.Buffer{}, &bytes.Buffer{}
+	app := newApp(out, errOut)
+	app.Reader = pr
+	code := make(chan int, 1)
+	go func() {
+		cliMu.Lock()
+		err := app.RunContext(ctx, []string{"batchq", "--database-url", db.url, "enqueue", "--file", "-", "--batch-size", "2"})
+		cliMu.Unlock()
+		code <- exitCode(err, errOut)
+	}()
+	return out, errOut, code, cancel
+}
+
 // An interrupt stops enqueue --file while it waits for standard input, not
 // at the next line, and the summary says what was written: the batches
 // before it, not the lines read since.
 func TestEnqueueFileStopsWhenInterruptedWaitingForInput(t *testing.T) {
 	t.Parallel()
 	db := newCLIDB(t, "imports")
-	pr, pw := io.Pipe()
-	t.Cleanup(func() { pw.Close() })
-	// Three lines, then the writer goes quiet without closing.
-	go fmt.Fprint(pw, strings.Repeat(`{"queue":"imports","tenant":"t","cost":1}`+"\n", 3))
-
-	ctx, interrupt := context.WithCancel(context.Background())
-	defer interrupt()
-	var out, errOut bytes.Buffer
-	app := newApp(&out, &errOut)
-	app.Reader = pr
-	exited := make(chan int, 1)
-	go func() {
-		cliMu.Lock()
-		err := app.RunContext(ctx, []string{"batchq", "--database-url", db.url, "enqueue", "--file", "-", "--batch-size", "2"})
-		cliMu.Unlock()
-		exited <- exitCode(err, &errOut)
-	}()
+	out, errOut, exited, interrupt := interruptibleEnqueueFile(t, db)
 	require.Eventually(t, func() bool { return db.count(t, `SELECT count(*) FROM batchq.jobs`) == 2 },
 		10*time.Second, 10*time.Millisecond, "the first batch")
 	interrupt()
@@ -320,21 +328,7 @@ func TestEnqueueFileFinishesTheBatchInFlightWhenInterrupted(t *testing.T) {
 	_, err = holder.Exec(ctx, `SELECT 1 FROM batchq.tenant_ring WHERE queue = 'imports' AND tenant = 't' FOR UPDATE`)
 	require.NoError(t, err)
 
-	pr, pw := io.Pipe()
-	t.Cleanup(func() { pw.Close() })
-	go fmt.Fprint(pw, strings.Repeat(`{"queue":"imports","tenant":"t","cost":1}`+"\n", 3))
-	interruptible, interrupt := context.WithCancel(ctx)
-	defer interrupt()
-	var out, errOut bytes.Buffer
-	app := newApp(&out, &errOut)
-	app.Reader = pr
-	exited := make(chan int, 1)
-	go func() {
-		cliMu.Lock()
-		err := app.RunContext(interruptible, []string{"batchq", "--database-url", db.url, "enqueue", "--file", "-", "--batch-size", "2"})
-		cliMu.Unlock()
-		exited <- exitCode(err, &errOut)
-	}()
+	out, errOut, exited, interrupt := interruptibleEnqueueFile(t, db)
 	require.Eventually(t, func() bool {
 		return db.count(t, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%enqueue%'`) == 1
