@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchq/batchq/queue"
+
+	"github.com/batchq/batchq/internal/decimal"
 )
 
 // Defaults of Options.
@@ -79,7 +81,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("batchq: console: refresh: must be from 100ms to %s (got %s)", MaxRefresh, o.Refresh)
 	}
 	if !(o.Reserve >= 0 && o.Reserve < 1) {
-		return o, fmt.Errorf("batchq: console: reserve: must be in [0,1) (got %v)", o.Reserve)
+		return o, fmt.Errorf("batchq: console: reserve: must be in [0,1) (got %s)", decimal.Format(o.Reserve))
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -35,7 +35,7 @@ func TestBadSettingsNameFieldAndRule(t *testing.T) {
 		{"zero weight", queue.Tenant{Name: "t", Weight: 0}, "weight", "must be in 0.001..1000000 (got 0)"},
 		{"negative zero weight", queue.Tenant{Name: "t", Weight: math.Copysign(0, -1)}, "weight", "must be in 0.001..1000000"},
 		{"weight below the range", queue.Tenant{Name: "t", Weight: 0.000999}, "weight", "(got 0.000999)"},
-		{"weight above the range", queue.Tenant{Name: "t", Weight: 1e306}, "weight", "must be in 0.001..1000000 (got 1e+306)"},
+		{"weight above the range", queue.Tenant{Name: "t", Weight: 1e306}, "weight", "must be in 0.001..1000000 (got 1e306)"},
 		{"negative bound", queue.Tenant{Name: "t", Weight: 1, MaxQueued: -1}, "max_queued", "must be in 0..2147483647, 0 meaning the queue's bound (got -1)"},
 		{"bound past int32", queue.Tenant{Name: "t", Weight: 1, MaxQueued: math.MaxInt32 + 1}, "max_queued", "must be in 0..2147483647, 0 meaning the queue's bound (got 2147483648)"},
 	}

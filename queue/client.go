@@ -8,7 +8,6 @@ import (
 	"math"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -18,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batchq/batchq/internal/dbsqlc"
+
+	"github.com/batchq/batchq/internal/decimal"
 )
 
 // Defaults for a queue's settings; a zero field in QueueConfig takes these.
@@ -447,8 +448,8 @@ func (t Tenant) validate() error {
 		return &SettingError{err.Field, err.Rule}
 	}
 	if math.IsNaN(t.Weight) || t.Weight < MinWeight || t.Weight > MaxWeight {
-		return &SettingError{"weight", fmt.Sprintf("must be in %s..%s (got %v)",
-			strconv.FormatFloat(MinWeight, 'f', -1, 64), strconv.FormatFloat(MaxWeight, 'f', -1, 64), t.Weight)}
+		return &SettingError{"weight", fmt.Sprintf("must be in %s..%s (got %s)",
+			decimal.Format(MinWeight), decimal.Format(MaxWeight), decimal.Format(t.Weight))}
 	}
 	if t.MaxQueued < 0 || t.MaxQueued > math.MaxInt32 {
 		return &SettingError{"max_queued", fmt.Sprintf("must be in 0..%d, 0 meaning the queue's bound (got %d)", math.MaxInt32, t.MaxQueued)}

@@ -130,8 +130,21 @@ func TestSQLAPIEdges(t *testing.T) {
 		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "delay": -0.0000001}]')`)
 		require.Contains(t, msg, "batchq: invalid job 1: delay: must be >= 0 (got -0.0000001)")
 		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "ttl": -1e-400}]')`)
-		require.Contains(t, msg, "batchq: invalid job 1: ttl: must be > 0 (got -0.0000") // jsonb writes it out
+		// A number too long to read in a message is shown with an exponent,
+		// not in its hundreds of digits.
+		require.Contains(t, msg, "batchq: invalid job 1: ttl: must be > 0 (got -1e-400)")
 		require.Contains(t, msg, "SQLSTATE BQ103")
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1e400}]')`)
+		require.Contains(t, msg, "batchq: invalid job 1: cost: must be in 1..1000000000 (got 1e+400)")
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "max_attempts": -2.5e99}]')`)
+		require.Contains(t, msg, "max_attempts: must be in 1..1000, or 0 for the queue's setting (got -2.5e+99)")
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "ttl": 1234567890123456789012345678901234567890123}]')`)
+		require.Contains(t, msg, "ttl: must be at most 300000000000 seconds either way (got 1.234567890123457e+42)")
+		// Short ones as they were given, long strings clipped as the CLI clips a line's field.
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1e10}]')`)
+		require.Contains(t, msg, "cost: must be in 1..1000000000 (got 10000000000)")
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "deadline": "`+strings.Repeat("x", 100)+`"}]')`)
+		require.Contains(t, msg, `(got "`+strings.Repeat("x", 39)+`...)`)
 		require.Equal(t, before, b.scalar(t, `SELECT count(*) FROM batchq.jobs`))
 		// Zero is none, in any spelling of one sign.
 		require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "zero"}))

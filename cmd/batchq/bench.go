@@ -15,6 +15,8 @@ import (
 
 	"github.com/batchq/batchq/internal/benchkit"
 	"github.com/batchq/batchq/queue"
+
+	dec "github.com/batchq/batchq/internal/decimal"
 )
 
 // benchCommand runs the system benchmarks of internal/benchkit, each in a
@@ -522,7 +524,7 @@ func checkBenchQuota(c *cli.Context, runs benchkit.Runs) (benchRun, error) {
 		return nil, usagef("batchq: bench quota: --duration: must be at least 4 times --window (got %s, --window %s)", d, w)
 	}
 	if r := c.Float64("reserve"); !(r >= 0 && r < 1) {
-		return nil, usagef("batchq: bench quota: --reserve: must be in [0, 1) (got %v)", r)
+		return nil, usagef("batchq: bench quota: --reserve: must be in [0, 1) (got %s)", dec.Format(r))
 	}
 	cfg := benchkit.QuotaConfig{
 		Runs: runs, Duration: c.Duration("duration"), Window: c.Duration("window"),

@@ -15,6 +15,8 @@ import (
 
 	"github.com/batchq/batchq/console"
 	"github.com/batchq/batchq/queue"
+
+	dec "github.com/batchq/batchq/internal/decimal"
 )
 
 func consoleCommand() *cli.Command {
@@ -64,7 +66,7 @@ func runConsole(c *cli.Context) error {
 	case opts.Refresh < 100*time.Millisecond || opts.Refresh > console.MaxRefresh:
 		return usagef("batchq: --refresh %s: must be from 100ms to %s", opts.Refresh, console.MaxRefresh)
 	case !(opts.Reserve >= 0 && opts.Reserve < 1):
-		return usagef("batchq: --reserve %v: must be in [0,1)", opts.Reserve)
+		return usagef("batchq: --reserve %s: must be in [0,1)", dec.Format(opts.Reserve))
 	}
 	if env := c.String("token-env"); c.IsSet("token-env") {
 		v, ok := os.LookupEnv(env)

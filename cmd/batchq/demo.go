@@ -10,6 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/batchq/batchq/internal/demo"
+
+	dec "github.com/batchq/batchq/internal/decimal"
 )
 
 func demoCommand() *cli.Command {
@@ -71,7 +73,7 @@ func runDemo(c *cli.Context) error {
 	case cfg.Duration < demo.MinDuration || cfg.Duration > demo.MaxDuration:
 		return usagef("batchq: --duration %s: must be in %s..%s", cfg.Duration, demo.MinDuration, demo.MaxDuration)
 	case !(cfg.Speed >= demo.MinSpeed && cfg.Speed <= demo.MaxSpeed):
-		return usagef("batchq: --speed %v: must be in %v..%v", cfg.Speed, demo.MinSpeed, demo.MaxSpeed)
+		return usagef("batchq: --speed %s: must be in %v..%v", dec.Format(cfg.Speed), demo.MinSpeed, demo.MaxSpeed)
 	case ext != ".svg" && ext != ".png":
 		return usagef("batchq: --chart %q: must end in .svg or .png", cfg.ChartPath)
 	}

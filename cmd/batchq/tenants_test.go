@@ -159,7 +159,7 @@ func TestTenantsSettingsForOneQueue(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"set", "acme", "--queue", "nope", "--weight", "2"}, `batchq: unknown queue: "nope"`},
-		{[]string{"set", "acme", "--queue", "imports", "--weight", "2e6"}, "batchq: --weight: must be in 0.001..1000000 (got 2e+06)"},
+		{[]string{"set", "acme", "--queue", "imports", "--weight", "2e6"}, "batchq: --weight: must be in 0.001..1000000 (got 2000000)"},
 		{[]string{"set", "acme", "--queue", "imports", "--max-queued", "-1"}, "--max-queued: must be in 0..2147483647"},
 		{[]string{"unset", "acme"}, "--queue is required"},
 		// Nothing to unset in a queue that does not exist, or for a tenant

@@ -16,6 +16,8 @@ import (
 
 	"github.com/batchq/batchq/queue"
 	"github.com/batchq/batchq/throttle"
+
+	dec "github.com/batchq/batchq/internal/decimal"
 )
 
 func workCommand() *cli.Command {
@@ -113,7 +115,7 @@ func runWork(c *cli.Context) error {
 	}
 	// Checked with or without --quota-key: a bad value is a mistake either way.
 	if r := c.Float64("reserve"); !(r >= 0 && r < 1) {
-		return usagef("batchq: --reserve %v: must be in [0,1)", r)
+		return usagef("batchq: --reserve %s: must be in [0,1)", dec.Format(r))
 	}
 	var refill throttle.Refill
 	switch c.String("refill") {

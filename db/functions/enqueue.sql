@@ -778,26 +778,26 @@ CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) NOT IN ('string', 'number') THEN
             ARRAY['BQ104', key, format('must be a string or a number (got %s)', jsonb_typeof(value))]
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND abs(value::text::numeric) > 300000000000 THEN
-            ARRAY['BQ103', key, format('must be at most 300000000000 seconds either way (got %s)', value::text)]
+            ARRAY['BQ103', key, format('must be at most 300000000000 seconds either way (got %s)', batchq.json_shown(value))]
         -- Seconds below zero by less than a microsecond may make a zero
         -- interval, which would read as none: still negative. (Larger ones
         -- are refused with the job's other rules, as a duration.) Compared
         -- as numeric: -1e-400 is no double.
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND value::text::numeric < 0
              AND value::text::numeric > -0.000001 THEN
-            ARRAY['BQ103', key, format('must be %s 0 (got %s)', CASE key WHEN 'ttl' THEN '>' ELSE '>=' END, value::text)]
+            ARRAY['BQ103', key, format('must be %s 0 (got %s)', CASE key WHEN 'ttl' THEN '>' ELSE '>=' END, batchq.json_shown(value))]
         WHEN key IN ('deadline', 'run_at')
              AND value #>> '{}' !~* '^\d{4}-\d\d-\d\dT([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]\d\d:[0-5]\d)$' THEN
-            ARRAY['BQ103', key, format('must be an RFC 3339 time such as "2026-12-01T02:00:00Z" (got %s)', value::text)]
+            ARRAY['BQ103', key, format('must be an RFC 3339 time such as "2026-12-01T02:00:00Z" (got %s)', batchq.json_shown(value))]
         WHEN key IN ('cost', 'max_attempts') AND jsonb_typeof(value) <> 'number' THEN
             ARRAY['BQ104', key, format('must be a number (got %s)', jsonb_typeof(value))]
         WHEN key = 'cost' AND (value::text::numeric <> trunc(value::text::numeric)
                                OR abs(value::text::numeric) > 9223372036854775807) THEN
-            ARRAY['BQ101', key, format('must be in 1..%s (got %s)', batchq.max_cost(), value::text)]
+            ARRAY['BQ101', key, format('must be in 1..%s (got %s)', batchq.max_cost(), batchq.json_shown(value))]
         WHEN key = 'max_attempts' AND (value::text::numeric <> trunc(value::text::numeric)
                                        OR abs(value::text::numeric) > 2147483647) THEN
             ARRAY['BQ101', key, format('must be in 1..%s, or 0 for the queue''s setting (got %s)',
-                                       batchq.max_attempts_limit(), value::text)]
+                                       batchq.max_attempts_limit(), batchq.json_shown(value))]
     END;
 
 -- json_interval reads a ttl given as JSON: an interval's text, or seconds.

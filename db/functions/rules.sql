@@ -52,6 +52,20 @@ CREATE OR REPLACE FUNCTION batchq.quote(s text) RETURNS text
         END
         FROM (SELECT coalesce(to_json(s)::text, 'null') AS j) q);
 
+-- json_shown writes a JSON value given in a call's arguments for an error
+-- message, as the CLI shows a line's field: up to 40 characters, then
+-- "...". A number longer than that (1e400 prints its 401 digits) is written
+-- with an exponent instead, to 16 significant digits: 1e+400.
+CREATE OR REPLACE FUNCTION batchq.json_shown(value jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE
+        WHEN length(value::text) <= 40 THEN value::text
+        WHEN jsonb_typeof(value) = 'number'
+            THEN regexp_replace(btrim(to_char(value::text::numeric, '9.999999999999999EEEE')),
+                                '\.?0*e', 'e')
+        ELSE left(value::text, 40) || '...'
+    END;
+
 -- rfc3339 writes t as Go's time.RFC3339Nano does in UTC. Go counts years
 -- as astronomers do (1 BC is year 0, 2 BC year -1), where to_char's YYYY
 -- is the BC year itself.

@@ -8,6 +8,7 @@ package decimal
 
 import (
 	"errors"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -45,4 +46,20 @@ func Parse(s string) (float64, error) {
 func ParseFloat(s string) (float64, bool) {
 	f, err := Parse(s)
 	return f, err == nil
+}
+
+// Format writes f as people write a number: in plain digits from 0.000001
+// up to 1e21 (1000001, not the 1.000001e+06 of %v), and with a short
+// exponent beyond them (1e-8, 2.5e21), never with more digits than f needs.
+func Format(f float64) string {
+	if a := math.Abs(f); a == 0 || (a >= 1e-6 && a < 1e21) || math.IsNaN(f) || math.IsInf(f, 0) {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	s := strconv.FormatFloat(f, 'e', -1, 64)
+	mantissa, exp, _ := strings.Cut(s, "e")
+	sign := ""
+	if exp[0] == '-' {
+		sign = "-"
+	}
+	return mantissa + "e" + sign + strings.TrimLeft(exp[1:], "0")
 }

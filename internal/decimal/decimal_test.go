@@ -79,3 +79,27 @@ func FuzzParseFloat(f *testing.F) {
 		}), "%q", s)
 	})
 }
+
+func TestFormat(t *testing.T) {
+	for _, c := range []struct {
+		in   float64
+		want string
+	}{
+		{0, "0"},
+		{2, "2"},
+		{1000001, "1000001"},
+		{0.0015, "0.0015"},
+		{-0.5, "-0.5"},
+		{0.000001, "0.000001"},
+		{1e-7, "1e-7"},
+		{1e-300, "1e-300"},
+		{2.5e21, "2.5e21"},
+		{-1e22, "-1e22"},
+		{math.MaxFloat64, "1.7976931348623157e308"},
+	} {
+		require.Equal(t, c.want, Format(c.in), "Format(%v)", c.in)
+		back, ok := ParseFloat(Format(c.in))
+		require.True(t, ok, "Format(%v) = %q reads back", c.in, Format(c.in))
+		require.Equal(t, c.in, back, "Format(%v) = %q reads back as itself", c.in, Format(c.in))
+	}
+}
