@@ -532,6 +532,23 @@ func TestWorkStopsAtOnceOnASecondInterrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a worker process")
 	}
+	secondInterruptEndsWork(t, false)
+}
+
+// A background job of a non-interactive shell starts with SIGINT ignored.
+// The first interrupt still stops it gracefully, and a second one still
+// ends it at once: with the status a shell gives a process SIGINT ended
+// (130), as the signal itself, given back its inherited action, would be
+// ignored.
+func TestWorkStartedWithInterruptIgnoredStopsAtOnceOnASecondOne(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary and runs a worker process")
+	}
+	secondInterruptEndsWork(t, true)
+}
+
+func secondInterruptEndsWork(t *testing.T, ignoredAtStart bool) {
 	bin := buildBatchq(t)
 	db := newCLIDB(t, "stuck")
 	url := db.url
@@ -555,8 +572,13 @@ func TestWorkStopsAtOnceOnASecondInterrupt(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "work.log")
 	out, err := os.Create(logPath)
 	require.NoError(t, err)
-	cmd := exec.Command(bin, "--database-url", url, "work", "--queue", "stuck", "--target", srv.URL,
-		"--shutdown-timeout", "10m", "--timeout", "10m", "--poll-interval", "50ms")
+	args := []string{bin, "--database-url", url, "work", "--queue", "stuck", "--target", srv.URL,
+		"--shutdown-timeout", "10m", "--timeout", "10m", "--poll-interval", "50ms"}
+	if ignoredAtStart {
+		// exec keeps an ignored signal ignored.
+		args = append([]string{"sh", "-c", `trap '' INT; exec "$@"`, "sh"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	out.Close()
@@ -593,8 +615,13 @@ func TestWorkStopsAtOnceOnASecondInterrupt(t *testing.T) {
 		require.ErrorAs(t, err, &exit)
 		ws, ok := exit.Sys().(syscall.WaitStatus)
 		require.True(t, ok)
-		require.True(t, ws.Signaled(), "work exited with %v, not ended by the signal\n%s", err, logged())
-		require.Equal(t, syscall.SIGINT, ws.Signal())
+		if ignoredAtStart {
+			require.False(t, ws.Signaled(), "work was ended by %v, which it was started ignoring\n%s", ws.Signal(), logged())
+			require.Equal(t, 130, ws.ExitStatus(), "work did not exit as ended by SIGINT\n%s", logged())
+		} else {
+			require.True(t, ws.Signaled(), "work exited with %v, not ended by the signal\n%s", err, logged())
+			require.Equal(t, syscall.SIGINT, ws.Signal())
+		}
 	case <-time.After(time.Minute):
 		t.Fatalf("a second interrupt did not end work\n%s", logged())
 	}
