@@ -55,6 +55,89 @@ func TestSQLAPIEdges(t *testing.T) {
 		require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'sb' AND payload = '{"a": 1}'`))
 	})
 
+	// A queue of their own: a claim of the subtests below takes q's first jobs.
+	require.NoError(t, b.client.CreateQueue(b.ctx, queue.QueueConfig{Name: "arr"}))
+	t.Run("arrays are read by position whatever their first index, and of one dimension", func(t *testing.T) {
+		// One job: every field kept, the unique key too.
+		var id int64
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT job_id FROM batchq.enqueue('arr', '[0:0]={lb1}'::text[],
+			'[0:0]={summarize}'::text[], '[0:0]={7}'::bigint[], '[0:0]={2099-01-01T00:00:00Z}'::timestamptz[],
+			'[0:0]={1}'::int[], '[0:0]={"{\"doc\":42}"}'::jsonb[], '[5:5]={uk-lb1}'::text[])`).Scan(&id))
+		require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND kind = 'summarize'
+			AND cost = 7 AND deadline = '2099-01-01T00:00:00Z' AND max_attempts = 1 AND payload = '{"doc": 42}'
+			AND unique_key = 'uk-lb1'`, id))
+		var status string
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT status FROM batchq.enqueue('arr', ARRAY['lb1'], NULL, ARRAY[7]::bigint[],
+			NULL, NULL, NULL, '[2:2]={uk-lb1}'::text[])`).Scan(&status))
+		require.Equal(t, "duplicate", status)
+		// A run-at whose array starts elsewhere still schedules the job.
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT job_id FROM batchq.enqueue('arr', ARRAY['lb2'], NULL, ARRAY[7]::bigint[],
+			NULL, NULL, NULL, NULL, '[3:3]={2099-01-01T00:00:00Z}'::timestamptz[])`).Scan(&id))
+		require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND state = 'scheduled'`, id))
+		// Many jobs of several tenants: each line's fields, in order.
+		rows, err := b.pool.Query(b.ctx, `SELECT job_id FROM batchq.enqueue('arr', '[0:2]={lb3,lb4,lb3}'::text[],
+			'[-1:1]={a,b,c}'::text[], '[0:2]={1,2,3}'::bigint[], NULL, NULL, NULL, NULL) ORDER BY ord`)
+		require.NoError(t, err)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		require.NoError(t, err)
+		require.Len(t, ids, 3)
+		for i, want := range []string{"lb3 a 1", "lb4 b 2", "lb3 c 3"} {
+			var got string
+			require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT tenant || ' ' || kind || ' ' || cost FROM batchq.jobs WHERE id = $1`,
+				ids[i]).Scan(&got))
+			require.Equal(t, want, got)
+		}
+		require.Equal(t, int64(4), b.scalar(t, `SELECT cum FROM batchq.tenant_ring WHERE queue = 'arr' AND tenant = 'lb3'`))
+
+		before := b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'arr'`)
+		msg := sqlErr(t, `SELECT * FROM batchq.enqueue('arr', '{{a,b},{c,d}}'::text[], NULL, '{1,2,3,4}'::bigint[], NULL, NULL, NULL, NULL)`)
+		require.Contains(t, msg, "batchq: enqueue: tenants: must be a one-dimensional array, an element per job (got 2 dimensions)")
+		require.Contains(t, msg, "SQLSTATE BQ101")
+		msg = sqlErr(t, `SELECT * FROM batchq.enqueue('arr', '{a,b,c,d}'::text[], NULL, '{{1,2},{3,4}}'::bigint[], NULL, NULL, NULL, NULL)`)
+		require.Contains(t, msg, "batchq: enqueue: costs: must be a one-dimensional array")
+		require.Equal(t, before, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'arr'`))
+	})
+
+	t.Run("a call of no jobs refuses a name no queue can have, as a call of some does", func(t *testing.T) {
+		for _, name := range []string{"NULL", "'bad name'"} {
+			msg := sqlErr(t, `SELECT * FROM batchq.enqueue(`+name+`, '{}', NULL, NULL, NULL, NULL, NULL, NULL)`)
+			require.Contains(t, msg, "queue: must name a queue", name)
+			require.Contains(t, msg, "SQLSTATE BQ100", name)
+		}
+	})
+
+	t.Run("Go's zero time is no deadline in enqueue_job, as in the other forms", func(t *testing.T) {
+		var id int64
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT job_id FROM batchq.enqueue_job(queue => 'arr', tenant => 'zt', cost => 1,
+			deadline => '0001-01-01T00:00:00Z', ttl => '1 hour')`).Scan(&id))
+		require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs
+			WHERE id = $1 AND deadline BETWEEN now() + interval '59 minutes' AND now() + interval '61 minutes'`, id))
+	})
+
+	t.Run("a ttl of JSON seconds too short to make a microsecond is refused, not read as none", func(t *testing.T) {
+		before := b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'arr'`)
+		for _, ttl := range []string{"1e-300", "1e-400", "0.0000009"} {
+			msg := sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('arr', $1::jsonb)`, `[{"tenant": "t", "cost": 1, "ttl": `+ttl+`}]`)
+			require.Contains(t, msg, "batchq: invalid job 1: ttl: must be 0 (none) or at least 0.000001 seconds (got "+ttl+")")
+			require.Contains(t, msg, "SQLSTATE BQ103")
+		}
+		require.Equal(t, before, b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE queue = 'arr'`))
+		var id int64
+		require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT job_id FROM batchq.enqueue_jobs('arr', '[{"tenant": "t", "cost": 1, "ttl": 0.000001}]')`).Scan(&id))
+		require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND deadline < now() + interval '1 second'`, id))
+	})
+
+	t.Run("an interval that does not parse is shown clipped", func(t *testing.T) {
+		for _, field := range []string{"ttl", "delay"} {
+			_, err := b.pool.Exec(b.ctx, `SELECT * FROM batchq.enqueue_jobs('arr', jsonb_build_array(jsonb_build_object('tenant', 't',
+				'cost', 1, '`+field+`', repeat('x', 100000))))`)
+			var pe *pgconn.PgError
+			require.ErrorAs(t, err, &pe)
+			require.Contains(t, pe.Message, `(got "`+strings.Repeat("x", 39)+`...)`, field)
+			require.Less(t, len(pe.Message), 200, field)
+		}
+	})
+
 	t.Run("a ttl of JSON seconds past any deadline is refused by name", func(t *testing.T) {
 		msg := sqlErr(t, `SELECT * FROM batchq.enqueue_jobs('q', '[{"tenant": "t", "cost": 1, "ttl": 1e13}]')`)
 		require.Contains(t, msg, "batchq: invalid job 1: ttl: must be at most 300000000000 seconds either way (got 10000000000000)")
@@ -509,6 +592,11 @@ func TestFireScheduleRefusesNullArguments(t *testing.T) {
 	_, err = b.pool.Exec(b.ctx, `SELECT batchq.fire_schedule('hourly', $1::timestamptz, $1::timestamptz, NULL, $1::timestamptz + interval '1 hour')`, due)
 	requireRefused(t, err, "fire_schedule", "enqueue",
 		"must be true (enqueue the tick's job) or false (skip the tick) (got null)")
+	// A NULL name is an argument missing, not a schedule not found.
+	_, err = b.pool.Exec(b.ctx, `SELECT batchq.fire_schedule(NULL, $1::timestamptz, $1::timestamptz, true, $1::timestamptz + interval '1 hour')`, due)
+	requireRefused(t, err, "fire_schedule", "name", "must name a schedule (got null)")
+	_, err = b.pool.Exec(b.ctx, `SELECT batchq.schedule_error(NULL, $1::timestamptz, 'why')`, due)
+	requireRefused(t, err, "schedule_error", "name", "must name a schedule (got null)")
 
 	s, err := b.client.GetSchedule(b.ctx, "hourly")
 	require.NoError(t, err)

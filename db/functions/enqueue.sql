@@ -613,7 +613,8 @@ $$;
 -- or nothing: the form package queue calls, one array per field, a job per
 -- element of p_tenant. Every other array holds one element per tenant, or
 -- is NULL (BQ101 naming the array otherwise: an array cut short would give
--- the last jobs defaults in silence). A NULL array, or a NULL element, asks
+-- the last jobs defaults in silence); arrays are read by position, whatever
+-- their first index, and one of more dimensions is refused. A NULL array, or a NULL element, asks
 -- for the default (kind 'default', the queue's TTL and attempts, payload
 -- {}, no unique key, run now); a deadline or run-at before year 2 counts as
 -- none. A job whose
@@ -642,6 +643,42 @@ DECLARE
     v_error text[];
     v_bad   record;
 BEGIN
+    -- The arrays are read by position. One whose first index is not 1
+    -- ('[0:1]={a,b}') counts as its elements in order; one of more than one
+    -- dimension is refused, as its elements make no list of jobs.
+    IF (array_lower(p_tenant, 1) <> 1 OR array_lower(p_kind, 1) <> 1 OR array_lower(p_cost, 1) <> 1
+        OR array_lower(p_deadline, 1) <> 1 OR array_lower(p_max_attempts, 1) <> 1
+        OR array_lower(p_payload, 1) <> 1 OR array_lower(p_unique_key, 1) <> 1 OR array_lower(p_run_at, 1) <> 1
+        OR array_ndims(p_tenant) > 1 OR array_ndims(p_kind) > 1 OR array_ndims(p_cost) > 1
+        OR array_ndims(p_deadline) > 1 OR array_ndims(p_max_attempts) > 1 OR array_ndims(p_payload) > 1
+        OR array_ndims(p_unique_key) > 1 OR array_ndims(p_run_at) > 1) IS TRUE THEN
+        SELECT a.name, a.dims INTO v_bad
+        FROM (VALUES (0, 'tenants', array_ndims(p_tenant)), (1, 'kinds', array_ndims(p_kind)),
+                     (2, 'costs', array_ndims(p_cost)), (3, 'deadlines', array_ndims(p_deadline)),
+                     (4, 'max_attempts', array_ndims(p_max_attempts)), (5, 'payloads', array_ndims(p_payload)),
+                     (6, 'unique_keys', array_ndims(p_unique_key)), (7, 'run_ats', array_ndims(p_run_at)))
+             AS a (ord, name, dims)
+        WHERE a.dims > 1
+        ORDER BY a.ord
+        LIMIT 1;
+        IF FOUND THEN
+            PERFORM batchq.raise_invalid_argument('enqueue', v_bad.name,
+                format('must be a one-dimensional array, an element per job (got %s dimensions)', v_bad.dims));
+        END IF;
+        p_tenant := p_tenant[:];
+        p_kind := p_kind[:];
+        p_cost := p_cost[:];
+        p_deadline := p_deadline[:];
+        p_max_attempts := p_max_attempts[:];
+        p_payload := p_payload[:];
+        p_unique_key := p_unique_key[:];
+        p_run_at := p_run_at[:];
+    END IF;
+    -- A call of no jobs refuses a name no queue can have, as a call of
+    -- some does and as enqueue_jobs does.
+    IF v_n = 0 AND batchq.queue_name_error(p_queue) IS NOT NULL THEN
+        PERFORM batchq.raise_invalid_job(0, batchq.queue_name_error(p_queue));
+    END IF;
     IF coalesce(cardinality(p_kind), v_n) <> v_n OR coalesce(cardinality(p_cost), v_n) <> v_n
        OR coalesce(cardinality(p_deadline), v_n) <> v_n OR coalesce(cardinality(p_max_attempts), v_n) <> v_n
        OR coalesce(cardinality(p_payload), v_n) <> v_n OR coalesce(cardinality(p_unique_key), v_n) <> v_n
@@ -745,6 +782,8 @@ DECLARE
     v_error text[];
     r       batchq.enqueue_results;
 BEGIN
+    -- Go's zero time is no deadline, as in enqueue and enqueue_jobs.
+    deadline := nullif(deadline, batchq.zero_time());
     v_error := coalesce(batchq.queue_name_error(queue),
                         batchq.job_error(tenant, coalesce(nullif(kind, ''), 'default'), cost, deadline, ttl,
                                          max_attempts, payload, unique_key, statement_timestamp()),
@@ -786,6 +825,11 @@ CREATE OR REPLACE FUNCTION batchq.job_field_error(key text, value jsonb) RETURNS
         WHEN key IN ('ttl', 'delay') AND jsonb_typeof(value) = 'number' AND value::text::numeric < 0
              AND value::text::numeric > -0.000001 THEN
             ARRAY['BQ103', key, format('must be %s 0 (got %s)', CASE key WHEN 'ttl' THEN '>' ELSE '>=' END, batchq.json_shown(value))]
+        -- A ttl of less than a microsecond would make a zero interval,
+        -- which reads as none (the queue's TTL): refused, not lengthened.
+        WHEN key = 'ttl' AND jsonb_typeof(value) = 'number' AND value::text::numeric > 0
+             AND value::text::numeric < 0.000001 THEN
+            ARRAY['BQ103', key, format('must be 0 (none) or at least 0.000001 seconds (got %s)', batchq.json_shown(value))]
         WHEN key IN ('deadline', 'run_at')
              AND value #>> '{}' !~* '^\d{4}-\d\d-\d\dT([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]\d\d:[0-5]\d)$' THEN
             ARRAY['BQ103', key, format('must be an RFC 3339 time such as "2026-12-01T02:00:00Z" (got %s)', batchq.json_shown(value))]
@@ -902,7 +946,7 @@ BEGIN
             EXCEPTION WHEN OTHERS THEN
                 PERFORM batchq.raise_invalid_job(v_bad.ord::integer,
                     ARRAY['BQ103', 'ttl', format('must be an interval such as "1 hour", or a number of seconds (got %s)',
-                                                 (v_bad.job->'ttl')::text)]);
+                                                 batchq.json_shown(v_bad.job->'ttl'))]);
             END;
             BEGIN
                 PERFORM (v_bad.job->>'run_at')::timestamptz;
@@ -916,7 +960,7 @@ BEGIN
             EXCEPTION WHEN OTHERS THEN
                 PERFORM batchq.raise_invalid_job(v_bad.ord::integer,
                     ARRAY['BQ103', 'delay', format('must be an interval such as "10 minutes", or a number of seconds (got %s)',
-                                                   (v_bad.job->'delay')::text)]);
+                                                   batchq.json_shown(v_bad.job->'delay'))]);
             END;
         END LOOP;
         RAISE; -- no single job's: raise what it was

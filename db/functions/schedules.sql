@@ -105,7 +105,8 @@ $$;
 -- tenant's ring row (an application's enqueue) for longer than the lock
 -- timeout: the tick stays due for the next pass, and maintenance does not
 -- wait on an application. Returns the job's id, NULL when none was
--- enqueued. No such schedule is refused (BQ204, in the words of the Go
+-- enqueued. A NULL name is refused (BQ101, naming the argument), and no
+-- such schedule (BQ204, in the words of the Go
 -- client's ErrScheduleNotFound), not answered with NULL as if another
 -- maintainer had handled the tick: a caller with the name wrong would fire
 -- nothing for ever.
@@ -124,6 +125,9 @@ DECLARE
 BEGIN
     -- A NULL due would match no next tick and so pass for any: the
     -- schedule would fire, and move on, whenever it was called.
+    IF p_name IS NULL THEN
+        PERFORM batchq.raise_invalid_argument('fire_schedule', 'name', 'must name a schedule (got null)');
+    END IF;
     IF p_due IS NULL THEN
         PERFORM batchq.raise_invalid_argument('fire_schedule', 'due',
             'must be the schedule''s next tick, as due_schedules gave it (got null)');
@@ -181,8 +185,8 @@ $$;
 -- (batchq schedules set), and `schedules list` says why it waits. Nothing
 -- happens when its next tick is no longer p_due (another maintainer handled
 -- it, or it was changed) or last_error already says so. Returns whether it
--- wrote. A NULL or empty p_error, or one over 4096 bytes, is refused
--- (BQ101); no such schedule is refused with BQ204, as fire_schedule
+-- wrote. A NULL name, a NULL or empty p_error, or one over 4096 bytes, is
+-- refused (BQ101); no such schedule is refused with BQ204, as fire_schedule
 -- refuses it.
 CREATE OR REPLACE FUNCTION batchq.schedule_error(p_name text, p_due timestamptz, p_error text)
 RETURNS boolean
@@ -193,6 +197,9 @@ AS $$
 DECLARE
     s batchq.schedules;
 BEGIN
+    IF p_name IS NULL THEN
+        PERFORM batchq.raise_invalid_argument('schedule_error', 'name', 'must name a schedule (got null)');
+    END IF;
     IF p_due IS NULL THEN
         PERFORM batchq.raise_invalid_argument('schedule_error', 'due',
             'must be the schedule''s next tick, as due_schedules gave it (got null)');
