@@ -75,6 +75,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
 		return flagError("", app.Flags, err)
 	}
+	globalStrings(app.Flags)
 	for _, cmd := range app.Commands {
 		prepareCommand(cmd, cmd.Name)
 	}

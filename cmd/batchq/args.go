@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"regexp"
@@ -72,11 +73,10 @@ func poolConfig(c *cli.Context) (*pgxpool.Config, error) {
 
 // flagEnv returns the environment variable that gave the string flag name
 // its value, if one did: one of its variables that is set to that value. A
-// value on the command line wins over the variable (and is taken for the
-// variable's only where the two are the same).
+// value on the command line wins over the variable.
 func flagEnv(c *cli.Context, name string) (string, bool) {
 	f := findFlag(slices.Concat(c.Command.Flags, c.App.Flags), name)
-	if f == nil || inArgs(givenArgs(c), f) {
+	if f == nil || givenOnCommandLine(c, f) {
 		return "", false // none, or given on the command line, maybe with the variable's value too
 	}
 	for _, env := range envVarsOf(f) {
@@ -142,6 +142,7 @@ func refuseEmpty(c *cli.Context, instead string, names ...string) error {
 			flag := "--" + name
 			if env, ok := flagEnv(c, name); ok {
 				flag = fmt.Sprintf("%s (for --%s)", env, name)
+				instead = strings.Replace(instead, "leave it out", "unset it", 1)
 			}
 			return usagef("batchq: %s: must not be empty (%s)", flag, strings.ReplaceAll(instead, "%s", name))
 		}
@@ -444,10 +445,74 @@ func fromEnvironment(c *cli.Context, err error) error {
 // setByEnvironment is the environment variable that gave f its value, if
 // the command line did not.
 func setByEnvironment(c *cli.Context, f cli.Flag) (string, bool) {
-	if f == nil || inArgs(givenArgs(c), f) {
+	if f == nil || givenOnCommandLine(c, f) {
 		return "", false
 	}
 	return environmentVariable(f)
+}
+
+// givenOnCommandLine reports whether the command line gave f: among the
+// command's arguments, or before the command for one of the app's flags
+// (globalString).
+func givenOnCommandLine(c *cli.Context, f cli.Flag) bool {
+	if g, ok := f.(globalString); ok && *g.given {
+		return true
+	}
+	return inArgs(givenArgs(c), f)
+}
+
+// globalString is a string flag of the app, given before the command, that
+// knows whether the command line gave it. Those flags are not among the
+// command's arguments (givenArgs), where inArgs finds the command's own, and
+// urfave/cli's IsSet is true for a flag its environment variable set too.
+type globalString struct {
+	*cli.StringFlag
+	given *bool
+}
+
+// globalStrings makes every string flag of the app's flags a globalString.
+func globalStrings(flags []cli.Flag) {
+	for i, f := range flags {
+		if f, ok := f.(*cli.StringFlag); ok {
+			flags[i] = globalString{StringFlag: f, given: new(bool)}
+		}
+	}
+}
+
+func (f globalString) wrapped() cli.Flag { return f.StringFlag }
+
+// Apply applies the flag, its environment variable included, then puts a
+// recorder in front of the value it registered under each of its names: the
+// flag package sets that value only for what it reads on the command line.
+func (f globalString) Apply(set *flag.FlagSet) error {
+	if err := f.StringFlag.Apply(set); err != nil {
+		return err
+	}
+	for _, name := range f.Names() {
+		if fl := set.Lookup(name); fl != nil {
+			fl.Value = givenValue{Value: fl.Value, given: f.given}
+		}
+	}
+	return nil
+}
+
+// givenValue is a flag's value that records being set.
+type givenValue struct {
+	flag.Value
+	given *bool
+}
+
+// Get is the value, for cli.Context.Value.
+func (v givenValue) Get() any {
+	if g, ok := v.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return v.Value.String()
+}
+
+func (v givenValue) Set(s string) error {
+	*v.given = true
+	return v.Value.Set(s)
 }
 
 // flagNamedIn is the first of flags that msg names as --name, or nil.

@@ -179,6 +179,11 @@ func TestFlagEnvironmentValuesRefusedNameTheVariable(t *testing.T) {
 			`batchq: --target "ftp://host/p": must be an http or https URL (set by BATCHQ_TARGET)`},
 		{"BATCHQ_BENCH_REPS", "0", []string{"bench", "drain"}, `batchq: bench drain: --reps: must be in 1..100 (got 0) (set by BATCHQ_BENCH_REPS)`},
 		{"BATCHQ_FORMAT", "xml", work, `batchq: --format "xml": must be table, json or csv (set by BATCHQ_FORMAT)`},
+		{"BATCHQ_WORKER_NAME", "", work, `batchq: BATCHQ_WORKER_NAME (for --name): must not be empty (unset it for host:pid)`},
+		{"BATCHQ_TARGET", "http://u:s3cret@host/p q", []string{"work", "--queue", "q"},
+			`batchq: --target "http://host/p q": must not contain whitespace or control characters (set by BATCHQ_TARGET)`},
+		{"BATCHQ_HEADER_ENV", "Idempotency-Key=BATCHQ_TARGET", work,
+			`batchq: --header-env "Idempotency-Key=BATCHQ_TARGET": the worker sets Idempotency-Key itself (set by BATCHQ_HEADER_ENV)`},
 		// The command line wins, in every spelling, after a "--" too.
 		{"BATCHQ_CONCURRENCY", "0", with("--concurrency", "0"), `batchq: --concurrency 0: must be in 1..10000`},
 		{"BATCHQ_CONCURRENCY", "0", with("--concurrency=0"), `batchq: --concurrency 0: must be in 1..10000`},
@@ -189,6 +194,42 @@ func TestFlagEnvironmentValuesRefusedNameTheVariable(t *testing.T) {
 		t.Run(tc.env+"="+tc.value+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Setenv(tc.env, tc.value)
 			r := runCLI(t, noServer, tc.args...)
+			require.Equal(t, 2, r.code, r.stderr)
+			require.Equal(t, tc.msg+"\n", r.stderr)
+			require.NotContains(t, r.stderr, "s3cret")
+		})
+	}
+}
+
+// The app's own flags, given before the command, win over their variables
+// as a command's flags do: a value typed there is refused without blaming
+// the variable, which is named only when it gave the value. Not parallel: it
+// sets the environment.
+func TestGlobalFlagsOnTheCommandLineAreNotBlamedOnTheVariable(t *testing.T) {
+	badURL := "postgres://u:s3cret@127.0.0.1:1/x?sslmode=bogus"
+	badURLMsg := "batchq: --database-url: cannot parse `postgres://u:xxxxx@127.0.0.1:1/x?sslmode=bogus`: " +
+		"failed to configure TLS (sslmode is invalid)"
+	for _, tc := range []struct {
+		env, value string
+		args       []string
+		msg        string
+	}{
+		{"BATCHQ_FORMAT", "json", []string{"--format", "xml"}, `batchq: --format "xml": must be table, json or csv`},
+		{"BATCHQ_FORMAT", "json", []string{"--format=xml"}, `batchq: --format "xml": must be table, json or csv`},
+		{"BATCHQ_FORMAT", "json", []string{"-format", "xml"}, `batchq: --format "xml": must be table, json or csv`},
+		// The same value in both: the command line gave it all the same.
+		{"BATCHQ_FORMAT", "xml", []string{"--format", "xml"}, `batchq: --format "xml": must be table, json or csv`},
+		{"BATCHQ_FORMAT", "xml", nil, `batchq: --format "xml": must be table, json or csv (set by BATCHQ_FORMAT)`},
+		{"DATABASE_URL", noServer, []string{"--database-url", badURL}, badURLMsg},
+		{"DATABASE_URL", badURL, nil, badURLMsg + " (set by DATABASE_URL)"},
+		{"DATABASE_URL", noServer, []string{"--database-url", ""}, `batchq: --database-url "": empty; give a URL, ` +
+			"or leave --database-url out for DATABASE_URL or the default, " + defaultDatabaseURL},
+		{"DATABASE_URL", "", []string{"--database-url", ""}, `batchq: --database-url "": empty; give a URL, ` +
+			"or leave --database-url out for DATABASE_URL or the default, " + defaultDatabaseURL},
+	} {
+		t.Run(tc.env+"="+tc.value+" "+strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			r := runCLI(t, "", append(slices.Clone(tc.args), "queues", "list")...)
 			require.Equal(t, 2, r.code, r.stderr)
 			require.Equal(t, tc.msg+"\n", r.stderr)
 			require.NotContains(t, r.stderr, "s3cret")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
@@ -43,7 +44,7 @@ good, retried, expired, discarded, cancelled, handed back, and the time taken. I
 outcome could not be recorded (those jobs run again once their leases expire).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "queue", Usage: "required: the queue to work", EnvVars: []string{"BATCHQ_QUEUE"}},
-			&cli.StringFlag{Name: "target", Usage: "required: the http(s) URL each job's payload is POSTed to", EnvVars: []string{"BATCHQ_TARGET"}},
+			&cli.StringFlag{Name: "target", Usage: "required: the http(s) URL each job's payload is POSTed to, without whitespace (a space is %20)", EnvVars: []string{"BATCHQ_TARGET"}},
 			&cli.IntFlag{Name: "concurrency", Usage: "requests in flight at once", Value: 8, EnvVars: []string{"BATCHQ_CONCURRENCY"}},
 			&cli.IntFlag{Name: "batch-size", Usage: "most jobs claimed at once", DefaultText: "--concurrency", EnvVars: []string{"BATCHQ_BATCH_SIZE"}},
 			&cli.StringFlag{Name: "quota-key", Usage: "pace from the shared throttle of this key, e.g. openai/gpt-4o (empty: no throttle)", EnvVars: []string{"BATCHQ_QUOTA_KEY"}},
@@ -51,7 +52,7 @@ outcome could not be recorded (those jobs run again once their leases expire).`,
 			&cli.StringFlag{Name: "refill", Usage: "how the provider refills its quota: window or bucket", Value: "window", EnvVars: []string{"BATCHQ_REFILL"}},
 			&cli.DurationFlag{Name: "reorder", Usage: "with --quota-key: how much later than a call counted after it a call may reach the provider (the spread of the fleet's hand-off and network delays), at most 1m; the throttle keeps that much of what it counted against each response's numbers", Value: 5 * time.Millisecond, EnvVars: []string{"BATCHQ_REORDER"}},
 			&cli.DurationFlag{Name: "max-retry-after", Usage: "with --quota-key: the longest pause a 429's Retry-After may ask for, at most 24h; longer ones are cut to it", Value: time.Hour, EnvVars: []string{"BATCHQ_MAX_RETRY_AFTER"}},
-			&cli.StringSliceFlag{Name: "header-env", Usage: "add header NAME with the value of environment variable VAR, as NAME=VAR (repeatable); secrets never go on the command line", EnvVars: []string{"BATCHQ_HEADER_ENV"}},
+			&cli.StringSliceFlag{Name: "header-env", Usage: "add header NAME with the value of environment variable VAR, as NAME=VAR (repeatable); secrets never go on the command line; headers the worker or its HTTP client set (Content-Type, Idempotency-Key, Batchq-*, Host, Content-Length, Connection, ...) are refused", EnvVars: []string{"BATCHQ_HEADER_ENV"}},
 			&cli.DurationFlag{Name: "timeout", Usage: "how long one request may take", Value: 2 * time.Minute, EnvVars: []string{"BATCHQ_TIMEOUT"}},
 			&cli.DurationFlag{Name: "shutdown-timeout", Usage: "how long a shutdown waits for running requests", Value: 30 * time.Second, EnvVars: []string{"BATCHQ_SHUTDOWN_TIMEOUT"}},
 			&cli.DurationFlag{Name: "poll-interval", Usage: "how often to look for work when no notification arrives", Value: time.Second, EnvVars: []string{"BATCHQ_POLL_INTERVAL"}},
@@ -73,13 +74,9 @@ func runWork(c *cli.Context) error {
 	if err := requireFlags(c, "queue", "target"); err != nil {
 		return err
 	}
-	target, err := url.Parse(c.String("target"))
+	target, err := targetFlag(c.String("target"))
 	if err != nil {
-		// The parser's error repeats the value, which may hold a key.
-		return usagef("batchq: --target: must be an http or https URL (it does not parse as a URL)")
-	}
-	if (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-		return usagef("batchq: --target %q: must be an http or https URL", redact(target))
+		return err
 	}
 	header, err := headersFromEnv(c.StringSlice("header-env"))
 	if err != nil {
@@ -178,6 +175,9 @@ func runWork(c *cli.Context) error {
 	// Before anything starts or says it is working: the worker's name, and
 	// the queue (which needs the database, so an unreachable one stops the
 	// command here too).
+	if err := refuseEmpty(c, "leave it out for host:pid", "name"); err != nil {
+		return err
+	}
 	if rule := queue.NameRule(wc.Name); wc.Name != "" && rule != "" {
 		return usagef("batchq: --name: %s", rule)
 	}
@@ -320,9 +320,15 @@ func headersFromEnv(pairs []string) (http.Header, error) {
 		if !validHeaderName(name) {
 			return nil, usagef("batchq: --header-env %q: header name %q must be letters, digits and ! # $ %% & ' * + - . ^ _ ` | ~", p, name)
 		}
+		if why := reservedHeader(name); why != "" {
+			return nil, usagef("batchq: --header-env %q: %s", p, why)
+		}
 		v, set := os.LookupEnv(env)
-		if !set || v == "" {
+		if !set {
 			return nil, usagef("batchq: --header-env %s: environment variable %s is not set", name, env)
+		}
+		if v == "" {
+			return nil, usagef("batchq: --header-env %s: environment variable %s is empty", name, env)
 		}
 		// The value is a secret: the error names the variable, not what it holds.
 		if !validHeaderValue(v) {
@@ -331,6 +337,30 @@ func headersFromEnv(pairs []string) (http.Header, error) {
 		h.Add(name, v)
 	}
 	return h, nil
+}
+
+// reservedHeader says why the worker cannot send header name as
+// --header-env gives it, or "" when it can. queue.HTTPHandler sets some
+// headers itself on each request, over any of the same name; net/http drops
+// others, or they are about the connection, which it manages.
+func reservedHeader(name string) string {
+	k := http.CanonicalHeaderKey(name)
+	switch k {
+	case "Content-Type", "Idempotency-Key":
+		return "the worker sets " + k + " itself"
+	case "Host":
+		return "the worker sets Host itself, from --target"
+	case "Content-Length", "Transfer-Encoding":
+		return "the worker's HTTP client sets " + k + " itself, from the payload"
+	case "Trailer":
+		return "the worker sends no trailers"
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Upgrade":
+		return "a hop-by-hop header: the worker's HTTP client manages its connections"
+	}
+	if strings.HasPrefix(k, "Batchq-") {
+		return "the worker sets the Batchq- headers itself"
+	}
+	return ""
 }
 
 // validHeaderName reports whether name is an HTTP field name: a token of
@@ -356,6 +386,51 @@ func validHeaderValue(v string) bool {
 		}
 	}
 	return true
+}
+
+// targetFlag reads --target: an http or https URL, without whitespace or
+// control characters, which url.Parse would take and escape (a space became
+// %20). Its errors show the value as typed, without its credentials and
+// query (shownTarget), which may hold a key.
+func targetFlag(s string) (*url.URL, error) {
+	odd := func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+	if strings.IndexFunc(s, odd) >= 0 {
+		where := ""
+		if strings.IndexFunc(shownTarget(s), odd) < 0 {
+			where = " (in its credentials or query, which are not shown)"
+		}
+		return nil, usagef("batchq: --target %q: must not contain whitespace or control characters%s", shownTarget(s), where)
+	}
+	target, err := url.Parse(s)
+	if err != nil {
+		// The parser's error repeats the value, which may hold a key.
+		return nil, usagef("batchq: --target %q: must be an http or https URL (it does not parse as a URL)", shownTarget(s))
+	}
+	if (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return nil, usagef("batchq: --target %q: must be an http or https URL", shownTarget(s))
+	}
+	return target, nil
+}
+
+// shownTarget is --target as typed, for an error, without what may be a
+// secret: what comes before an @ in the host part, and everything from the
+// first ?. It works on the text, as typed, whether or not it parses.
+func shownTarget(s string) string {
+	if i := strings.IndexByte(s, '?'); i >= 0 {
+		s = s[:i]
+	}
+	prefix := ""
+	if i := strings.Index(s, "//"); i >= 0 && !strings.Contains(s[:i], "/") {
+		prefix, s = s[:i+2], s[i+2:]
+	}
+	host := s
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		host = s[:i]
+	}
+	if at := strings.LastIndexByte(host, '@'); at >= 0 {
+		s = s[at+1:]
+	}
+	return prefix + s
 }
 
 // redact drops credentials and the query from a URL before it is logged.

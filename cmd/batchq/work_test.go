@@ -69,6 +69,7 @@ func TestWorkDrainsThroughHTTP(t *testing.T) {
 func TestWorkRejectsBadFlags(t *testing.T) {
 	t.Setenv("BATCHQ_TEST_KEY", "Bearer sk-test")
 	t.Setenv("BATCHQ_TEST_BROKEN_KEY", "Bearer sk-test\r\nX-Injected: 1")
+	t.Setenv("BATCHQ_TEST_EMPTY_KEY", "")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -76,9 +77,42 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 		{[]string{"--queue", "q", "--target", "ftp://x"}, `--target "ftp://x": must be an http or https URL`},
 		// A key in the value stays out of the error.
 		{[]string{"--queue", "q", "--target", "api.example.com/v1?key=sk-test"}, `--target "api.example.com/v1": must be an http or https URL`},
-		{[]string{"--queue", "q", "--target", "http://sk-test@[::1"}, `--target: must be an http or https URL (it does not parse as a URL)`},
+		{[]string{"--queue", "q", "--target", "http://sk-test@[::1"}, `batchq: --target "http://[::1": must be an http or https URL (it does not parse as a URL)`},
+		// Shown as typed, not as url.URL prints it (%20, %C3%A9), and
+		// refused with whitespace or control characters, which it would escape.
+		{[]string{"--queue", "q", "--target", "ftp://x/é"}, `batchq: --target "ftp://x/é": must be an http or https URL`},
+		{[]string{"--queue", "q", "--target", "http://127.0.0.1:18931/ bad"},
+			`batchq: --target "http://127.0.0.1:18931/ bad": must not contain whitespace or control characters`},
+		{[]string{"--queue", "q", "--target", "not a url"}, `batchq: --target "not a url": must not contain whitespace or control characters`},
+		{[]string{"--queue", "q", "--target", "http://x/\tp"}, `batchq: --target "http://x/\tp": must not contain whitespace or control characters`},
+		{[]string{"--queue", "q", "--target", " http://x/"}, `batchq: --target " http://x/": must not contain whitespace or control characters`},
+		{[]string{"--queue", "q", "--target", "http://u:sk-test@x/?key=sk-test x"},
+			`batchq: --target "http://x/": must not contain whitespace or control characters (in its credentials or query, which are not shown)`},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Authorization"}, `--header-env "Authorization": must be NAME=ENVIRONMENT_VARIABLE`},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Authorization=BATCHQ_TEST_UNSET_VAR"}, "environment variable BATCHQ_TEST_UNSET_VAR is not set"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "X-Test=BATCHQ_TEST_EMPTY_KEY"},
+			"batchq: --header-env X-Test: environment variable BATCHQ_TEST_EMPTY_KEY is empty\n"},
+		// Headers the worker sets itself, or its HTTP client drops or manages.
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Host=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "Host=BATCHQ_TEST_KEY": the worker sets Host itself, from --target` + "\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "idempotency-key=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "idempotency-key=BATCHQ_TEST_KEY": the worker sets Idempotency-Key itself` + "\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Content-Type=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "Content-Type=BATCHQ_TEST_KEY": the worker sets Content-Type itself` + "\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Batchq-Tenant=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "Batchq-Tenant=BATCHQ_TEST_KEY": the worker sets the Batchq- headers itself` + "\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "BATCHQ-PRIORITY=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "BATCHQ-PRIORITY=BATCHQ_TEST_KEY": the worker sets the Batchq- headers itself` + "\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Content-Length=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "Content-Length=BATCHQ_TEST_KEY": the worker's HTTP client sets Content-Length itself, from the payload` + "\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Transfer-Encoding=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "Transfer-Encoding=BATCHQ_TEST_KEY": the worker's HTTP client sets Transfer-Encoding itself, from the payload` + "\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Trailer=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "Trailer=BATCHQ_TEST_KEY": the worker sends no trailers` + "\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Connection=BATCHQ_TEST_KEY"},
+			`batchq: --header-env "Connection=BATCHQ_TEST_KEY": a hop-by-hop header: the worker's HTTP client manages its connections` + "\n"},
+		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "TE=BATCHQ_TEST_UNSET_VAR"},
+			`batchq: --header-env "TE=BATCHQ_TEST_UNSET_VAR": a hop-by-hop header: the worker's HTTP client manages its connections` + "\n"},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Bad Header=BATCHQ_TEST_KEY"},
 			`batchq: --header-env "Bad Header=BATCHQ_TEST_KEY": header name "Bad Header" must be letters, digits and ! # $ % & ' * + - . ^ _ ` + "`" + ` | ~`},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "X-Key:=BATCHQ_TEST_KEY"}, `header name "X-Key:" must be letters, digits and`},
@@ -122,6 +156,7 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 			"batchq: --name: must be at most 256 bytes (got 257)"},
 		{[]string{"--queue", "q", "--target", "http://x", "--name", "w\xff"}, "batchq: --name: must be valid UTF-8"},
 		{[]string{"--queue", "q", "--target", "http://x", "--name", "w\tx"}, `batchq: --name: must not contain control characters (got "w\tx")`},
+		{[]string{"--queue", "q", "--target", "http://x", "--name", ""}, "batchq: --name: must not be empty (leave it out for host:pid)\n"},
 		{nil, "batchq: work: --queue is required (see batchq work --help)"},
 		{[]string{"--target", "http://x"}, "batchq: work: --queue is required (see batchq work --help)"},
 		{[]string{"--queue", "q"}, "batchq: work: --target is required (see batchq work --help)"},
