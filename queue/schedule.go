@@ -34,8 +34,8 @@ type Schedule struct {
 	Cost        int64
 	MaxAttempts int
 	Payload     json.RawMessage
-	// TTL is each job's time to live from its enqueue. 0: the queue's
-	// default TTL.
+	// TTL is each job's time to live from its enqueue, in whole
+	// microseconds (what the database keeps). 0: the queue's default TTL.
 	TTL time.Duration
 	// Cron is a standard five-field cron expression (minute hour
 	// day-of-month month day-of-week) or a descriptor such as "@daily" or
@@ -271,6 +271,11 @@ func (c *Client) validateSchedule(s *Schedule, now time.Time) (cron.Schedule, er
 		Payload: s.Payload}
 	if err := c.validate(&j, now, false); err != nil {
 		return nil, err
+	}
+	// The database keeps the TTL in whole microseconds, as a queue's
+	// default TTL: 999ns would be stored as 0, which breaks its rule there.
+	if s.TTL%time.Microsecond != 0 {
+		return nil, &SettingError{Field: "ttl", Rule: fmt.Sprintf("must be a whole number of microseconds (got %s)", s.TTL)}
 	}
 	s.Payload = j.Payload
 	if s.Missed != MissedOne && s.Missed != MissedSkip {

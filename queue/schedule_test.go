@@ -232,6 +232,10 @@ func TestScheduleSettings(t *testing.T) {
 		{"cost", func(s *queue.Schedule) { s.Cost = 0 }, "cost", "must be in 1.."},
 		{"tenant", func(s *queue.Schedule) { s.Tenant = "" }, "tenant", "must not be empty"},
 		{"payload", func(s *queue.Schedule) { s.Payload = []byte(`{`) }, "payload", "must be valid JSON"},
+		// The column keeps whole microseconds: refused by its rule, not by
+		// the table's check (999ns would be stored as 0).
+		{"ttl below a microsecond", func(s *queue.Schedule) { s.TTL = 999 }, "ttl", "must be a whole number of microseconds (got 999ns)"},
+		{"ttl in nanoseconds", func(s *queue.Schedule) { s.TTL = time.Hour + 1 }, "ttl", "must be a whole number of microseconds (got 1h0m0.000000001s)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := good
@@ -277,6 +281,10 @@ func TestScheduleSettings(t *testing.T) {
 	bad := "nope"
 	var se *queue.SettingError
 	require.ErrorAs(t, b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{Cron: &bad}), &se)
+	short := 400 * time.Nanosecond
+	require.ErrorAs(t, b.client.SetSchedule(b.ctx, "s", queue.ScheduleUpdate{TTL: &short}), &se)
+	require.Equal(t, "ttl", se.Field)
+	require.Equal(t, "must be a whole number of microseconds (got 400ns)", se.Rule)
 	require.ErrorIs(t, b.client.SetSchedule(b.ctx, "gone", queue.ScheduleUpdate{Cron: &cron}), queue.ErrScheduleNotFound)
 
 	// Paused, it does not tick; resumed, it goes on from the first tick after now.

@@ -43,7 +43,8 @@ run-at; --ttl counts from the run-at (from now when the run-at has passed).
 Many jobs: batchq enqueue --file jobs.jsonl (or --file - for standard input), one JSON object
 per line with the fields queue, tenant, kind, cost, deadline (RFC 3339) or ttl (a duration
 in a string: Go's, like "90m" or "36h", or whole days, like "7d"), run_at (RFC 3339) or delay
-(a duration, as ttl), max_attempts, payload and unique_key; queue, tenant and cost are required. Lines are enqueued in batches, each in one
+(a duration, as ttl), max_attempts, payload and unique_key; queue, tenant and cost are required. A kind or unique_key
+of "" is refused, as --kind '' and --unique-key '' are: leave it out, or give null. Lines are enqueued in batches, each in one
 transaction: a batch ends after --batch-size lines, or before the line that would take its
 lines past --batch-bytes (a longer line goes in a batch of its own). Every line of a batch is
 parsed and checked before the batch is written; a bad line stops the command with its line
@@ -55,7 +56,7 @@ at once, and then the last batch may or may not have been written.`,
 			&cli.StringFlag{Name: "queue", Usage: "required unless --file: the queue to enqueue into"},
 			&cli.StringFlag{Name: "tenant", Usage: "required unless --file: the tenant the job belongs to"},
 			&cli.StringFlag{Name: "kind", Usage: "what the job does, for handlers and reports", DefaultText: `"default"`},
-			int64NoDefault{&cli.Int64Flag{Name: "cost", Usage: "required unless --file: estimated cost in tokens, 1 or more"}},
+			int64NoDefault{&cli.Int64Flag{Name: "cost", Usage: fmt.Sprintf("required unless --file: estimated cost in tokens, 1..%d", queue.MaxCost)}},
 			&cli.StringFlag{Name: "deadline", Usage: "when the job stops being worth running, RFC 3339; after the run-at",
 				DefaultText: "the run-at + --ttl, or + the queue's default TTL"},
 			daysFlag("ttl", "the deadline as a duration from the run-at (now, without one), instead of --deadline: Go's, like 90m or 36h, or whole days, like 2d",
@@ -188,9 +189,9 @@ func enqueueFile(c *cli.Context, client *queue.Client) error {
 		r = os.Stdin
 	}
 	if name != "-" {
-		f, err := os.Open(name)
+		f, err := openJobFile(name)
 		if err != nil {
-			return fmt.Errorf("batchq: --file: %w", err)
+			return err
 		}
 		defer f.Close()
 		r = f
@@ -207,6 +208,25 @@ func enqueueFile(c *cli.Context, client *queue.Client) error {
 		err = werr
 	}
 	return err
+}
+
+// openJobFile opens the file --file names. One that cannot be opened, or
+// that is a directory, is a usage error: the command line named it.
+// Pipes and devices (--file <(cmd), /dev/stdin) are read as files are.
+func openJobFile(name string) (*os.File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, usagef("batchq: --file %q: must name a file that can be read (%v)", name, err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, usagef("batchq: --file %q: must name a file, not a directory", name)
+	}
+	return f, nil
 }
 
 // enqueueLines reads job lines from r and enqueues them batch by batch: at

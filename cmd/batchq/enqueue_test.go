@@ -109,6 +109,7 @@ func TestEnqueueNullPayloadIsNullEverywhere(t *testing.T) {
 func TestEnqueueFlagErrors(t *testing.T) {
 	t.Parallel()
 	db := newCLIDB(t, "imports")
+	dir := t.TempDir()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -127,7 +128,11 @@ func TestEnqueueFlagErrors(t *testing.T) {
 		{"file and flags", []string{"--file", "x.jsonl", "--tenant", "a"}, 2, "--tenant describes one job; with --file each line does"},
 		{"batch size alone", []string{"--queue", "imports", "--tenant", "a", "--cost", "1", "--batch-size", "5"}, 2, "--batch-size goes with --file"},
 		{"batch size zero", []string{"--file", "-", "--batch-size", "0"}, 2, "--batch-size 0: must be in 1..100000"},
-		{"missing file", []string{"--file", filepath.Join(t.TempDir(), "none.jsonl")}, 1, "--file: open"},
+		// A file that cannot be read is a usage error, as a bad value of
+		// any flag is.
+		{"missing file", []string{"--file", filepath.Join(dir, "none.jsonl")}, 2,
+			fmt.Sprintf("batchq: --file %q: must name a file that can be read (no such file or directory)\n", filepath.Join(dir, "none.jsonl"))},
+		{"directory", []string{"--file", dir}, 2, fmt.Sprintf("batchq: --file %q: must name a file, not a directory\n", dir)},
 		{"empty file name", []string{"--file", ""}, 2, "batchq: enqueue: --file: must name a file, or - for standard input"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,6 +187,13 @@ func TestEnqueueFileBadLineWritesNothingOfItsBatch(t *testing.T) {
 		{"not JSON", `{"queue":`, 1, "line 1: queue: not JSON: unexpected end of line", 0},
 		{"cost out of range", `{"queue":"imports","tenant":"t","cost":0}`, 4, "line 4: cost: must be in 1..1000000000 (got 0)", 2},
 		{"empty tenant", `{"queue":"imports","tenant":"","cost":1}`, 5, "line 5: tenant: must not be empty", 4},
+		{"empty queue", `{"queue":"","tenant":"t","cost":1}`, 3, `line 3: queue: must name a queue`, 2},
+		// Not taken for none and "default", as --unique-key '' and --kind ''
+		// are not: an empty column would lose its deduplication silently.
+		{"empty unique key", `{"queue":"imports","tenant":"t","cost":1,"unique_key":""}`, 5,
+			"line 5: unique_key: must not be empty (leave it out, or null, for none)", 4},
+		{"empty kind", `{"queue":"imports","tenant":"t","cost":1,"kind":""}`, 2,
+			`line 2: kind: must not be empty (leave it out, or null, for "default")`, 0},
 		{"unknown queue", `{"queue":"nope","tenant":"t","cost":1}`, 2, `line 2: unknown queue "nope"`, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -360,4 +372,19 @@ func TestEnqueueFileTakesAPayloadWrittenInEscapes(t *testing.T) {
 	r := runCLIInput(t, db.url, line, "enqueue", "--file", "-")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, int64(800_000+2), db.count(t, `SELECT octet_length(payload::text) FROM batchq.jobs`))
+}
+
+// The help and configuration.md give --cost's range, the one its refusal
+// says (must be in 1..1000000000), not only its lower end.
+func TestCostHelpSaysItsRange(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	require.NoError(t, err)
+	for _, cmd := range [][]string{{"enqueue"}, {"schedules", "create"}, {"schedules", "set"}} {
+		r := runCLI(t, "", append(cmd, "--help")...)
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Regexp(t, `--cost value +.*estimated cost in tokens, 1\.\.1000000000\n`, r.stdout, cmd)
+	}
+	require.Equal(t, 2, strings.Count(string(doc), "estimated cost in tokens, 1..1000000000 |"))
+	require.NotContains(t, string(doc), "cost in tokens, 1 or more")
 }

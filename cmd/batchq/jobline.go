@@ -25,7 +25,8 @@ import (
 // 3339) or delay (a duration, as ttl) the earliest the job may run; the rest are
 // optional. A null value is the same as leaving the field out, except a
 // payload's: JSON null is a payload, stored as null, as batchq.enqueue_jobs
-// and --payload null store it. Field names
+// and --payload null store it. An empty kind or unique_key is refused, as
+// the flags refuse it, not taken for the default. Field names
 // are exact and each may appear once; anything else is an error that names
 // the field.
 
@@ -52,8 +53,14 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 	for _, f := range []struct {
 		name string
 		dst  *string
+		// instead, for a field the queue would take "" for its default: an
+		// empty one is refused, as --kind '' and --unique-key '' are, since
+		// it is more likely an empty column than a choice. The queue
+		// refuses an empty queue and tenant itself.
+		instead string
 	}{
-		{"queue", &j.Queue}, {"tenant", &j.Tenant}, {"kind", &j.Kind}, {"unique_key", &j.UniqueKey},
+		{"queue", &j.Queue, ""}, {"tenant", &j.Tenant, ""}, {"kind", &j.Kind, `leave it out, or null, for "default"`},
+		{"unique_key", &j.UniqueKey, "leave it out, or null, for none"},
 	} {
 		if raw, ok := fields[f.name]; ok {
 			if err := json.Unmarshal(raw, f.dst); err != nil {
@@ -62,6 +69,9 @@ func parseJobLine(line []byte) (queue.NewJob, error) {
 			// Decoded, it would be stored with U+FFFD in its place.
 			if queue.HasUnpairedSurrogate(raw) {
 				return queue.NewJob{}, fmt.Errorf(`%s: must not contain an unpaired UTF-16 surrogate escape such as \ud800 (got %s)`, f.name, clip(raw))
+			}
+			if *f.dst == "" && f.instead != "" {
+				return queue.NewJob{}, fmt.Errorf("%s: must not be empty (%s)", f.name, f.instead)
 			}
 		}
 	}

@@ -34,6 +34,10 @@ var jobLineCases = []struct {
 	{name: "negative cost is for the queue to refuse", line: `{"queue":"q","tenant":"t","cost":-3}`, want: queue.NewJob{Queue: "q", Tenant: "t", Cost: -3}},
 	{name: "zero cost is for the queue to refuse", line: `{"queue":"q","tenant":"t","cost":0}`, want: queue.NewJob{Queue: "q", Tenant: "t"}},
 	{name: "empty names are for the queue to refuse", line: `{"queue":"","tenant":"","cost":1}`, want: queue.NewJob{Cost: 1}},
+	// The queue would take these for "default" and none, as it would
+	// --kind '' and --unique-key '', which are refused too.
+	{name: "empty kind", line: `{"queue":"q","tenant":"t","cost":1,"kind":""}`, err: `kind: must not be empty (leave it out, or null, for "default")`},
+	{name: "empty unique key", line: `{"queue":"q","tenant":"t","cost":1,"unique_key":""}`, err: "unique_key: must not be empty (leave it out, or null, for none)"},
 	{name: "payload kept as written", line: `{"queue":"q","tenant":"t","cost":1,"payload": "text"}`,
 		want: queue.NewJob{Queue: "q", Tenant: "t", Cost: 1, Payload: json.RawMessage(`"text"`)}},
 
@@ -162,8 +166,14 @@ func jobLineErrorStart(msg string) bool {
 
 // jobLineOf writes a job as a job line.
 func jobLineOf(t *testing.T, j queue.NewJob) []byte {
-	m := map[string]any{"queue": j.Queue, "tenant": j.Tenant, "kind": j.Kind, "cost": j.Cost,
-		"max_attempts": j.MaxAttempts, "unique_key": j.UniqueKey}
+	m := map[string]any{"queue": j.Queue, "tenant": j.Tenant, "cost": j.Cost, "max_attempts": j.MaxAttempts}
+	// An empty kind or key is written as none: given as "", it is refused.
+	if j.Kind != "" {
+		m["kind"] = j.Kind
+	}
+	if j.UniqueKey != "" {
+		m["unique_key"] = j.UniqueKey
+	}
 	if !j.Deadline.IsZero() {
 		m["deadline"] = j.Deadline.Format(time.RFC3339Nano)
 	}

@@ -190,6 +190,9 @@ func jobsCancelMany(c *cli.Context, client *queue.Client) error {
 			n.Running, n.Tokens)
 	}
 	n, err := client.CountJobs(c.Context, f)
+	if err != nil && c.Context.Err() != nil {
+		return errors.New("batchq: interrupted; nothing was cancelled")
+	}
 	if err != nil {
 		return filterUsage(err)
 	}
@@ -204,6 +207,16 @@ func jobsCancelMany(c *cli.Context, client *queue.Client) error {
 		return writeResult(c, sentence, d)
 	}
 	st, err := client.CancelJobs(c.Context, f, c.String("reason"))
+	// An interrupt (Ctrl-C, SIGTERM) cancels the batch in flight; said as
+	// enqueue --file says its own, with what the batches before it did,
+	// and failing as it does (exit 1).
+	if err != nil && c.Context.Err() != nil {
+		if st == (queue.CancelStats{}) {
+			return errors.New("batchq: interrupted; nothing was cancelled")
+		}
+		return fmt.Errorf("batchq: interrupted; before it, cancelled %d and asked %d running to stop (run it again for the rest)",
+			st.Cancelled, st.Stopping)
+	}
 	if err != nil && st == (queue.CancelStats{}) {
 		return filterUsage(err)
 	}

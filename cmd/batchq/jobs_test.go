@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -329,4 +332,63 @@ func TestRetryOfAJobWhoseQueueWasDeleted(t *testing.T) {
 	require.Equal(t, "batchq: job 1 cannot be resubmitted: its queue imports no longer exists; "+
 		"create it again (batchq queues create imports) to resubmit it\n", r.stderr)
 	require.Zero(t, db.count(t, `SELECT count(*) FROM batchq.jobs`))
+}
+
+// An interrupt (Ctrl-C) stops a bulk cancel as it stops enqueue --file:
+// "interrupted", what the batches before it did, exit 1. The batch here
+// waits for a job row another transaction holds, and is interrupted while
+// it waits: the first of 1001 jobs (nothing done yet), or the last (after
+// a first batch of 1000).
+func TestJobsCancelInBulkSaysAnInterruptAsEnqueueDoes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		held   string // the job row held
+		msg    string
+		cancel int64 // jobs cancelled
+	}{
+		{"in the first batch", "min", "batchq: interrupted; nothing was cancelled\n", 0},
+		{"in the second batch", "max",
+			"batchq: interrupted; before it, cancelled 1000 and asked 0 running to stop (run it again for the rest)\n", 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := newCLIDB(t, "big")
+			r := runCLIInput(t, db.url, strings.Repeat(`{"queue":"big","tenant":"t","cost":1}`+"\n", 1001), "enqueue", "--file", "-")
+			require.Equal(t, 0, r.code, r.stderr)
+			ctx := context.Background()
+			holder, err := db.pool.Begin(ctx)
+			require.NoError(t, err)
+			t.Cleanup(func() { holder.Rollback(ctx) })
+			_, err = holder.Exec(ctx, `SELECT 1 FROM batchq.jobs WHERE id = (SELECT `+tc.held+`(id) FROM batchq.jobs) FOR UPDATE`)
+			require.NoError(t, err)
+
+			interrupted, interrupt := context.WithCancel(ctx)
+			t.Cleanup(interrupt)
+			var out, errOut bytes.Buffer
+			exited := make(chan int, 1)
+			go func() {
+				cliMu.Lock()
+				err := newApp(&out, &errOut).RunContext(interrupted,
+					[]string{"batchq", "--database-url", db.url, "jobs", "cancel", "--queue", "big", "--yes"})
+				cliMu.Unlock()
+				exited <- exitCode(err, &errOut)
+			}()
+			require.Eventually(t, func() bool {
+				return db.count(t, `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%cancel_jobs%'`) == 1
+			}, 10*time.Second, 10*time.Millisecond, "the batch waiting for the held job")
+			interrupt()
+			select {
+			case code := <-exited:
+				require.Equal(t, 1, code, errOut.String())
+			case <-time.After(10 * time.Second):
+				t.Fatal("jobs cancel did not stop when interrupted")
+			}
+			require.Equal(t, tc.msg, errOut.String())
+			require.Empty(t, out.String())
+			require.NoError(t, holder.Rollback(ctx))
+			require.Equal(t, tc.cancel, db.count(t, `SELECT count(*) FROM batchq.outcomes WHERE outcome = 'cancelled'`))
+		})
+	}
 }

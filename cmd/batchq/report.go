@@ -3,9 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -212,8 +210,10 @@ func reportOutcomes(c *cli.Context, client *queue.Client) error {
 	if n := c.Int("limit"); n < 1 {
 		return usagef("batchq: --limit %d: must be 1 or more", n)
 	}
-	if t := c.String("tenant"); !utf8.ValidString(t) || strings.ContainsRune(t, 0) {
-		return usagef("batchq: --tenant %q: must be valid UTF-8 without NUL, as every tenant name is", t)
+	// A name no tenant can have matches nothing: refused by the tenant
+	// name's rule, as jobs cancel --tenant refuses it.
+	if rule := queue.NameRule(c.String("tenant")); c.String("tenant") != "" && rule != "" {
+		return usagef("batchq: --tenant: %s", rule)
 	}
 	unknown, err := checkHistoryQueue(c, client)
 	if err != nil {

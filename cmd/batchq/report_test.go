@@ -192,7 +192,16 @@ func TestReportErrors(t *testing.T) {
 		{[]string{"tenants", "--since", "1h", "--until", "2h"}, "is not before --until"},
 		{[]string{"outcomes", "--outcome", "lost"}, `batchq: --outcome "lost": must be succeeded, failed, expired, cancelled or discarded`},
 		{[]string{"outcomes", "--limit", "0"}, "batchq: --limit 0: must be 1 or more"},
-		{[]string{"outcomes", "--tenant", "acme\xff"}, `batchq: --tenant "acme\xff": must be valid UTF-8 without NUL`},
+		// A name no tenant can have, refused by the tenant name's rule as
+		// jobs cancel --tenant refuses it, not answered with no rows.
+		{[]string{"outcomes", "--tenant", "acme\xff"}, "batchq: --tenant: must be valid UTF-8\n"},
+		{[]string{"outcomes", "--tenant", "a\nb"}, `batchq: --tenant: must not contain control characters (got "a\nb")` + "\n"},
+		{[]string{"outcomes", "--tenant", "a\x00b"}, `batchq: --tenant: must not contain control characters (got "a\u0000b")` + "\n"},
+		{[]string{"outcomes", "--tenant", strings.Repeat("t", 257)}, "batchq: --tenant: must be at most 256 bytes (got 257)\n"},
+		{[]string{"outcomes", "--tenant", ""}, "batchq: --tenant: must not be empty"},
+		{[]string{"outcomes", "--queue", "a\nb"}, `batchq: unknown queue: "a\nb" is not a queue name`},
+		{[]string{"tenants", "--queue", "a\nb"}, `batchq: unknown queue: "a\nb" is not a queue name`},
+		{[]string{"backlog", "--queue", "a\nb"}, `batchq: unknown queue: "a\nb" is not a queue name`},
 		{[]string{"backlog", "extra"}, `unexpected argument "extra"`},
 		{[]string{"quota", "--format", "xml"}, `batchq: --format "xml": must be table, json or csv`},
 	} {

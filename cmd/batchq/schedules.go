@@ -93,9 +93,9 @@ func scheduleFlags(create bool) []cli.Flag {
 		&cli.StringFlag{Name: "tenant", Usage: req("the tenant its jobs belong to")},
 		&cli.StringFlag{Name: "cron", Usage: req(`when it ticks: "0 2 * * *" (02:00 daily), "@hourly", "@every 2s"`)},
 		&cli.StringFlag{Name: "timezone", Usage: "the IANA time zone the cron expression reads in, like Europe/Paris; not empty", DefaultText: def("UTC")},
-		int64NoDefault{&cli.Int64Flag{Name: "cost", Usage: req("each job's estimated cost in tokens, 1 or more")}},
+		int64NoDefault{&cli.Int64Flag{Name: "cost", Usage: req(fmt.Sprintf("each job's estimated cost in tokens, 1..%d", queue.MaxCost))}},
 		&cli.StringFlag{Name: "kind", Usage: "each job's kind", DefaultText: def(`"default"`)},
-		daysFlag("ttl", "each job's deadline as a duration from its enqueue, like 90m or 2d; 0s: the queue's default TTL", def("the queue's default TTL")),
+		daysFlag("ttl", "each job's deadline as a duration from its enqueue, like 90m or 2d, in whole microseconds; 0s: the queue's default TTL", def("the queue's default TTL")),
 		&cli.IntFlag{Name: "max-attempts", Usage: "how often each job may run, 1..1000; 0: the queue's setting", DefaultText: def("the queue's setting")},
 		&cli.StringFlag{Name: "payload", Usage: "each job's input, JSON", DefaultText: def("{}")},
 		&cli.StringFlag{Name: "missed", Usage: "ticks that passed while no worker ran, or that were due when the schedule was paused: " +

@@ -269,6 +269,27 @@ func TestSchedulesListShowsNoTTLOfItsOwn(t *testing.T) {
 	require.Equal(t, "batchq: --ttl: must be > 0, or 0s for the queue's default TTL (got -1h0m0s)\n", r.stderr)
 }
 
+// The database keeps a schedule's TTL in whole microseconds, as a queue's
+// --default-ttl: a finer one is refused by that rule, naming the flag, with
+// exit 2, not by the table's check with exit 1.
+func TestSchedulesTTLIsWholeMicroseconds(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	for ttl, got := range map[string]string{"1ns": "1ns", "999ns": "999ns", "1.5us": "1.5µs"} {
+		r := runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "@daily", "--cost", "1",
+			"--ttl", ttl)
+		require.Equal(t, 2, r.code, r.stderr)
+		require.Equal(t, "batchq: --ttl: must be a whole number of microseconds (got "+got+")\n", r.stderr)
+	}
+	r := runCLI(t, db.url, "schedules", "create", "s", "--queue", "q", "--tenant", "t", "--cron", "@daily", "--cost", "1",
+		"--ttl", "1us")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runCLI(t, db.url, "schedules", "set", "s", "--ttl", "0.4us")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Equal(t, "batchq: --ttl: must be a whole number of microseconds (got 400ns)\n", r.stderr)
+	require.Equal(t, int64(1), db.count(t, `SELECT count(*) FROM batchq.schedules WHERE name = 's' AND ttl = interval '1 microsecond'`))
+}
+
 // A paused schedule fires no tick until it is resumed: list shows no next
 // tick for it (- in the table, null in json, empty in csv), not the one it
 // was due when paused; resumed, it shows its next tick again.
