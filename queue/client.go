@@ -94,6 +94,9 @@ type Client struct {
 	// beforeFinishWrite, when set (by tests only), runs before a worker
 	// pool's completer writes each batch.
 	beforeFinishWrite func()
+	// beforeHeartbeat, when set (by tests only), runs before a worker
+	// pool's lease keeper sends each beat, its runs listed.
+	beforeHeartbeat func()
 	// refusedFor, when set (by tests only), stands for refusedFor.
 	refusedFor time.Duration
 	// pauseCheckEvery, when set (by tests only), stands for pauseCheckEvery.

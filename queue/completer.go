@@ -40,6 +40,14 @@ type completer struct {
 	abandon   context.CancelFunc // for a shutdown out of time; see newCompleter
 
 	unrecorded atomic.Int64 // runs whose end could not be written
+
+	// writingSince is when the write in flight began (unix ns), 0 while
+	// none runs. A write that takes long (waiting on a lock an operator's
+	// open transaction holds, retrying while the database is away or
+	// refuses it) holds the pool's claims back: see stalled.
+	writingSince atomic.Int64
+	// afterWrite, when set, is called after each write, given or not.
+	afterWrite func()
 }
 
 type finishKind int
@@ -89,6 +97,16 @@ func (d *completer) release(j *Job, delay, took time.Duration) {
 	d.ops <- finishOp{kind: finishRelease, job: j, delay: delay, took: took}
 }
 
+// writingFor is how long the write in flight has taken at now, 0 when none
+// runs.
+func (d *completer) writingFor(now time.Time) time.Duration {
+	since := d.writingSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return now.Sub(time.Unix(0, since))
+}
+
 // close waits until everything handed over has been written.
 func (d *completer) close() {
 	close(d.ops)
@@ -115,14 +133,19 @@ func (d *completer) run() {
 				break more
 			}
 		}
+		d.writingSince.Store(time.Now().UnixNano())
 		if h := d.c.beforeFinishWrite; h != nil {
 			h()
 		}
 		d.flush(batch)
+		d.writingSince.Store(0)
 		for _, o := range batch {
 			d.written(o.job)
 		}
 		clear(batch) // the jobs are done with
+		if d.afterWrite != nil {
+			d.afterWrite()
+		}
 	}
 }
 

@@ -15,6 +15,11 @@ func SetClock(c *Client, now func() time.Time) { c.clock.now = now }
 // database or a long batch ahead of it would.
 func SetBeforeFinishWrite(c *Client, f func()) { c.beforeFinishWrite = f }
 
+// SetBeforeHeartbeat makes the lease keepers of c's worker pools run f
+// once each beat has listed its runs, before it sends them: a test holds a
+// beat back, as a slow database would.
+func SetBeforeHeartbeat(c *Client, f func()) { c.beforeHeartbeat = f }
+
 // SetFinishGiveUp sets how long the worker pools of c retry a finish the
 // database refuses (see completer.retry).
 func SetFinishGiveUp(c *Client, d time.Duration) { c.finishGiveUp = d }

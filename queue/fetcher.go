@@ -70,7 +70,7 @@ func (p *pool) fetch(ctx context.Context) error {
 		}
 		now := time.Now()
 		p.handBackStale(now)
-		if !inFlight && !now.Before(notBefore) {
+		if !inFlight && !now.Before(notBefore) && !p.stalledWrites(now) {
 			if n := p.claimSize(p.waiting.len()); n > 0 {
 				inFlight = true
 				go func() {
@@ -137,6 +137,39 @@ func (p *pool) fetch(ctx context.Context) error {
 		}
 	}
 }
+
+// stalledWrites reports whether the completer's write in flight has taken
+// longer than writeStall: then the pool claims nothing until it ends. The
+// jobs it writes keep their leases only while they can be heartbeaten, and
+// the handlers, free again, would otherwise go on claiming and calling the
+// provider for jobs whose outcomes cannot be written either: an operator's
+// open transaction holding a row the write needs, a schema migrated down
+// under the worker, a database refusing writes. Those runs would then lose
+// their leases and be sent again.
+func (p *pool) stalledWrites(now time.Time) bool {
+	limit := writeStall(p.leases.Lease())
+	if p.done.writingFor(now) > limit {
+		held := p.heldBack.Swap(true)
+		// Looked at again once heldBack is set: a write that ended in
+		// between woke nobody.
+		if took := p.done.writingFor(time.Now()); took > limit {
+			if !held {
+				p.log.Warn("outcomes have waited to be written; claiming nothing until they are",
+					"waited", took.Round(time.Millisecond))
+			}
+			return true
+		}
+	}
+	if p.heldBack.Swap(false) {
+		p.log.Info("outcomes are written again; claiming again")
+	}
+	return false
+}
+
+// writeStall is how long a write of outcomes may take before the pool stops
+// claiming: a second, far longer than a write takes, or a quarter of the
+// queue's lease if that is shorter.
+func writeStall(lease time.Duration) time.Duration { return min(time.Second, lease/4) }
 
 // claimSize is how many jobs the next claim asks for, 0 for none yet. The
 // pool holds up to Concurrency + prefetch jobs, running or waiting for a

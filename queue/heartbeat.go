@@ -222,6 +222,9 @@ func (k *leaseKeeper) heartbeat(bg context.Context, interval *time.Duration, t *
 		}
 	}
 	k.mu.Unlock()
+	if h := k.c.beforeHeartbeat; h != nil {
+		h()
+	}
 	var lost, stop []run
 	for {
 		ctx, cancel := context.WithTimeout(bg, try)

@@ -261,17 +261,29 @@ func TestCancelAJobClaimedAheadWhileThePoolLooksAtIt(t *testing.T) {
 	_, err := b.client.CancelJob(b.ctx, second, "not needed")
 	require.NoError(t, err)
 
-	// The second job's row held, the look (once the job has waited a
-	// second) waits in its heartbeat; the first job's handler ends then.
+	// The second job's row held: the look (once the job has waited a
+	// second) passes over it without waiting, sees the cancel committed
+	// before, and hands the job back, and that write waits on the row. The
+	// first job's handler ends then.
 	tx, err := b.pool.Begin(b.ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(b.ctx) }()
+	// Whatever fails below, the pool can stop.
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
 	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, second)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		return b.scalar(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%heartbeat%'`) > 0
-	}, 10*time.Second, 10*time.Millisecond, "the look's heartbeat waits on the row")
+			AND wait_event_type = 'Lock'`) > 0
+	}, 10*time.Second, 10*time.Millisecond, "the cancelled job's hand-back waits on the row")
+	require.Zero(t, b.scalar(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+		AND wait_event_type = 'Lock' AND query LIKE '%heartbeat%'`), "a heartbeat waits on the row")
 	close(release)
 	time.Sleep(300 * time.Millisecond) // a free handler, the look still out
 	require.NoError(t, tx.Commit(b.ctx))

@@ -179,6 +179,9 @@ type pool struct {
 	inflight atomic.Int64
 	// meanRun is how long handlers run, on average lately (ns); 0: none ran.
 	meanRun atomic.Int64
+	// heldBack: the fetcher claims nothing until the completer's write in
+	// flight ends (see stalledWrites); the completer then wakes it.
+	heldBack atomic.Bool
 
 	admission *admission
 	leases    *leaseKeeper
@@ -247,6 +250,11 @@ func (c *Client) newPool(ctx context.Context, cfg WorkerConfig) (*pool, error) {
 	p.meanRun.Store(int64(c.assumedRun))
 	p.leases = newLeaseKeeper(c, cfg.Queue, p.log, p.emit, qc.Lease, cfg.HeartbeatInterval, followLease)
 	p.done = newCompleter(c, p.emit, p.log, p.leases.untrack)
+	p.done.afterWrite = func() {
+		if p.heldBack.Load() {
+			p.poke()
+		}
+	}
 	return p, nil
 }
 

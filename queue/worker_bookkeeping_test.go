@@ -118,6 +118,105 @@ func TestFinishedJobKeepsItsLeaseUntilItsFinishIsWritten(t *testing.T) {
 	require.Equal(t, []string{"succeeded"}, events.outcomes(x))
 }
 
+// While the completer cannot write outcomes (here its write is held back;
+// in use, an operator's open transaction holding a row the write needs, or
+// a schema migrated down under the worker), the pool claims nothing more:
+// its handlers, free again, would otherwise go on calling the provider for
+// jobs whose outcomes cannot be written either, and whose leases then run
+// out, so they are sent again. It claims again once the write ends.
+func TestPoolClaimsNothingWhileItsOutcomesCannotBeWritten(t *testing.T) {
+	t.Parallel()
+	// A write may take a second before claims stop (a quarter of the lease).
+	b := setup(t, queue.QueueConfig{Lease: 8 * time.Second})
+	queue.SetAssumedRun(b.client, time.Millisecond)
+	x := b.enqueue(t, "x", 1)
+	var runs runCounter
+	var hold atomic.Bool
+	hold.Store(true)
+	held := make(chan struct{}, 1)
+	queue.SetBeforeFinishWrite(b.client, func() {
+		for hold.Load() {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	ctx, cancel := context.WithCancel(b.ctx)
+	wait := b.work(ctx, queue.WorkerConfig{
+		Queue: b.queue, Concurrency: 2, BatchSize: 4,
+		PollInterval: 20 * time.Millisecond, MaintainInterval: 50 * time.Millisecond,
+		ShutdownTimeout: time.Second,
+		Handler: func(_ context.Context, j *queue.Job) (queue.Result, error) {
+			runs.add(j.ID)
+			return queue.Result{}, nil
+		},
+	})
+	// A failed assertion below still lets the write go, so the pool can stop.
+	defer func() { hold.Store(false); cancel(); require.NoError(t, wait()) }()
+	<-held // x's handler returned; its completion waits
+	time.Sleep(1500 * time.Millisecond)
+	more := make([]int64, 20)
+	for i := range more {
+		more[i] = b.enqueue(t, "y", 1)
+	}
+	time.Sleep(time.Second)
+	require.Equal(t, 1, runs.jobs(), "the pool claimed and ran jobs while the outcome before them could not be written")
+	require.Equal(t, int64(len(more)), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'y' AND state = 'queued'`))
+
+	hold.Store(false)
+	for _, id := range append(more, x) {
+		b.waitFinished(t, id)
+		require.Equal(t, "succeeded", b.outcome(t, id))
+		require.Equal(t, 1, runs.get(id), "job %d ran once", id)
+	}
+}
+
+// A heartbeat never waits for a row another transaction holds: the run is
+// returned as held, its lease as it was, while every other run's lease is
+// extended. Waiting for it (an operator's cancel in an open transaction, a
+// finish in flight) held up the whole pool's leases until they ran out.
+func TestHeartbeatPassesOverARowAnotherTransactionHolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{Lease: time.Minute})
+	locked, free := b.enqueue(t, "a", 1), b.enqueue(t, "b", 1)
+	jobs, err := b.client.Claim(b.ctx, b.queue, &queue.ClaimOpts{Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	before := map[int64]time.Time{}
+	for _, j := range jobs {
+		before[j.ID] = j.LeaseExpiresAt
+	}
+
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, locked)
+	require.NoError(t, err)
+
+	time.Sleep(10 * time.Millisecond) // so that an extended lease ends later
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, b.client.Heartbeat(ctx, jobs...), "the heartbeat waited for the held row, or took it for lost")
+	for _, j := range jobs {
+		switch j.ID {
+		case locked:
+			require.True(t, j.LeaseExpiresAt.Equal(before[locked]), "the held run's lease is as it was")
+		case free:
+			require.True(t, j.LeaseExpiresAt.After(before[free]), "the other run's lease is extended")
+		}
+	}
+	require.Equal(t, int64(1), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE id = $1 AND lease_expires_at > $2`,
+		free, before[free]))
+
+	require.NoError(t, tx.Rollback(b.ctx))
+	require.NoError(t, b.client.Heartbeat(b.ctx, jobs...))
+	for _, j := range jobs {
+		require.True(t, j.LeaseExpiresAt.After(before[j.ID]), "job %d's lease is extended once the row is free", j.ID)
+	}
+}
+
 // A job the pool claimed ahead of its handlers holds its lease while it
 // waits for one, but not for long: here the only handler is busy for five
 // leases' worth, and the job claimed behind it goes back to its tenant's
@@ -363,9 +462,9 @@ func TestRefusedReleaseIsReportedAsLeaseLost(t *testing.T) {
 }
 
 // A heartbeat refused for a job's previous run does not cancel its next one:
-// here the heartbeat statement waits on a row lock while the job is handed
-// back (a 429) and claimed again by the same pool under a new token, and the
-// new run goes on.
+// here a beat is held back, its runs listed, while the job is handed back (a
+// 429) and claimed again by the same pool under a new token, and the new run
+// goes on.
 func TestStaleHeartbeatDoesNotCancelTheNextRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t, queue.QueueConfig{})
@@ -377,6 +476,14 @@ func TestStaleHeartbeatDoesNotCancelTheNextRun(t *testing.T) {
 	letJ1Return := make(chan struct{})
 	j2Cancelled := make(chan struct{})
 	var runs runCounter
+	var holdBeat atomic.Bool
+	beatHeld, letBeat := make(chan struct{}, 1), make(chan struct{})
+	queue.SetBeforeHeartbeat(b.client, func() {
+		if holdBeat.CompareAndSwap(true, false) {
+			beatHeld <- struct{}{}
+			<-letBeat
+		}
+	})
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	wait := b.work(ctx, queue.WorkerConfig{
@@ -408,18 +515,10 @@ func TestStaleHeartbeatDoesNotCancelTheNextRun(t *testing.T) {
 	<-kStarted
 	<-j1Started
 
-	// Another statement holds k's row for a while (a completion batch, say):
-	// the next heartbeat of (k, j) waits on it.
-	tx, err := b.pool.Begin(b.ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(b.ctx) //nolint:errcheck
-	_, err = tx.Exec(b.ctx, `SELECT 1 FROM batchq.jobs WHERE id = $1 FOR UPDATE`, k)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		return b.scalar(t, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'
-			  AND query LIKE '%name: Heartbeat%'`) == 1
-	}, 10*time.Second, 10*time.Millisecond)
+	// The next beat lists (k, j) and is held back, as a slow database
+	// would hold it.
+	holdBeat.Store(true)
+	<-beatHeld
 
 	// Meanwhile j is handed back and this pool claims it again.
 	close(letJ1Return)
@@ -428,7 +527,7 @@ func TestStaleHeartbeatDoesNotCancelTheNextRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("j was not claimed again")
 	}
-	require.NoError(t, tx.Commit(b.ctx)) // the heartbeat goes on with j's old token
+	close(letBeat) // the beat goes on with j's old token
 
 	select {
 	case <-j2Cancelled:

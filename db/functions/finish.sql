@@ -376,9 +376,14 @@ END
 $$;
 
 -- heartbeat extends the leases of running jobs of p_queue whose token still
--- holds them by the queue's lease length. Returns the runs it extended, and
--- whether an operator asked for each to stop. No such queue is refused
--- (BQ201), looked up only when no run held its lease.
+-- holds them by the queue's lease length. Returns the runs whose token
+-- still holds the lease, with its end, and whether an operator asked for
+-- each to stop. It never waits for a row another transaction holds (a
+-- finish of the run in flight, an operator's cancel in an open
+-- transaction): such a run is returned with its lease as it was, not
+-- extended, for the next beat; waiting for one row would keep every other
+-- run's lease from being extended, and let them run out. No such queue is
+-- refused (BQ201), looked up only when no run held its lease.
 CREATE OR REPLACE FUNCTION batchq.heartbeat(p_queue text, p_ids bigint[], p_tokens uuid[])
 RETURNS TABLE (id bigint, lease_token uuid, lease_expires_at timestamptz, cancel_requested boolean)
 LANGUAGE plpgsql
@@ -400,13 +405,22 @@ BEGIN
         JOIN unnest(p_ids, p_tokens) AS i (id, token) ON i.id = j.id AND i.token = j.lease_token
         WHERE j.queue = p_queue AND j.id = ANY (p_ids)
         ORDER BY j.id
-        FOR UPDATE OF j
+        FOR UPDATE OF j SKIP LOCKED
+    ), extended AS (
+        UPDATE batchq.jobs j
+        SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = p_queue)
+        FROM target t
+        WHERE j.queue = p_queue AND j.id = t.id
+        RETURNING j.id, j.lease_token, j.lease_expires_at, j.cancel_requested_at IS NOT NULL AS cancel_requested
     )
-    UPDATE batchq.jobs j
-    SET lease_expires_at = now() + (SELECT q.lease FROM batchq.queues q WHERE q.name = p_queue)
-    FROM target t
-    WHERE j.queue = p_queue AND j.id = t.id
-    RETURNING j.id, j.lease_token, j.lease_expires_at, j.cancel_requested_at IS NOT NULL;
+    SELECT e.id, e.lease_token, e.lease_expires_at, e.cancel_requested FROM extended e
+    UNION ALL
+    -- Passed over: held by another transaction. As its last commit left it.
+    SELECT j.id, j.lease_token, j.lease_expires_at, j.cancel_requested_at IS NOT NULL
+    FROM batchq.jobs j
+    JOIN unnest(p_ids, p_tokens) AS i (id, token) ON i.id = j.id AND i.token = j.lease_token
+    WHERE j.queue = p_queue AND j.id = ANY (p_ids) AND j.state = 'running'
+      AND NOT EXISTS (SELECT 1 FROM extended e WHERE e.id = j.id);
     IF NOT FOUND THEN
         PERFORM batchq.raise_unknown_queue(p_queue);
     END IF;
