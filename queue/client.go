@@ -485,6 +485,9 @@ func (c *Client) UpdateTenant(ctx context.Context, name string, u TenantUpdate) 
 	}
 	var next Tenant
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := c.q.CreateTenant(ctx, tx, name); err != nil {
+			return err
+		}
 		row, err := c.q.LockTenant(ctx, tx, name)
 		if err != nil {
 			return err

@@ -177,6 +177,28 @@ func TestWeightRange(t *testing.T) {
 	require.ErrorContains(t, err, "tenants_weight_range")
 }
 
+// A tenant whose weight an older release accepted outside the range (the
+// range's check is NOT VALID, so such rows stay) can be set again: a weight
+// within the range is taken, and a change of its bound alone is refused by
+// the weight's rule, not by the database's check.
+func TestATenantWithAWeightFromBeforeTheRangeCanBeSetAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queue.QueueConfig{})
+	b.exec(t, `ALTER TABLE batchq.tenants DROP CONSTRAINT tenants_weight_range`)
+	b.exec(t, `INSERT INTO batchq.tenants (name, weight) VALUES ('huge', 1e8), ('tiny', 1e-7)`)
+	b.exec(t, `ALTER TABLE batchq.tenants ADD CONSTRAINT tenants_weight_range CHECK (weight BETWEEN 0.001 AND 1000000) NOT VALID`)
+
+	bound := 5
+	_, err := b.client.UpdateTenant(b.ctx, "huge", queue.TenantUpdate{MaxQueued: &bound})
+	requireSettingError(t, err, "weight", "must be in 0.001..1000000")
+	for name, w := range map[string]float64{"huge": 5, "tiny": 0.5} {
+		got, err := b.client.UpdateTenant(b.ctx, name, queue.TenantUpdate{Weight: &w, MaxQueued: &bound})
+		require.NoError(t, err, name)
+		require.Equal(t, queue.Tenant{Name: name, Weight: w, MaxQueued: bound}, got)
+		require.Equal(t, w, b.scalarFloat(t, `SELECT weight FROM batchq.tenants WHERE name = $1`, name))
+	}
+}
+
 // Two queue updates that change different settings at once both apply:
 // each reads what it changes under the queue row's lock, so the bound change
 // does not write the old quantum back over the new one, and the backlog stays

@@ -184,6 +184,8 @@ func notMigrated(err error) bool {
 	switch pe.Code {
 	case "3F000", "42P01", "42883": // invalid_schema_name, undefined_table, undefined_function
 		return strings.Contains(pe.Message, "batchq")
+	case "42703": // undefined_column: batchq's queries name only batchq's columns, which an older schema lacks
+		return true
 	}
 	return false
 }

@@ -181,6 +181,18 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 	}
 }
 
+// On a schema of an older release, a command whose query names a column
+// that release lacks says what to run too.
+func TestOlderSchemaSaysToMigrate(t *testing.T) {
+	t.Parallel()
+	db := newCLIDB(t, "q")
+	db.exec(t, `ALTER TABLE batchq.queues DROP COLUMN paused_at CASCADE`)
+	r := runCLI(t, db.url, "queues", "list")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, `column`)
+	require.Contains(t, r.stderr, "is the database migrated? run 'batchq migrate up'")
+}
+
 // A role that lacks a right a command needs gets the server's refusal, which
 // names the table or function, and is told which role may run the command
 // and where the roles come from.

@@ -280,7 +280,7 @@ func writeDownPreview(c *cli.Context, v, to int64, reverted []string, lost []los
 		fmt.Fprintf(w, "would revert %s\n", name)
 	}
 	if len(lost) == 0 {
-		fmt.Fprintln(w, "would lose no jobs, outcomes, queues, tenants, quota rows or schedules")
+		fmt.Fprintln(w, "would lose no jobs, outcomes, queues, tenants, tenant settings in queues, quota rows or schedules")
 	} else {
 		words := make([]string, len(lost))
 		for i, l := range lost {
@@ -301,6 +301,7 @@ var lossTables = []struct{ table, one, many string }{
 	{"outcomes", "outcome", "outcomes"},
 	{"queues", "queue", "queues"},
 	{"tenants", "tenant", "tenants"},
+	{"queue_tenants", "tenant setting in a queue", "tenant settings in queues"},
 	{"quota", "quota row", "quota rows"},
 	{"schedules", "schedule", "schedules"},
 }

@@ -25,6 +25,7 @@ func TestMigrateDownAsksForYesAndRefusesWhileJobsRun(t *testing.T) {
 	for _, args := range [][]string{
 		{"tenants", "set", "acme", "--weight", "2"},
 		{"tenants", "set", "beta", "--weight", "3"},
+		{"tenants", "set", "beta", "--queue", "imports", "--weight", "4", "--max-queued", "7"},
 		{"enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "5"},
 		{"enqueue", "--queue", "imports", "--tenant", "acme", "--cost", "6"},
 		{"enqueue", "--queue", "imports", "--tenant", "beta", "--cost", "7"},
@@ -46,7 +47,7 @@ func TestMigrateDownAsksForYesAndRefusesWhileJobsRun(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("batchq: migrate down: reverting version %d down to 0 drops the tables and data listed above; add --yes to go ahead\n", versionOf(t, latest)), r.stderr)
 	require.Contains(t, r.stdout, "would revert "+latest+"\n")
 	require.Contains(t, r.stdout, "would revert 00001_schema.sql\n")
-	require.Contains(t, r.stdout, "would lose, with the tables it drops: 2 unfinished jobs, 1 outcome, 1 queue, 2 tenants, 1 quota row, 0 schedules\n")
+	require.Contains(t, r.stdout, "would lose, with the tables it drops: 2 unfinished jobs, 1 outcome, 1 queue, 2 tenants, 1 tenant setting in a queue, 1 quota row, 0 schedules\n")
 	require.NotContains(t, r.stdout, "running")
 	intact()
 
@@ -87,7 +88,7 @@ func TestMigrateDownCountsWhatAnOlderSchemaHas(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	r = runCLI(t, db.url, "migrate", "down")
 	require.Equal(t, 2, r.code, r.stderr)
-	require.Equal(t, "would revert 00001_schema.sql\nwould lose no jobs, outcomes, queues, tenants, quota rows or schedules\n", r.stdout)
+	require.Equal(t, "would revert 00001_schema.sql\nwould lose no jobs, outcomes, queues, tenants, tenant settings in queues, quota rows or schedules\n", r.stdout)
 
 	// Version 2 has queues, tenants, jobs and outcomes, and no quota yet.
 	r = runCLI(t, db.url, "migrate", "up", "--to", "2")

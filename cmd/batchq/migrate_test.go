@@ -162,7 +162,7 @@ func TestMigrateWritesJSONAndCSV(t *testing.T) {
 	require.Equal(t, int64(0), *preview.ToVersion)
 	require.Len(t, preview.WouldRevert, latest)
 	require.Equal(t, names[latest-1], preview.WouldRevert[0])
-	require.Equal(t, map[string]int64{"jobs": 0, "outcomes": 0, "queues": 0, "tenants": 0, "quota": 0, "schedules": 0}, preview.WouldLose)
+	require.Equal(t, map[string]int64{"jobs": 0, "outcomes": 0, "queues": 0, "tenants": 0, "queue_tenants": 0, "quota": 0, "schedules": 0}, preview.WouldLose)
 	require.Equal(t, int64(0), *preview.Running)
 
 	r = runCLI(t, url, "migrate", "down", "--yes", "--format", "json")

@@ -36,13 +36,19 @@ ON CONFLICT (name) DO UPDATE
 SET weight = excluded.weight, max_queued = excluded.max_queued, updated_at = now()
 RETURNING *;
 
--- name: LockTenant :one
--- A tenant's settings, created with the defaults if it has none, held until
--- the transaction ends: a change reads what it changes under this lock, so
--- concurrent changes apply one after the other.
+-- name: CreateTenant :exec
+-- A tenant's settings with the defaults, unless it has some (LockTenant
+-- then locks them). Nothing is written for a tenant that has settings: a
+-- new version of its row would have to keep the rules added since it was
+-- written, which a weight an older release accepted may not.
 INSERT INTO batchq.tenants (name) VALUES (@name)
-ON CONFLICT (name) DO UPDATE SET name = excluded.name
-RETURNING *;
+ON CONFLICT (name) DO NOTHING;
+
+-- name: LockTenant :one
+-- A tenant's settings (CreateTenant first), held until the transaction
+-- ends: a change reads what it changes under this lock, so concurrent
+-- changes apply one after the other.
+SELECT * FROM batchq.tenants WHERE name = @name FOR UPDATE;
 
 -- name: ListTenants :many
 SELECT * FROM batchq.tenants ORDER BY name;

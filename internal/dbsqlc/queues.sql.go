@@ -55,6 +55,20 @@ func (q *Queries) CreateQueue(ctx context.Context, db DBTX, arg CreateQueueParam
 	return err
 }
 
+const createTenant = `-- name: CreateTenant :exec
+INSERT INTO batchq.tenants (name) VALUES ($1)
+ON CONFLICT (name) DO NOTHING
+`
+
+// A tenant's settings with the defaults, unless it has some (LockTenant
+// then locks them). Nothing is written for a tenant that has settings: a
+// new version of its row would have to keep the rules added since it was
+// written, which a weight an older release accepted may not.
+func (q *Queries) CreateTenant(ctx context.Context, db DBTX, name string) error {
+	_, err := db.Exec(ctx, createTenant, name)
+	return err
+}
+
 const deleteQueueTenant = `-- name: DeleteQueueTenant :execrows
 DELETE FROM batchq.queue_tenants t
 WHERE t.queue = (SELECT q.name FROM batchq.queues q WHERE q.name = $1 FOR KEY SHARE) AND t.tenant = $2
@@ -248,14 +262,12 @@ func (q *Queries) LockQueueTenant(ctx context.Context, db DBTX, arg LockQueueTen
 }
 
 const lockTenant = `-- name: LockTenant :one
-INSERT INTO batchq.tenants (name) VALUES ($1)
-ON CONFLICT (name) DO UPDATE SET name = excluded.name
-RETURNING name, weight, max_queued, updated_at
+SELECT name, weight, max_queued, updated_at FROM batchq.tenants WHERE name = $1 FOR UPDATE
 `
 
-// A tenant's settings, created with the defaults if it has none, held until
-// the transaction ends: a change reads what it changes under this lock, so
-// concurrent changes apply one after the other.
+// A tenant's settings (CreateTenant first), held until the transaction
+// ends: a change reads what it changes under this lock, so concurrent
+// changes apply one after the other.
 func (q *Queries) LockTenant(ctx context.Context, db DBTX, name string) (BatchqTenant, error) {
 	row := db.QueryRow(ctx, lockTenant, name)
 	var i BatchqTenant
