@@ -31,7 +31,8 @@ type HTTPConfig struct {
 	// ignores letter case and JSON escapes (\/, \u002d), and a value in the
 	// form "Bearer <key>" also matches its key alone. Values shorter than 8
 	// bytes are not matched: too short to be a key, they would redact
-	// ordinary words.
+	// ordinary words. A header the handler or its HTTP client sets itself
+	// is refused (ReservedHeader).
 	Header http.Header
 	// Client sends the requests. nil: a client with a 2-minute timeout.
 	// Redirects are not followed unless its CheckRedirect is set: following
@@ -79,6 +80,11 @@ func HTTPHandler(cfg HTTPConfig) (Handler, error) {
 	target, err := url.Parse(cfg.Target)
 	if err != nil || target.Host == "" || (target.Scheme != "http" && target.Scheme != "https") {
 		return nil, fmt.Errorf("batchq: HTTPHandler: Target %q: must be an http or https URL", redactURL(cfg.Target))
+	}
+	for k := range cfg.Header {
+		if why := ReservedHeader(k); why != "" {
+			return nil, fmt.Errorf("batchq: HTTPHandler: Header %q: %s", k, why)
+		}
 	}
 	shown := redactURL(cfg.Target)
 	client := &http.Client{Timeout: 2 * time.Minute}
@@ -740,4 +746,28 @@ func parseHex4(b []byte) (rune, bool) {
 		c = c<<4 | rune(d)
 	}
 	return c, true
+}
+
+// ReservedHeader says why HTTPHandler cannot send the header name as
+// HTTPConfig.Header gives it, or "" when it can: the handler sets some
+// headers itself on each request, over any of the same name, and its HTTP
+// client sets or drops others, or manages the connection they are about.
+func ReservedHeader(name string) string {
+	k := http.CanonicalHeaderKey(name)
+	switch k {
+	case "Content-Type", "Idempotency-Key":
+		return "the worker sets " + k + " itself"
+	case "Host":
+		return "the worker sets Host itself, from its target"
+	case "Content-Length", "Transfer-Encoding":
+		return "the worker's HTTP client sets " + k + " itself, from the payload"
+	case "Trailer":
+		return "the worker sends no trailers"
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Upgrade":
+		return "a hop-by-hop header: the worker's HTTP client manages its connections"
+	}
+	if strings.HasPrefix(k, "Batchq-") {
+		return "the worker sets the Batchq- headers itself"
+	}
+	return ""
 }

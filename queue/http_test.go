@@ -779,3 +779,24 @@ func (c countingReader) Read(p []byte) (int, error) {
 	*c.n += int64(n)
 	return n, err
 }
+
+// A header the handler or its HTTP client sets itself is refused by name,
+// not accepted and then never sent as given.
+func TestHTTPHandlerRefusesHeadersItSetsItself(t *testing.T) {
+	t.Parallel()
+	for name, why := range map[string]string{
+		"idempotency-key":   "the worker sets Idempotency-Key itself",
+		"Content-Type":      "the worker sets Content-Type itself",
+		"Batchq-Tenant":     "the worker sets the Batchq- headers itself",
+		"Host":              "the worker sets Host itself, from its target",
+		"Content-Length":    "the worker's HTTP client sets Content-Length itself, from the payload",
+		"Connection":        "a hop-by-hop header",
+		"transfer-encoding": "the worker's HTTP client sets Transfer-Encoding itself",
+	} {
+		_, err := queue.HTTPHandler(queue.HTTPConfig{Target: "http://127.0.0.1:1/x", Header: http.Header{name: {"v"}}})
+		require.ErrorContains(t, err, fmt.Sprintf("batchq: HTTPHandler: Header %q: %s", name, why), name)
+	}
+	_, err := queue.HTTPHandler(queue.HTTPConfig{Target: "http://127.0.0.1:1/x",
+		Header: http.Header{"Authorization": {"Bearer k"}, "X-Team": {"a"}}})
+	require.NoError(t, err)
+}

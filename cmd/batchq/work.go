@@ -320,7 +320,7 @@ func headersFromEnv(pairs []string) (http.Header, error) {
 		if !validHeaderName(name) {
 			return nil, usagef("batchq: --header-env %q: header name %q must be letters, digits and ! # $ %% & ' * + - . ^ _ ` | ~", p, name)
 		}
-		if why := reservedHeader(name); why != "" {
+		if why := queue.ReservedHeader(name); why != "" {
 			return nil, usagef("batchq: --header-env %q: %s", p, why)
 		}
 		v, set := os.LookupEnv(env)
@@ -337,30 +337,6 @@ func headersFromEnv(pairs []string) (http.Header, error) {
 		h.Add(name, v)
 	}
 	return h, nil
-}
-
-// reservedHeader says why the worker cannot send header name as
-// --header-env gives it, or "" when it can. queue.HTTPHandler sets some
-// headers itself on each request, over any of the same name; net/http drops
-// others, or they are about the connection, which it manages.
-func reservedHeader(name string) string {
-	k := http.CanonicalHeaderKey(name)
-	switch k {
-	case "Content-Type", "Idempotency-Key":
-		return "the worker sets " + k + " itself"
-	case "Host":
-		return "the worker sets Host itself, from --target"
-	case "Content-Length", "Transfer-Encoding":
-		return "the worker's HTTP client sets " + k + " itself, from the payload"
-	case "Trailer":
-		return "the worker sends no trailers"
-	case "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Upgrade":
-		return "a hop-by-hop header: the worker's HTTP client manages its connections"
-	}
-	if strings.HasPrefix(k, "Batchq-") {
-		return "the worker sets the Batchq- headers itself"
-	}
-	return ""
 }
 
 // validHeaderName reports whether name is an HTTP field name: a token of

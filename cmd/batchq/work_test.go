@@ -94,7 +94,7 @@ func TestWorkRejectsBadFlags(t *testing.T) {
 			"batchq: --header-env X-Test: environment variable BATCHQ_TEST_EMPTY_KEY is empty\n"},
 		// Headers the worker sets itself, or its HTTP client drops or manages.
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Host=BATCHQ_TEST_KEY"},
-			`batchq: --header-env "Host=BATCHQ_TEST_KEY": the worker sets Host itself, from --target` + "\n"},
+			`batchq: --header-env "Host=BATCHQ_TEST_KEY": the worker sets Host itself, from its target` + "\n"},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "idempotency-key=BATCHQ_TEST_KEY"},
 			`batchq: --header-env "idempotency-key=BATCHQ_TEST_KEY": the worker sets Idempotency-Key itself` + "\n"},
 		{[]string{"--queue", "q", "--target", "http://x", "--header-env", "Content-Type=BATCHQ_TEST_KEY"},
