@@ -220,15 +220,23 @@ func (qc QueueConfig) validate() error {
 	case qc.UniqueFor < 0:
 		return &SettingError{"unique_for", fmt.Sprintf("must be >= 0 (got %s)", qc.UniqueFor)}
 	}
-	// The database keeps intervals in whole microseconds: 500ns would be
-	// stored as 0 (a unique window switched off) or break a rule there.
 	for _, d := range []struct {
 		field string
 		v     time.Duration
 	}{{"default_ttl", qc.DefaultTTL}, {"lease", qc.Lease}, {"unique_for", qc.UniqueFor}} {
-		if d.v%time.Microsecond != 0 {
-			return &SettingError{d.field, fmt.Sprintf("must be a whole number of microseconds (got %s)", d.v)}
+		if err := wholeMicroseconds(d.field, d.v); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// wholeMicroseconds refuses a duration the database cannot keep as it is:
+// it keeps intervals in whole microseconds, so 500ns would be stored as 0
+// (a unique window switched off) or break a rule there.
+func wholeMicroseconds(field string, d time.Duration) error {
+	if d%time.Microsecond != 0 {
+		return &SettingError{field, fmt.Sprintf("must be a whole number of microseconds (got %s)", d)}
 	}
 	return nil
 }

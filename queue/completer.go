@@ -44,7 +44,7 @@ type completer struct {
 	// writingSince is when the write in flight began (unix ns), 0 while
 	// none runs. A write that takes long (waiting on a lock an operator's
 	// open transaction holds, retrying while the database is away or
-	// refuses it) holds the pool's claims back: see stalled.
+	// refuses it) holds the pool's claims back (pool.stalledWrites).
 	writingSince atomic.Int64
 	// afterWrite, when set, is called after each write, given or not.
 	afterWrite func()

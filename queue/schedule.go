@@ -272,10 +272,8 @@ func (c *Client) validateSchedule(s *Schedule, now time.Time) (cron.Schedule, er
 	if err := c.validate(&j, now, false); err != nil {
 		return nil, err
 	}
-	// The database keeps the TTL in whole microseconds, as a queue's
-	// default TTL: 999ns would be stored as 0, which breaks its rule there.
-	if s.TTL%time.Microsecond != 0 {
-		return nil, &SettingError{Field: "ttl", Rule: fmt.Sprintf("must be a whole number of microseconds (got %s)", s.TTL)}
+	if err := wholeMicroseconds("ttl", s.TTL); err != nil {
+		return nil, err
 	}
 	s.Payload = j.Payload
 	if s.Missed != MissedOne && s.Missed != MissedSkip {

@@ -73,6 +73,24 @@ func (l *eventLog) outcomes(id int64) []string {
 	return append([]string(nil), l.finished[id]...)
 }
 
+// holdFinishWrites holds back every write of b's worker pools' completers
+// until release: held receives while one waits.
+func holdFinishWrites(b *testBundle) (held <-chan struct{}, release func()) {
+	var hold atomic.Bool
+	hold.Store(true)
+	waiting := make(chan struct{}, 1)
+	queue.SetBeforeFinishWrite(b.client, func() {
+		for hold.Load() {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	return waiting, func() { hold.Store(false) }
+}
+
 // A job whose handler has returned keeps its lease until the completer has
 // written its finish: here the write is held back for three leases' worth,
 // and the job, which succeeded, is not rescued and run again meanwhile.
@@ -84,18 +102,7 @@ func TestFinishedJobKeepsItsLeaseUntilItsFinishIsWritten(t *testing.T) {
 	x := b.enqueue(t, "x", 1)
 	var runs runCounter
 	var events eventLog
-	var hold atomic.Bool
-	hold.Store(true)
-	held := make(chan struct{}, 1)
-	queue.SetBeforeFinishWrite(b.client, func() {
-		for hold.Load() {
-			select {
-			case held <- struct{}{}:
-			default:
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	held, release := holdFinishWrites(b)
 	ctx, cancel := context.WithCancel(b.ctx)
 	wait := b.work(ctx, queue.WorkerConfig{
 		Queue: b.queue, Concurrency: 2, BatchSize: 1,
@@ -110,7 +117,7 @@ func TestFinishedJobKeepsItsLeaseUntilItsFinishIsWritten(t *testing.T) {
 	defer func() { cancel(); require.NoError(t, wait()) }()
 	<-held                      // x's handler returned; its completion waits
 	time.Sleep(3 * time.Second) // three leases
-	hold.Store(false)
+	release()
 	b.waitFinished(t, x)
 	require.Equal(t, 1, runs.get(x), "x succeeded once; it must not run again")
 	require.Equal(t, "succeeded", b.outcome(t, x))
@@ -131,18 +138,7 @@ func TestPoolClaimsNothingWhileItsOutcomesCannotBeWritten(t *testing.T) {
 	queue.SetAssumedRun(b.client, time.Millisecond)
 	x := b.enqueue(t, "x", 1)
 	var runs runCounter
-	var hold atomic.Bool
-	hold.Store(true)
-	held := make(chan struct{}, 1)
-	queue.SetBeforeFinishWrite(b.client, func() {
-		for hold.Load() {
-			select {
-			case held <- struct{}{}:
-			default:
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	held, release := holdFinishWrites(b)
 	ctx, cancel := context.WithCancel(b.ctx)
 	wait := b.work(ctx, queue.WorkerConfig{
 		Queue: b.queue, Concurrency: 2, BatchSize: 4,
@@ -154,7 +150,7 @@ func TestPoolClaimsNothingWhileItsOutcomesCannotBeWritten(t *testing.T) {
 		},
 	})
 	// A failed assertion below still lets the write go, so the pool can stop.
-	defer func() { hold.Store(false); cancel(); require.NoError(t, wait()) }()
+	defer func() { release(); cancel(); require.NoError(t, wait()) }()
 	<-held // x's handler returned; its completion waits
 	time.Sleep(1500 * time.Millisecond)
 	more := make([]int64, 20)
@@ -165,7 +161,7 @@ func TestPoolClaimsNothingWhileItsOutcomesCannotBeWritten(t *testing.T) {
 	require.Equal(t, 1, runs.jobs(), "the pool claimed and ran jobs while the outcome before them could not be written")
 	require.Equal(t, int64(len(more)), b.scalar(t, `SELECT count(*) FROM batchq.jobs WHERE tenant = 'y' AND state = 'queued'`))
 
-	hold.Store(false)
+	release()
 	for _, id := range append(more, x) {
 		b.waitFinished(t, id)
 		require.Equal(t, "succeeded", b.outcome(t, id))

@@ -289,15 +289,23 @@ func interruptibleEnqueueFile(t *testing.T, db *cliDB) (out, errOut *bytes.Buffe
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pw.Close() })
 	go fmt.Fprint(pw, strings.Repeat(`{"queue":"imports","tenant":"t","cost":1}`+"\n", 3))
+	return interruptibleCLI(t, db, pr, "enqueue", "--file", "-", "--batch-size", "2")
+}
+
+// interruptibleCLI runs batchq with args against db, reading stdin, in the
+// background: interrupt does what Ctrl-C does (main cancels the command's
+// context), and exited gives the exit code.
+func interruptibleCLI(t *testing.T, db *cliDB, stdin io.Reader, args ...string) (out, errOut *bytes.Buffer, exited <-chan int, interrupt func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	out, errOut = &bytes.Buffer{}, &bytes.Buffer{}
 	app := newApp(out, errOut)
-	app.Reader = pr
+	app.Reader = stdin
 	code := make(chan int, 1)
 	go func() {
 		cliMu.Lock()
-		err := app.RunContext(ctx, []string{"batchq", "--database-url", db.url, "enqueue", "--file", "-", "--batch-size", "2"})
+		err := app.RunContext(ctx, append([]string{"batchq", "--database-url", db.url}, args...))
 		cliMu.Unlock()
 		code <- exitCode(err, errOut)
 	}()

@@ -151,6 +151,18 @@ func jobsCancel(c *cli.Context, client *queue.Client) error {
 	return writeResult(c, fmt.Sprintf("cancelled job %d", id), d)
 }
 
+// cancelInterrupted is what a bulk cancel an interrupt (Ctrl-C, SIGTERM)
+// stopped says, as enqueue --file says its own: what the batches before it
+// did (st), failing as it does (exit 1). The interrupt cancels the batch in
+// flight.
+func cancelInterrupted(st queue.CancelStats) error {
+	if st == (queue.CancelStats{}) {
+		return errors.New("batchq: interrupted; nothing was cancelled")
+	}
+	return fmt.Errorf("batchq: interrupted; before it, cancelled %d and asked %d running to stop (run it again for the rest)",
+		st.Cancelled, st.Stopping)
+}
+
 // jobsCancelMany counts, or with --yes cancels, the jobs a filter matches.
 func jobsCancelMany(c *cli.Context, client *queue.Client) error {
 	f := queue.JobFilter{Queue: c.String("queue"), Tenant: c.String("tenant"), Kind: c.String("kind")}
@@ -191,7 +203,7 @@ func jobsCancelMany(c *cli.Context, client *queue.Client) error {
 	}
 	n, err := client.CountJobs(c.Context, f)
 	if err != nil && c.Context.Err() != nil {
-		return errors.New("batchq: interrupted; nothing was cancelled")
+		return cancelInterrupted(queue.CancelStats{})
 	}
 	if err != nil {
 		return filterUsage(err)
@@ -207,15 +219,8 @@ func jobsCancelMany(c *cli.Context, client *queue.Client) error {
 		return writeResult(c, sentence, d)
 	}
 	st, err := client.CancelJobs(c.Context, f, c.String("reason"))
-	// An interrupt (Ctrl-C, SIGTERM) cancels the batch in flight; said as
-	// enqueue --file says its own, with what the batches before it did,
-	// and failing as it does (exit 1).
 	if err != nil && c.Context.Err() != nil {
-		if st == (queue.CancelStats{}) {
-			return errors.New("batchq: interrupted; nothing was cancelled")
-		}
-		return fmt.Errorf("batchq: interrupted; before it, cancelled %d and asked %d running to stop (run it again for the rest)",
-			st.Cancelled, st.Stopping)
+		return cancelInterrupted(st)
 	}
 	if err != nil && st == (queue.CancelStats{}) {
 		return filterUsage(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -363,17 +362,7 @@ func TestJobsCancelInBulkSaysAnInterruptAsEnqueueDoes(t *testing.T) {
 			_, err = holder.Exec(ctx, `SELECT 1 FROM batchq.jobs WHERE id = (SELECT `+tc.held+`(id) FROM batchq.jobs) FOR UPDATE`)
 			require.NoError(t, err)
 
-			interrupted, interrupt := context.WithCancel(ctx)
-			t.Cleanup(interrupt)
-			var out, errOut bytes.Buffer
-			exited := make(chan int, 1)
-			go func() {
-				cliMu.Lock()
-				err := newApp(&out, &errOut).RunContext(interrupted,
-					[]string{"batchq", "--database-url", db.url, "jobs", "cancel", "--queue", "big", "--yes"})
-				cliMu.Unlock()
-				exited <- exitCode(err, &errOut)
-			}()
+			out, errOut, exited, interrupt := interruptibleCLI(t, db, strings.NewReader(""), "jobs", "cancel", "--queue", "big", "--yes")
 			require.Eventually(t, func() bool {
 				return db.count(t, `SELECT count(*) FROM pg_stat_activity
 					WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%cancel_jobs%'`) == 1
